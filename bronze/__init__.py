@@ -1,0 +1,1 @@
+"""Bronze: append-only Delta tables holding every source record as it arrived."""

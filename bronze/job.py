@@ -1,0 +1,50 @@
+"""The bronze job: one streaming query from a source into one Delta table per topic."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
+
+from bronze.table import ensure_bronze_table, with_ingestion_metadata
+from lakehouse.identifiers import table_name_for_topic
+from lakehouse.layout import Warehouse
+from lakehouse.streaming import Trigger, idempotent_write_options, query_app_id
+
+BRONZE_QUERY = "bronze"
+
+
+def start_bronze(source: DataFrame, warehouse: Warehouse, trigger: Trigger) -> StreamingQuery:
+    """Start streaming ``source`` (Kafka-shaped rows) into ``<warehouse>/bronze/<topic>``."""
+    checkpoint = warehouse.checkpoint(BRONZE_QUERY)
+    writer = (
+        source.writeStream.queryName(BRONZE_QUERY)
+        .option("checkpointLocation", checkpoint)
+        .foreachBatch(append_batch_by_topic(warehouse, query_app_id(checkpoint)))
+    )
+    return trigger.apply(writer).start()
+
+
+def append_batch_by_topic(warehouse: Warehouse, app_id: str) -> Callable[[DataFrame, int], None]:
+    """A foreachBatch function appending each topic's rows to its bronze table exactly once."""
+
+    def append(batch: DataFrame, batch_id: int) -> None:
+        rows = with_ingestion_metadata(batch, batch_id).persist()
+        try:
+            topics = [r.topic for r in rows.select("topic").distinct().collect()]
+            for topic in sorted(topics):
+                path = warehouse.table("bronze", table_name_for_topic(topic))
+                ensure_bronze_table(rows.sparkSession, path, topic)
+                (
+                    rows.where(F.col("topic") == topic)
+                    .write.format("delta")
+                    .mode("append")
+                    .options(**idempotent_write_options(app_id, batch_id))
+                    .save(path)
+                )
+        finally:
+            rows.unpersist()
+
+    return append

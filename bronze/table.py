@@ -1,0 +1,52 @@
+"""The bronze table schema and its creation."""
+
+from __future__ import annotations
+
+from delta.tables import DeltaTable
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StructField, StructType, TimestampType
+
+from cdc.files import SOURCED_KAFKA_SCHEMA
+
+BRONZE_SCHEMA = StructType(
+    [
+        *SOURCED_KAFKA_SCHEMA.fields,
+        StructField("_ingested_at", TimestampType()),
+        StructField("_ingest_batch", LongType()),
+    ]
+)
+
+
+#: Table property holding the topic a bronze table was created for.
+TOPIC_PROPERTY = "lakehouse.topic"
+
+
+def ensure_bronze_table(spark: SparkSession, path: str, topic: str) -> None:
+    """Create the append-only bronze table for ``topic`` at ``path`` unless it exists."""
+    if DeltaTable.isDeltaTable(spark, path):
+        return
+    (
+        DeltaTable.createIfNotExists(spark)
+        .location(path)
+        .addColumns(BRONZE_SCHEMA)
+        .property("delta.appendOnly", "true")
+        .property(TOPIC_PROPERTY, topic)
+        .execute()
+    )
+
+
+def bronze_topic(spark: SparkSession, path: str) -> str:
+    """The topic a bronze table holds (from its table property)."""
+    detail = DeltaTable.forPath(spark, path).detail().select("properties").first()
+    properties = detail.properties if detail is not None else {}
+    return str(properties.get(TOPIC_PROPERTY, ""))
+
+
+def with_ingestion_metadata(records: DataFrame, batch_id: int) -> DataFrame:
+    """Add ingestion time and micro-batch id to Kafka-shaped rows (pure transform)."""
+    return records.select(
+        *SOURCED_KAFKA_SCHEMA.fieldNames(),
+        F.current_timestamp().alias("_ingested_at"),
+        F.lit(batch_id).cast("bigint").alias("_ingest_batch"),
+    )

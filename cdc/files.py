@@ -1,0 +1,119 @@
+"""The embedded file source: a directory of JSON-lines Kafka records as a streaming DataFrame.
+
+Spark's file stream source tracks which files were read in the query checkpoint, so each file
+is read exactly once across restarts. Files must appear atomically (write, then rename), as
+:func:`cdc.generator.write_files` does. Lines are turned into rows with the columns of Spark's
+Kafka source plus ``_source`` (the file); a line that is not a valid record is kept, not
+dropped, under the topic :data:`UNREADABLE_TOPIC` with the raw line as its value.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType, StructField, StructType
+
+from cdc.records import CREATE_TIME, KAFKA_SCHEMA, json_bytes
+from lakehouse.errors import ConfigError
+
+#: Topic under which lines that are not valid records land in bronze.
+UNREADABLE_TOPIC = "_unreadable_lines"
+
+SOURCE_COLUMN = "_source"
+SOURCED_KAFKA_SCHEMA = StructType([*KAFKA_SCHEMA.fields, StructField(SOURCE_COLUMN, StringType())])
+
+_ARROW_SCHEMA = pa.schema(
+    [
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("timestamp", pa.timestamp("us", tz="UTC")),
+        ("timestampType", pa.int32()),
+        ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
+        (SOURCE_COLUMN, pa.string()),
+    ]
+)
+
+
+def read_file_stream(
+    spark: SparkSession, directory: str, max_files_per_trigger: int = 4
+) -> DataFrame:
+    """Stream the ``*.jsonl`` files of ``directory`` as Kafka-shaped rows.
+
+    Raises:
+        ConfigError: the directory does not exist.
+    """
+    if "://" not in directory and not Path(directory).is_dir():
+        raise ConfigError(
+            f"Source directory {directory} does not exist. Create it, or generate a workload "
+            "into it with 'lakehouse generate --out DIR'."
+        )
+    lines = (
+        spark.readStream.format("text")
+        .option("maxFilesPerTrigger", max_files_per_trigger)
+        .option("pathGlobFilter", "*.jsonl")
+        .load(directory)
+        .select("value", F.col("_metadata.file_path").alias(SOURCE_COLUMN))
+    )
+    return lines_to_records(lines)
+
+
+def lines_to_records(lines: DataFrame) -> DataFrame:
+    """Parse a DataFrame of ``value`` (one line) and ``_source`` into Kafka-shaped rows."""
+    return lines.mapInArrow(_parse_batches, SOURCED_KAFKA_SCHEMA)
+
+
+def _parse_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    for batch in batches:
+        sources = batch.column(SOURCE_COLUMN).to_pylist()
+        rows = [
+            parse_line(line, source)
+            for line, source in zip(batch.column("value").to_pylist(), sources, strict=True)
+        ]
+        columns = list(zip(*rows, strict=True)) if rows else [[] for _ in _ARROW_SCHEMA]
+        yield pa.RecordBatch.from_arrays(
+            [
+                pa.array(values, type=f.type)
+                for values, f in zip(columns, _ARROW_SCHEMA, strict=True)
+            ],
+            schema=_ARROW_SCHEMA,
+        )
+
+
+def parse_line(line: str, source: str) -> tuple[Any, ...]:
+    """One line of the file format as a row tuple in :data:`SOURCED_KAFKA_SCHEMA` order."""
+    try:
+        record = json.loads(line)
+        topic = record["topic"]
+        partition = record["partition"]
+        offset = record["offset"]
+        timestamp_ms = record["timestamp"]
+        headers = record.get("headers") or {}
+        if not (
+            isinstance(topic, str)
+            and topic
+            and all(isinstance(v, int) for v in (partition, offset, timestamp_ms))
+            and isinstance(headers, dict)
+        ):
+            raise ValueError("bad field types")
+    except (ValueError, KeyError, TypeError):
+        return (None, line.encode("utf-8"), UNREADABLE_TOPIC, None, None, None, None, None, source)
+    return (
+        json_bytes(record.get("key")),
+        json_bytes(record.get("value")),
+        topic,
+        partition,
+        offset,
+        timestamp_ms * 1000,
+        CREATE_TIME,
+        [{"key": str(k), "value": json_bytes(v)} for k, v in headers.items()],
+        source,
+    )

@@ -1,0 +1,1 @@
+"""Gold: windowed aggregates over silver entities, registered for SQL as ``gold.<name>``."""

@@ -1,0 +1,201 @@
+"""The ``lakehouse`` command line."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from lakehouse.errors import LakehouseError
+
+console = Console()
+errors = Console(stderr=True)
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def spark_options(command: F) -> F:
+    """Options shared by every command that starts Spark."""
+    command = click.option(
+        "--spark-mode",
+        type=click.Choice(["auto", "active", "local-jars", "maven"]),
+        default="auto",
+        show_default=True,
+        help="How Delta gets onto Spark: reuse a session, jars from the jsoniq wheel, or Maven.",
+    )(command)
+    return click.option(
+        "--master", default="local[2]", show_default=True, help="Spark master URL."
+    )(command)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """cdc-lakehouse: Debezium CDC and event streams into a Delta medallion lakehouse."""
+
+
+@cli.command()
+@click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path), help="Directory for the JSON-lines files.")
+@click.option("--events", default=20_000, show_default=True, type=click.IntRange(min=1), help="Number of records.")
+@click.option("--seed", default=42, show_default=True, type=int, help="Random seed (same seed, same files).")
+@click.option("--malformed-rate", default=0.01, show_default=True, type=float, help="Share of malformed records (0 to 1).")
+def generate(out_dir: Path, events: int, seed: int, malformed_rate: float) -> None:
+    """Write a shop workload (customers and orders CDC, clickstream) as JSON-lines files."""
+    from cdc.generator import WorkloadConfig
+    from lakehouse.demo import write_workload
+
+    files, count = write_workload(out_dir, WorkloadConfig(events=events, seed=seed, malformed_rate=malformed_rate))
+    console.print(f"wrote {count} records in {files} files to {out_dir}")
+
+
+@cli.command()
+@click.option("--source", required=True, help="files:DIR (kafka:HOST:PORT comes later).")
+@click.option("--warehouse", required=True, type=click.Path(path_type=Path), help="Warehouse root directory.")
+@click.option("--once", "once", is_flag=True, default=False, help="Process what is available, then stop (the default).")
+@click.option("--processing-time", default=None, help="Run continuously with this trigger interval, e.g. 10s.")
+@click.option("--config", "config_path", default=None, type=click.Path(path_type=Path), help="Pipeline TOML file.")
+@click.option("--max-files-per-trigger", default=4, show_default=True, type=click.IntRange(min=1), help="File source: files per micro-batch.")
+@spark_options
+def run(source: str, warehouse: Path, once: bool, processing_time: str | None, config_path: Path | None,
+        max_files_per_trigger: int, spark_mode: str, master: str) -> None:
+    """Run the pipeline: source -> bronze -> silver -> gold."""
+    from dataclasses import replace
+
+    from cdc.sources import SourceSpec
+    from lakehouse.config import load_config
+    from lakehouse.layout import Warehouse
+    from lakehouse.pipeline import run_continuously, run_once
+    from lakehouse.streaming import Trigger
+
+    if once and processing_time:
+        raise LakehouseError("Use either --once or --processing-time, not both.")
+    spec = replace(SourceSpec.parse(source), max_files_per_trigger=max_files_per_trigger)
+    trigger = Trigger.parse(processing_time)
+    config = load_config(config_path)
+    with _spark(spark_mode, master) as spark:
+        if trigger.once:
+            report = run_once(spark, spec, Warehouse.from_path(warehouse), config, _progress)
+            console.print(f"done: {len(report.queries)} queries in {report.seconds:.1f} s")
+        else:
+            run_continuously(spark, spec, Warehouse.from_path(warehouse), config, trigger, _progress)
+
+
+@cli.command()
+@click.option("--events", default=20_000, show_default=True, type=click.IntRange(min=100), help="Records to generate.")
+@click.option("--seed", default=42, show_default=True, type=int)
+@click.option("--warehouse", default=None, type=click.Path(path_type=Path), help="Warehouse root (default: a new temporary directory).")
+@spark_options
+def demo(events: int, seed: int, warehouse: Path | None, spark_mode: str, master: str) -> None:
+    """Generate a shop workload and run it through every layer, then query gold."""
+    from lakehouse.demo import run_demo
+
+    root = warehouse or Path(tempfile.mkdtemp(prefix="lakehouse-demo-"))
+    with _spark(spark_mode, master) as spark:
+        summary = run_demo(spark, root, events, seed, _progress)
+    _print_table("Tables", ["table", "rows"], summary.counts)
+    console.print(f"quarantined records: {summary.quarantined}")
+    console.print(f"verify: {'silver equals the reference fold of bronze' if summary.verified else 'DIFFERENCES FOUND'}")
+    console.print(f"[bold]{summary.query}[/bold]")
+    _print_table("gold result", summary.result_columns, summary.result_rows)
+    console.print(f"warehouse: {root}  (try: lakehouse sql --warehouse {root} \"SELECT * FROM gold.user_sessions LIMIT 5\")")
+    if not summary.verified:
+        sys.exit(1)
+
+
+@cli.command()
+@click.option("--warehouse", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--config", "config_path", default=None, type=click.Path(path_type=Path), help="Pipeline TOML file.")
+@spark_options
+def verify(warehouse: Path, config_path: Path | None, spark_mode: str, master: str) -> None:
+    """Recompute every silver table from bronze with an independent fold and compare."""
+    from lakehouse.config import load_config
+    from lakehouse.audit import verify_warehouse
+    from lakehouse.layout import Warehouse
+
+    with _spark(spark_mode, master) as spark:
+        checks = verify_warehouse(spark, Warehouse.from_path(warehouse), load_config(config_path))
+    for check in checks:
+        status = "ok" if check.ok else f"{len(check.differences)} differences"
+        console.print(f"silver.{check.table}: {check.actual_rows} rows, expected {check.expected_rows}: {status}")
+        for line in check.differences[:20]:
+            console.print(f"  {line}", markup=False)
+    if not all(c.ok for c in checks):
+        sys.exit(1)
+
+
+@cli.command()
+@click.option("--warehouse", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--limit", default=100, show_default=True, type=click.IntRange(min=1), help="Rows to print.")
+@click.argument("statement")
+@spark_options
+def sql(warehouse: Path, limit: int, statement: str, spark_mode: str, master: str) -> None:
+    """Run a SQL statement; tables are named <layer>.<table> (e.g. gold.revenue_per_minute)."""
+    from lakehouse.catalog import run_sql
+    from lakehouse.layout import Warehouse
+
+    from pyspark.errors import AnalysisException, ParseException
+
+    with _spark(spark_mode, master) as spark:
+        try:
+            frame = run_sql(spark, Warehouse.from_path(warehouse), statement)
+        except (AnalysisException, ParseException) as error:
+            raise LakehouseError(f"SQL error: {_first_line(str(error))}") from error
+        rows = [[_show(v) for v in row] for row in frame.limit(limit).collect()]
+        _print_table(None, frame.columns, rows)
+
+
+def _show(value: Any) -> str:
+    return "NULL" if value is None else str(value)
+
+
+def _print_table(title: str | None, columns: list[str], rows: list[list[Any]]) -> None:
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*[_show(v) for v in row])
+    console.print(table)
+
+
+def _progress(message: str) -> None:
+    console.print(f"[dim]- {message}[/dim]")
+
+
+@contextmanager
+def _spark(spark_mode: str, master: str) -> Iterator[Any]:
+    from lakehouse.spark import get_spark
+
+    with console.status("starting Spark"):
+        spark = get_spark(mode=spark_mode, master=master)  # type: ignore[arg-type]
+    spark.sparkContext.setLogLevel("ERROR")
+    yield spark
+
+
+def main() -> None:
+    """Entry point: user errors become one line on stderr and exit status 2."""
+    logging.getLogger("py4j").setLevel(logging.CRITICAL)
+    logging.getLogger("DataFrameQueryContextLogger").setLevel(logging.CRITICAL)
+    try:
+        cli(standalone_mode=False)
+    except click.exceptions.Abort:
+        errors.print("aborted")
+        sys.exit(130)
+    except click.ClickException as error:
+        error.show()
+        sys.exit(error.exit_code)
+    except LakehouseError as error:
+        if os.environ.get("LAKEHOUSE_DEBUG"):
+            raise
+        errors.print(f"error: {error}", markup=False, highlight=False)
+        sys.exit(2)
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else text

