@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming.query import StreamingQuery
 
 from bronze.table import ensure_bronze_table, with_ingestion_metadata
 from lakehouse.identifiers import table_name_for_topic

@@ -18,7 +18,6 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
-    BinaryType,
     BooleanType,
     ByteType,
     DataType,
@@ -94,7 +93,7 @@ def codec_for(field: Mapping[str, Any]) -> ColumnCodec:
     if logical == "io.debezium.time.NanoTimestamp":
         return ColumnCodec(name, LongType(), lambda c: F.timestamp_micros(F.floor(c / 1000)), False)
     if logical == "io.debezium.time.ZonedTimestamp":
-        return ColumnCodec(name, StringType(), lambda c: c.cast("timestamp"), True)
+        return ColumnCodec(name, StringType(), lambda c: c.cast("timestamp"), False)
     if logical in ("io.debezium.time.Date", "org.apache.kafka.connect.data.Date"):
         return ColumnCodec(name, IntegerType(), F.date_from_unix_date, False)
     if logical == "org.apache.kafka.connect.data.Decimal":

@@ -10,7 +10,7 @@ dropped, under the topic :data:`UNREADABLE_TOPIC` with the raw line as its value
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -71,14 +71,14 @@ def lines_to_records(lines: DataFrame) -> DataFrame:
     return lines.mapInArrow(_parse_batches, SOURCED_KAFKA_SCHEMA)
 
 
-def _parse_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def _parse_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     for batch in batches:
         sources = batch.column(SOURCE_COLUMN).to_pylist()
         rows = [
             parse_line(line, source)
             for line, source in zip(batch.column("value").to_pylist(), sources, strict=True)
         ]
-        columns = list(zip(*rows, strict=True)) if rows else [[] for _ in _ARROW_SCHEMA]
+        columns: list[Any] = list(zip(*rows, strict=True)) if rows else [[]] * len(_ARROW_SCHEMA)
         yield pa.RecordBatch.from_arrays(
             [
                 pa.array(values, type=f.type)

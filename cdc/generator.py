@@ -234,6 +234,10 @@ class _Table:
         self.value_schema = envelope_schema(topic, columns)
         self._partitions = partitions
         self._keys: dict[int, tuple[JsonDict, int]] = {}
+        # The key bytes end in the id: hash the constant prefix once (same as partition_for).
+        sample = json_bytes({"schema": self.key_schema, "payload": {"id": 0}}) or b""
+        assert sample.endswith(b"0}}")
+        self._prefix_crc = zlib.crc32(sample[:-3])
 
     def key(self, key: int | None) -> tuple[JsonDict | None, int]:
         """The record key for a primary-key value and its partition."""
@@ -242,7 +246,8 @@ class _Table:
         hit = self._keys.get(key)
         if hit is None:
             document = {"schema": self.key_schema, "payload": {"id": key}}
-            hit = self._keys[key] = (document, partition_for(document, self._partitions))
+            partition = zlib.crc32(b"%d}}" % key, self._prefix_crc) % self._partitions
+            hit = self._keys[key] = (document, partition)
         return hit
 
 
@@ -338,6 +343,7 @@ class _Shop:
         self.counts = dict.fromkeys(topics, 0)
         self._malformed_slots = sorted(rng.between(0, valid) for _ in range(malformed))
         self._next_slot = 0
+        self._next_bad = self._malformed_slots[0] if malformed else 1 << 62
         self._bad_id = 0
         # Clocks (epoch µs): the database's, and the connector's processing time.
         self.now_us = config.start_ms * 1000
@@ -466,8 +472,7 @@ class _Shop:
         ts_ms: int,
         headers: dict[str, str] | None = None,
     ) -> None:
-        slots = self._malformed_slots
-        if self._next_slot < len(slots) and slots[self._next_slot] <= self.valid:
+        if self._next_bad <= self.valid:
             self._put_malformed(self.valid)
         self.out.append((topic, partition, key, value, ts_ms, headers))
         self.valid += 1
@@ -479,6 +484,7 @@ class _Shop:
             self._next_slot += 1
             self.malformed_at.append(len(self.out))
             self.out.append(self._malformed())
+        self._next_bad = slots[self._next_slot] if self._next_slot < len(slots) else 1 << 62
 
     def _source(
         self, table: _Table, snapshot: str, sequence: str, lsn: int, txid: int, commit_us: int
@@ -503,7 +509,9 @@ class _Shop:
     def _event(self, change: _Change, source: JsonDict, floor_us: int) -> None:
         """Emit one change event (and its tombstone) as the connector processes it."""
         lsn = source["lsn"]
-        self.proc_us = proc = max(self.proc_us + 20 + lsn % 281, floor_us)
+        proc = self.proc_us + 20 + lsn % 281
+        proc = max(proc, floor_us)
+        self.proc_us = proc
         table = change.table
         value = {
             "schema": table.value_schema,
@@ -528,22 +536,23 @@ class _Shop:
 
     def _tick(self, records: int) -> int:
         """Advance the clock by a random gap for this many records; return the new time."""
-        self.now_us += int(self.rng.expovariate(1.0) * _MEAN_GAP_US * records)
+        gap = -math.log(1.0 - self.rng.random()) * _MEAN_GAP_US * records  # exponential
+        self.now_us += int(gap)
         return self.now_us
 
     def _positions(self, changes: list[_Change]) -> list[int]:
         """Write the changes to the WAL and return their LSNs."""
-        lsns = []
+        random, lsns = self.rng.random, []
         for change in changes:
             if not change.same_position:
-                self.lsn += self.rng.between(48, 400)
+                self.lsn += 48 + int(random() * 353)
             lsns.append(self.lsn)
         return lsns
 
     def _commit_record(self) -> int:
-        self.lsn += self.rng.between(24, 96)
-        commit = self.lsn
-        self.lsn += self.rng.between(0, 4000)  # unrelated WAL before the next change
+        random = self.rng.random
+        commit = self.lsn = self.lsn + 24 + int(random() * 73)
+        self.lsn += int(random() * 4000)  # unrelated WAL before the next change
         return commit
 
     def _emit_transaction(
@@ -552,19 +561,36 @@ class _Shop:
         """Emit a committed transaction: its events carry the previous commit's LSN first."""
         first = self.last_commit
         head = '[null,"' if first is None else f'["{first}","'
-        floor = commit_us + self.rng.between(20_000, 400_000)
+        floor = commit_us + 20_000 + int(self.rng.random() * 380_000)
+        ts_ms, ts_ns, server = commit_us // 1000, commit_us * 1000, self.server
         for change, lsn in zip(changes, lsns, strict=True):
-            source = self._source(change.table, "false", f'{head}{lsn}"]', lsn, txid, commit_us)
+            source = {
+                "version": DEBEZIUM_VERSION,
+                "connector": "postgresql",
+                "name": server,
+                "ts_ms": ts_ms,
+                "snapshot": "false",
+                "db": "shop",
+                "sequence": f'{head}{lsn}"]',
+                "ts_us": commit_us,
+                "ts_ns": ts_ns,
+                "schema": "public",
+                "table": change.table.name,
+                "txId": txid,
+                "lsn": lsn,
+                "xmin": None,
+            }
             self._event(change, source, floor)
         self.last_commit = commit_lsn
         self.now_us = max(self.now_us, commit_us)
 
     def _commit(self, changes: list[_Change], start_us: int) -> None:
         """Run the changes as one transaction that started at ``start_us``."""
-        self.txid += self.rng.between(1, 3)
+        random = self.rng.random
+        self.txid += 1 + int(random() * 3)
         lsns = self._positions(changes)
         commit_lsn = self._commit_record()
-        commit_us = start_us + self.rng.between(100, 20_000)
+        commit_us = start_us + 100 + int(random() * 20_000)
         self._emit_transaction(changes, lsns, self.txid, commit_us, commit_lsn)
 
     def _snapshot(self) -> None:

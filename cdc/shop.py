@@ -23,9 +23,6 @@ ORDER_STATUSES = ("new", "paid", "shipped", "cancelled")
 
 JsonDict = dict[str, Any]
 
-_DAY_US = 86_400_000_000
-_DAY_MS = 86_400_000
-
 
 # --- value encodings --------------------------------------------------------------------------
 
@@ -42,29 +39,28 @@ def decimal_b64(unscaled: int) -> str:
     return base64.b64encode(unscaled.to_bytes(size, "big", signed=True)).decode("ascii")
 
 
-@lru_cache(maxsize=8192)
-def _day(day: int) -> str:
-    return (date(1970, 1, 1) + timedelta(days=day)).isoformat()
+@lru_cache(maxsize=4096)
+def _second(epoch_second: int) -> str:
+    """``YYYY-MM-DDTHH:MM:SS`` of an epoch second (UTC)."""
+    day, sec = divmod(epoch_second, 86_400)
+    hours, sec = divmod(sec, 3600)
+    minutes, sec = divmod(sec, 60)
+    return f"{date(1970, 1, 1) + timedelta(days=day)}T{hours:02d}:{minutes:02d}:{sec:02d}"
 
 
 def zoned_timestamp(micros: int) -> str:
     """Format epoch microseconds as Debezium's ``ZonedTimestamp`` for a ``timestamptz`` column
     (ISO-8601 in UTC; the fraction has no trailing zeros and is left out when zero)."""
-    day, rem = divmod(micros, _DAY_US)
-    sec, frac = divmod(rem, 1_000_000)
-    hours, sec = divmod(sec, 3600)
-    minutes, sec = divmod(sec, 60)
-    fraction = f".{frac:06d}".rstrip("0") if frac else ""
-    return f"{_day(day)}T{hours:02d}:{minutes:02d}:{sec:02d}{fraction}Z"
+    sec, frac = divmod(micros, 1_000_000)
+    if frac:
+        return f"{_second(sec)}{f'.{frac:06d}'.rstrip('0')}Z"
+    return f"{_second(sec)}Z"
 
 
 def iso_millis(millis: int) -> str:
     """Format epoch milliseconds as ISO-8601 UTC with exactly three fraction digits."""
-    day, rem = divmod(millis, _DAY_MS)
-    sec, frac = divmod(rem, 1000)
-    hours, sec = divmod(sec, 3600)
-    minutes, sec = divmod(sec, 60)
-    return f"{_day(day)}T{hours:02d}:{minutes:02d}:{sec:02d}.{frac:03d}Z"
+    sec, frac = divmod(millis, 1000)
+    return f"{_second(sec)}.{frac:03d}Z"
 
 
 def cents_text(cents: int) -> str:

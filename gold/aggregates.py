@@ -16,7 +16,9 @@ def change_sign() -> Column:
     return F.when(kind.isin(*ADDS), 1).when(kind.isin(*RETRACTS), -1).otherwise(0)
 
 
-def revenue_deltas(changes: DataFrame, time_column: str, amount_column: str, window: str) -> DataFrame:
+def revenue_deltas(
+    changes: DataFrame, time_column: str, amount_column: str, window: str
+) -> DataFrame:
     """Signed per-window contributions of a batch of order changes.
 
     Each row image of the silver change feed adds (insert, post-image) or removes (delete,
@@ -57,7 +59,8 @@ def sessions(
             F.col("s.start").alias("session_start"),
             F.col("s.end").alias("session_end"),
             "events",
-            (F.unix_timestamp("last_event_at") - F.unix_timestamp("first_event_at"))
-            .alias("duration_seconds"),
+            (F.unix_timestamp("last_event_at") - F.unix_timestamp("first_event_at")).alias(
+                "duration_seconds"
+            ),
         )
     )

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming.query import StreamingQuery
 
 from gold.aggregates import revenue_deltas, sessions
 from lakehouse.config import GoldSpec
@@ -53,7 +53,8 @@ def _revenue_merger(path: str, spec: GoldSpec, app_id: str) -> Callable[[DataFra
         total_orders = F.col("t.orders") + F.col("s.orders")
         with idempotent_dml(spark, app_id, batch_id):
             (
-                DeltaTable.forPath(spark, path).alias("t")
+                DeltaTable.forPath(spark, path)
+                .alias("t")
                 .merge(deltas.alias("s"), F.col("t.window_start") == F.col("s.window_start"))
                 .whenMatchedDelete(condition=total_orders == 0)
                 .whenMatchedUpdate(

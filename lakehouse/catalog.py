@@ -21,9 +21,7 @@ def register_tables(spark: SparkSession, warehouse: Warehouse) -> list[str]:
             if spark.catalog.tableExists(qualified):
                 spark.catalog.dropTempView(qualified)
                 spark.sql(f"DROP TABLE {quote_identifier(layer)}.{quote_identifier(name)}")
-            spark.catalog.createTable(
-                qualified, path=warehouse.table(layer, name), source="delta"
-            )
+            spark.catalog.createTable(qualified, path=warehouse.table(layer, name), source="delta")
             registered.append(qualified)
     return registered
 

@@ -42,29 +42,81 @@ def cli() -> None:
 
 
 @cli.command()
-@click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path), help="Directory for the JSON-lines files.")
-@click.option("--events", default=20_000, show_default=True, type=click.IntRange(min=1), help="Number of records.")
-@click.option("--seed", default=42, show_default=True, type=int, help="Random seed (same seed, same files).")
-@click.option("--malformed-rate", default=0.01, show_default=True, type=float, help="Share of malformed records (0 to 1).")
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Directory for the JSON-lines files.",
+)
+@click.option(
+    "--events",
+    default=20_000,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Number of records.",
+)
+@click.option(
+    "--seed", default=42, show_default=True, type=int, help="Random seed (same seed, same files)."
+)
+@click.option(
+    "--malformed-rate",
+    default=0.01,
+    show_default=True,
+    type=float,
+    help="Share of malformed records (0 to 1).",
+)
 def generate(out_dir: Path, events: int, seed: int, malformed_rate: float) -> None:
     """Write a shop workload (customers and orders CDC, clickstream) as JSON-lines files."""
     from cdc.generator import WorkloadConfig
     from lakehouse.demo import write_workload
 
-    files, count = write_workload(out_dir, WorkloadConfig(events=events, seed=seed, malformed_rate=malformed_rate))
+    files, count = write_workload(
+        out_dir, WorkloadConfig(events=events, seed=seed, malformed_rate=malformed_rate)
+    )
     console.print(f"wrote {count} records in {files} files to {out_dir}")
 
 
 @cli.command()
 @click.option("--source", required=True, help="files:DIR (kafka:HOST:PORT comes later).")
-@click.option("--warehouse", required=True, type=click.Path(path_type=Path), help="Warehouse root directory.")
-@click.option("--once", "once", is_flag=True, default=False, help="Process what is available, then stop (the default).")
-@click.option("--processing-time", default=None, help="Run continuously with this trigger interval, e.g. 10s.")
-@click.option("--config", "config_path", default=None, type=click.Path(path_type=Path), help="Pipeline TOML file.")
-@click.option("--max-files-per-trigger", default=4, show_default=True, type=click.IntRange(min=1), help="File source: files per micro-batch.")
+@click.option(
+    "--warehouse", required=True, type=click.Path(path_type=Path), help="Warehouse root directory."
+)
+@click.option(
+    "--once",
+    "once",
+    is_flag=True,
+    default=False,
+    help="Process what is available, then stop (the default).",
+)
+@click.option(
+    "--processing-time", default=None, help="Run continuously with this trigger interval, e.g. 10s."
+)
+@click.option(
+    "--config",
+    "config_path",
+    default=None,
+    type=click.Path(path_type=Path),
+    help="Pipeline TOML file.",
+)
+@click.option(
+    "--max-files-per-trigger",
+    default=4,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="File source: files per micro-batch.",
+)
 @spark_options
-def run(source: str, warehouse: Path, once: bool, processing_time: str | None, config_path: Path | None,
-        max_files_per_trigger: int, spark_mode: str, master: str) -> None:
+def run(
+    source: str,
+    warehouse: Path,
+    once: bool,
+    processing_time: str | None,
+    config_path: Path | None,
+    max_files_per_trigger: int,
+    spark_mode: str,
+    master: str,
+) -> None:
     """Run the pipeline: source -> bronze -> silver -> gold."""
     from dataclasses import replace
 
@@ -84,13 +136,26 @@ def run(source: str, warehouse: Path, once: bool, processing_time: str | None, c
             report = run_once(spark, spec, Warehouse.from_path(warehouse), config, _progress)
             console.print(f"done: {len(report.queries)} queries in {report.seconds:.1f} s")
         else:
-            run_continuously(spark, spec, Warehouse.from_path(warehouse), config, trigger, _progress)
+            run_continuously(
+                spark, spec, Warehouse.from_path(warehouse), config, trigger, _progress
+            )
 
 
 @cli.command()
-@click.option("--events", default=20_000, show_default=True, type=click.IntRange(min=100), help="Records to generate.")
+@click.option(
+    "--events",
+    default=20_000,
+    show_default=True,
+    type=click.IntRange(min=100),
+    help="Records to generate.",
+)
 @click.option("--seed", default=42, show_default=True, type=int)
-@click.option("--warehouse", default=None, type=click.Path(path_type=Path), help="Warehouse root (default: a new temporary directory).")
+@click.option(
+    "--warehouse",
+    default=None,
+    type=click.Path(path_type=Path),
+    help="Warehouse root (default: a new temporary directory).",
+)
 @spark_options
 def demo(events: int, seed: int, warehouse: Path | None, spark_mode: str, master: str) -> None:
     """Generate a shop workload and run it through every layer, then query gold."""
@@ -101,29 +166,41 @@ def demo(events: int, seed: int, warehouse: Path | None, spark_mode: str, master
         summary = run_demo(spark, root, events, seed, _progress)
     _print_table("Tables", ["table", "rows"], summary.counts)
     console.print(f"quarantined records: {summary.quarantined}")
-    console.print(f"verify: {'silver equals the reference fold of bronze' if summary.verified else 'DIFFERENCES FOUND'}")
+    verdict = "silver equals the reference fold of bronze" if summary.verified else "DIFFERENCES"
+    console.print(f"verify: {verdict}")
     console.print(f"[bold]{summary.query}[/bold]")
     _print_table("gold result", summary.result_columns, summary.result_rows)
-    console.print(f"warehouse: {root}  (try: lakehouse sql --warehouse {root} \"SELECT * FROM gold.user_sessions LIMIT 5\")")
+    example = "SELECT * FROM gold.user_sessions LIMIT 5"
+    console.print(f"warehouse: {summary.warehouse}", markup=False)
+    console.print(f'try: lakehouse sql --warehouse {summary.warehouse} "{example}"', markup=False)
     if not summary.verified:
         sys.exit(1)
 
 
 @cli.command()
-@click.option("--warehouse", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--config", "config_path", default=None, type=click.Path(path_type=Path), help="Pipeline TOML file.")
+@click.option(
+    "--warehouse", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path)
+)
+@click.option(
+    "--config",
+    "config_path",
+    default=None,
+    type=click.Path(path_type=Path),
+    help="Pipeline TOML file.",
+)
 @spark_options
 def verify(warehouse: Path, config_path: Path | None, spark_mode: str, master: str) -> None:
     """Recompute every silver table from bronze with an independent fold and compare."""
-    from lakehouse.config import load_config
     from lakehouse.audit import verify_warehouse
+    from lakehouse.config import load_config
     from lakehouse.layout import Warehouse
 
     with _spark(spark_mode, master) as spark:
         checks = verify_warehouse(spark, Warehouse.from_path(warehouse), load_config(config_path))
     for check in checks:
         status = "ok" if check.ok else f"{len(check.differences)} differences"
-        console.print(f"silver.{check.table}: {check.actual_rows} rows, expected {check.expected_rows}: {status}")
+        rows = f"{check.actual_rows} rows, expected {check.expected_rows}"
+        console.print(f"silver.{check.table}: {rows}: {status}")
         for line in check.differences[:20]:
             console.print(f"  {line}", markup=False)
     if not all(c.ok for c in checks):
@@ -131,16 +208,20 @@ def verify(warehouse: Path, config_path: Path | None, spark_mode: str, master: s
 
 
 @cli.command()
-@click.option("--warehouse", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--limit", default=100, show_default=True, type=click.IntRange(min=1), help="Rows to print.")
+@click.option(
+    "--warehouse", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path)
+)
+@click.option(
+    "--limit", default=100, show_default=True, type=click.IntRange(min=1), help="Rows to print."
+)
 @click.argument("statement")
 @spark_options
 def sql(warehouse: Path, limit: int, statement: str, spark_mode: str, master: str) -> None:
     """Run a SQL statement; tables are named <layer>.<table> (e.g. gold.revenue_per_minute)."""
+    from pyspark.errors import AnalysisException, ParseException
+
     from lakehouse.catalog import run_sql
     from lakehouse.layout import Warehouse
-
-    from pyspark.errors import AnalysisException, ParseException
 
     with _spark(spark_mode, master) as spark:
         try:

@@ -81,8 +81,14 @@ class GoldSpec:
     watermark: str = "10 minutes"
 
     def __post_init__(self) -> None:
-        for column in (self.orders_table, self.order_time, self.order_amount, self.clicks_table,
-                       self.click_user, self.click_time):
+        for column in (
+            self.orders_table,
+            self.order_time,
+            self.order_amount,
+            self.clicks_table,
+            self.click_user,
+            self.click_time,
+        ):
             require_identifier(column, "gold setting")
         for duration in (self.revenue_window, self.session_gap, self.watermark):
             _require_duration(duration)

@@ -30,6 +30,7 @@ class DemoSummary:
     query: str
     result_columns: list[str]
     result_rows: list[list[Any]]
+    warehouse: str
 
 
 def write_workload(out_dir: Path, config: WorkloadConfig) -> tuple[int, int]:
@@ -49,18 +50,19 @@ def run_demo(
     run_once(spark, SourceSpec("files", str(source_dir)), warehouse, SHOP_CONFIG, progress)
     progress("verifying silver against the reference fold of bronze")
     checks = verify_warehouse(spark, warehouse, SHOP_CONFIG)
-    counts = [
-        [f"{layer}.{name}", spark.read.format("delta").load(warehouse.table(layer, name)).count()]
+    counts: list[tuple[str, int]] = [
+        (f"{layer}.{name}", spark.read.format("delta").load(warehouse.table(layer, name)).count())
         for layer in LAYERS
         for name in warehouse.table_names(layer)
     ]
-    quarantined = next((rows for name, rows in counts if name == "silver.quarantine"), 0)
+    quarantined = sum(rows for name, rows in counts if name == "silver.quarantine")
     result = run_sql(spark, warehouse, GOLD_QUERY)
     return DemoSummary(
-        counts=counts,
+        counts=[list(row) for row in counts],
         quarantined=int(quarantined),
         verified=bool(checks) and all(c.ok for c in checks),
         query=GOLD_QUERY,
         result_columns=result.columns,
         result_rows=[list(r) for r in result.collect()],
+        warehouse=warehouse.root,
     )

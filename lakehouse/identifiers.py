@@ -30,7 +30,7 @@ def quote_identifier(name: str, what: str = "name") -> str:
 
 
 def table_name_for_topic(topic: str) -> str:
-    """Map a Kafka topic (``shop.public.orders``) to a bronze table name (``shop_public_orders``)."""
+    """Map a topic (``shop.public.orders``) to a bronze table name (``shop_public_orders``)."""
     name = _NON_NAME_CHARS.sub("_", topic).strip("_").lower()
     if not name or name[0].isdigit():
         name = f"t_{name}"

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming.query import StreamingQuery
 
 from bronze.job import start_bronze
 from bronze.table import bronze_topic
@@ -29,7 +29,9 @@ class RunReport:
     seconds: float = 0.0
 
 
-def entity_specs(spark: SparkSession, warehouse: Warehouse, config: PipelineConfig) -> list[TableSpec]:
+def entity_specs(
+    spark: SparkSession, warehouse: Warehouse, config: PipelineConfig
+) -> list[TableSpec]:
     """The silver spec of every bronze topic present (internal topics excluded)."""
     specs = []
     for name in warehouse.table_names("bronze"):
@@ -74,7 +76,9 @@ def run_continuously(
 
     Silver and gold queries start as soon as their input tables appear.
     """
-    running: dict[str, StreamingQuery] = {"bronze": start_bronze(read_source(spark, source), warehouse, trigger)}
+    running: dict[str, StreamingQuery] = {
+        "bronze": start_bronze(read_source(spark, source), warehouse, trigger)
+    }
     progress(f"bronze: streaming from {source.describe()}")
     try:
         while True:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pyspark.errors import StreamingQueryException
-from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
+from pyspark.sql.streaming.query import StreamingQuery
+from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 from lakehouse.errors import ConfigError, PipelineError
 
@@ -32,22 +34,21 @@ class Trigger:
 
     @staticmethod
     def parse(text: str | None) -> Trigger:
-        """``None`` for availableNow, or a duration like ``10s`` / ``1 minute``."""
+        """``None`` for availableNow, or a duration like ``10s``, ``500ms`` or ``1 minute``."""
         if text is None:
             return Trigger()
-        amount = text.strip().rstrip("smhinutesecondour ")
-        if not amount.isdigit():
+        match = _DURATION.fullmatch(text.strip())
+        if match is None:
             raise ConfigError(
-                f"Invalid processing time {text!r}: write a duration such as '10s' or '1 minute'."
+                f"Invalid processing time {text!r}: write a duration such as '10s', '2m' or "
+                "'1 minute'."
             )
-        return Trigger(processing_time=_spark_duration(text.strip()))
+        amount, unit = match.groups()
+        return Trigger(processing_time=f"{amount} {_UNITS.get(unit, unit)}")
 
 
-def _spark_duration(text: str) -> str:
-    units = {"s": "seconds", "m": "minutes", "h": "hours"}
-    if text[-1] in units and text[:-1].isdigit():
-        return f"{text[:-1]} {units[text[-1]]}"
-    return text
+_DURATION = re.compile(r"(\d+)\s*(ms|s|m|h|milliseconds?|seconds?|minutes?|hours?)")
+_UNITS = {"ms": "milliseconds", "s": "seconds", "m": "minutes", "h": "hours"}
 
 
 def query_app_id(checkpoint: str) -> str:
@@ -77,4 +78,6 @@ def await_query(query: StreamingQuery) -> None:
         query.awaitTermination()
     except StreamingQueryException as error:
         first_line = str(error).strip().splitlines()[0]
-        raise PipelineError(f"Streaming query {query.name or query.id} failed: {first_line}") from error
+        raise PipelineError(
+            f"Streaming query {query.name or query.id} failed: {first_line}"
+        ) from error

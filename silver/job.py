@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import StructField, StructType
 
 from lakehouse.config import TableSpec
@@ -15,7 +15,14 @@ from lakehouse.identifiers import table_name_for_topic
 from lakehouse.layout import QUARANTINE_TABLE, Warehouse
 from lakehouse.streaming import Trigger, query_app_id
 from silver.changes import latest_per_key, newer_than
-from silver.parse import METADATA_COLUMNS, RowLayout, as_text, discover_layout, order_of, parse_changes
+from silver.parse import (
+    METADATA_COLUMNS,
+    RowLayout,
+    as_text,
+    discover_layout,
+    order_of,
+    parse_changes,
+)
 from silver.tables import (
     QUARANTINE_COLUMNS,
     TOMBSTONE_METADATA,
@@ -154,9 +161,7 @@ def _truncate(
         delete_older_than(spark, tables.tombstones, floor)
 
 
-def _quarantine(
-    events: DataFrame, spec: TableSpec, path: str, app_id: str, batch_id: int
-) -> None:
+def _quarantine(events: DataFrame, spec: TableSpec, path: str, app_id: str, batch_id: int) -> None:
     rows = events.where(F.col("_reason").isNotNull()).select(
         F.lit(spec.name).alias("entity"),
         F.col("_reason").alias("reason"),

@@ -77,18 +77,13 @@ def order_of(prefix: str = "") -> Column:
 
 def as_text(batch: DataFrame) -> DataFrame:
     """Bronze rows with the key and value also as strings (``k``, ``v``)."""
-    return batch.withColumns(
-        {"k": F.col("key").cast("string"), "v": F.col("value").cast("string")}
-    )
+    return batch.withColumns({"k": F.col("key").cast("string"), "v": F.col("value").cast("string")})
 
 
 def discover_layout(texts: DataFrame, spec: TableSpec) -> RowLayout:
     """Find the key and row columns of a micro-batch (one small distinct-schema query)."""
-    spark = texts.sparkSession
     if spec.format == "events":
-        row_type = (
-            _ddl_struct(texts, spec.schema) if spec.schema else _infer(texts, "v")
-        )
+        row_type = _ddl_struct(texts, spec.schema) if spec.schema else _infer(texts, "v")
         columns = tuple(inferred_codecs(row_type))
         by_name = {c.name: c for c in columns}
         missing = [k for k in spec.keys or () if k not in by_name]
@@ -161,13 +156,17 @@ def _parse_debezium(texts: DataFrame, spec: TableSpec, layout: RowLayout) -> Dat
         F.col("_value.payload"),
         F.struct(*[F.col(f"_value.{f.name}").alias(f.name) for f in envelope_fields]),
     )
-    record_key = F.coalesce(F.col("_key.payload"), F.struct(*[F.col(f"_key.{f.name}") for f in key_type.fields]))
+    record_key = F.coalesce(
+        F.col("_key.payload"), F.struct(*[F.col(f"_key.{f.name}") for f in key_type.fields])
+    )
     events = parsed.select("*", envelope.alias("_env"), record_key.alias("_rkey"))
 
     op = F.col("_env.op")
     after, before = F.col("_env.after"), F.col("_env.before")
     if spec.keys:
-        key_values = {c.name: c.decode(F.coalesce(after[c.name], before[c.name])) for c in layout.keys}
+        key_values = {
+            c.name: c.decode(F.coalesce(after[c.name], before[c.name])) for c in layout.keys
+        }
     else:
         key_values = {c.name: c.decode(F.col("_rkey")[c.name]) for c in layout.keys}
     sequence = (
@@ -229,20 +228,18 @@ def _common_columns(reason: Column) -> list[Column]:
         F.col("topic").alias("_bronze_topic"),
         F.col("partition").alias("_bronze_partition"),
         F.col("offset").alias("_bronze_offset"),
-        "key",
-        "value",
+        F.col("key"),
+        F.col("value"),
     ]
 
 
 def _connector_sequence(source: Column) -> Column:
-    """Postgres: ``[last commit LSN, LSN]``; MySQL: binlog file, position, row (as sortable text)."""
+    """Sortable text: Postgres ``[last commit LSN, LSN]``; MySQL binlog file, position, row."""
     parts = F.from_json(source["sequence"], "array<string>")
     commit, lsn = parts[0], parts[1]
     digits = "^[0-9]{1,20}$"
     postgres = F.when(
-        (F.size(parts) == 2)
-        & lsn.rlike(digits)
-        & (commit.isNull() | commit.rlike(digits)),
+        (F.size(parts) == 2) & lsn.rlike(digits) & (commit.isNull() | commit.rlike(digits)),
         F.concat(
             F.lpad(F.coalesce(commit, F.lit("0")), SEQUENCE_DIGITS, "0"),
             F.lit("/"),

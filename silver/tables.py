@@ -15,11 +15,20 @@ from pyspark.sql.types import DataType, StructType
 
 from silver.parse import METADATA_COLUMNS, order_of
 
+Assignments = dict[str, str | Column]
+
 TOMBSTONE_METADATA = ("_sequence", "_bronze_partition", "_bronze_offset", "_source_ts")
 TRUNCATION_COLUMNS = ("_sequence", "_bronze_partition", "_bronze_offset")
 QUARANTINE_COLUMNS = (
-    "entity", "reason", "topic", "partition", "offset", "key", "value",
-    "_quarantined_at", "_batch_id",
+    "entity",
+    "reason",
+    "topic",
+    "partition",
+    "offset",
+    "key",
+    "value",
+    "_quarantined_at",
+    "_batch_id",
 )
 
 
@@ -52,7 +61,8 @@ def idempotent_dml(spark: SparkSession, app_id: str, batch_id: int) -> Iterator[
 def append(frame: DataFrame, path: str, app_id: str, batch_id: int) -> None:
     """Idempotent append (schema may gain columns)."""
     (
-        frame.write.format("delta").mode("append")
+        frame.write.format("delta")
+        .mode("append")
         .option("mergeSchema", "true")
         .option("txnAppId", app_id)
         .option("txnVersion", batch_id)
@@ -75,7 +85,9 @@ def ensure_table(spark: SparkSession, path: str, schema: StructType, change_feed
         empty.write.format("delta").mode("append").option("mergeSchema", "true").save(path)
 
 
-def current_orders(spark: SparkSession, tables: EntityTables, keys: Sequence[str]) -> DataFrame | None:
+def current_orders(
+    spark: SparkSession, tables: EntityTables, keys: Sequence[str]
+) -> DataFrame | None:
     """Key and order of every live row and tombstone."""
     parts = [
         spark.read.format("delta").load(path).select(*keys, order_of().alias("_current"))
@@ -88,10 +100,7 @@ def current_orders(spark: SparkSession, tables: EntityTables, keys: Sequence[str
 def latest_truncation(spark: SparkSession, path: str) -> Row | None:
     if not table_exists(spark, path):
         return None
-    rows = (
-        spark.read.format("delta").load(path)
-        .select(F.max(order_of()).alias("o")).collect()
-    )
+    rows = spark.read.format("delta").load(path).select(F.max(order_of()).alias("o")).collect()
     value: Row | None = rows[0].o
     return value
 
@@ -121,21 +130,20 @@ def merge_silver(
     """Apply the newest events: deletes remove, upserts replace (TOAST from the old row)."""
     newer = order_of("s.") > order_of("t.")
     is_delete = F.col("s._op") == "d"
-    values = {
-        c: F.when(F.array_contains("s._unavailable", c), F.col(f"t.{c}")).otherwise(
-            F.col(f"s.{c}")
-        )
+    values: Assignments = {
+        c: F.when(F.array_contains("s._unavailable", c), F.col(f"t.{c}")).otherwise(F.col(f"s.{c}"))
         for c in columns
     }
     values.update({c: F.col(f"s.{c}") for c in (*keys, *METADATA_COLUMNS)})
     (
-        DeltaTable.forPath(effective.sparkSession, path).alias("t")
+        DeltaTable.forPath(effective.sparkSession, path)
+        .alias("t")
         .merge(effective.alias("s"), key_match(keys))
         .whenMatchedDelete(condition=newer & is_delete)
         .whenMatchedUpdate(condition=newer & ~is_delete, set=values)
         .whenNotMatchedInsert(
             condition=~is_delete,
-            values={c: F.col(f"s.{c}") for c in (*keys, *columns, *METADATA_COLUMNS)},
+            values=_copy_from_source((*keys, *columns, *METADATA_COLUMNS)),
         )
         .execute()
     )
@@ -144,9 +152,10 @@ def merge_silver(
 def merge_tombstones(effective: DataFrame, path: str, keys: Sequence[str]) -> None:
     """Remember the newest delete per key; a newer upsert removes the key's tombstone."""
     is_delete = F.col("s._op") == "d"
-    columns = {c: F.col(f"s.{c}") for c in (*keys, *TOMBSTONE_METADATA)}
+    columns = _copy_from_source((*keys, *TOMBSTONE_METADATA))
     (
-        DeltaTable.forPath(effective.sparkSession, path).alias("t")
+        DeltaTable.forPath(effective.sparkSession, path)
+        .alias("t")
         .merge(effective.alias("s"), key_match(keys))
         .whenMatchedUpdate(condition=is_delete & (order_of("s.") > order_of("t.")), set=columns)
         .whenMatchedDelete(condition=~is_delete & (order_of("s.") > order_of("t.")))
@@ -158,3 +167,7 @@ def merge_tombstones(effective: DataFrame, path: str, keys: Sequence[str]) -> No
 def delete_older_than(spark: SparkSession, path: str, floor: Column) -> None:
     if table_exists(spark, path):
         DeltaTable.forPath(spark, path).delete(order_of() < floor)
+
+
+def _copy_from_source(names: Sequence[str]) -> Assignments:
+    return {name: F.col(f"s.{name}") for name in names}

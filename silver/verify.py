@@ -60,11 +60,17 @@ def fold_spec(spec: TableSpec, silver_schema: StructType | None) -> FoldSpec:
     )
 
 
-def check_table(spark: SparkSession, bronze_path: str, silver_path: str, spec: TableSpec) -> TableCheck:
+def check_table(
+    spark: SparkSession, bronze_path: str, silver_path: str, spec: TableSpec
+) -> TableCheck:
     """Compare ``silver_path`` with the fold of ``bronze_path``."""
     check = TableCheck(table=spec.name)
-    silver = spark.read.format("delta").load(silver_path) if table_exists(spark, silver_path) else None
-    expected = fold(_bronze_records(spark, bronze_path), fold_spec(spec, silver.schema if silver else None))
+    silver = (
+        spark.read.format("delta").load(silver_path) if table_exists(spark, silver_path) else None
+    )
+    expected = fold(
+        _bronze_records(spark, bronze_path), fold_spec(spec, silver.schema if silver else None)
+    )
     check.expected_rows = len(expected.rows)
     actual: dict[tuple[Any, ...], dict[str, Any]] = {}
     if silver is not None:
@@ -89,7 +95,9 @@ def check_table(spark: SparkSession, bronze_path: str, silver_path: str, spec: T
 
 def canonical_rows(frame: DataFrame) -> Iterator[dict[str, Any]]:
     """Rows of ``frame`` with every value in canonical form."""
-    columns = [_canonical(F.col(f"`{f.name}`"), f.dataType).alias(f.name) for f in frame.schema.fields]
+    columns = [
+        _canonical(F.col(f"`{f.name}`"), f.dataType).alias(f.name) for f in frame.schema.fields
+    ]
     for row in frame.select(*columns).toLocalIterator():
         yield {name: _plain(value) for name, value in row.asDict(recursive=True).items()}
 
@@ -127,7 +135,9 @@ def _key_names(
 
 
 def _bronze_records(spark: SparkSession, path: str) -> Iterator[BronzeRecord]:
-    frame = spark.read.format("delta").load(path).select("topic", "partition", "offset", "key", "value")
+    frame = (
+        spark.read.format("delta").load(path).select("topic", "partition", "offset", "key", "value")
+    )
     for row in frame.toLocalIterator():
         yield BronzeRecord(
             topic=row.topic,

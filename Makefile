@@ -1,0 +1,40 @@
+# Every target installs what it needs first (idempotent): a virtualenv with pinned packages,
+# the Delta jars (from the jsoniq wheel) and this project in editable mode.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: venv demo test lint unit bench clean
+
+$(STAMP): requirements.lock pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements.lock
+	$(BIN)/python -m pip install --quiet --no-deps jsoniq==3.0.2
+	$(BIN)/python -m pip install --quiet --no-deps -e .
+	$(BIN)/python -c "from lakehouse.spark import local_delta_jars; local_delta_jars()"
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: venv
+	$(BIN)/lakehouse demo
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+unit: venv
+	$(BIN)/pytest -m unit $(PYTEST_ARGS)
+
+bench: venv
+	$(BIN)/python -m benchmarks.bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
