@@ -6,11 +6,11 @@ Pure helpers only: the generator owns all randomness and state changes.
 
 from __future__ import annotations
 
-import base64
+from binascii import b2a_base64
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 #: Connector version written to ``source.version``.
 DEBEZIUM_VERSION = "3.1.2.Final"
@@ -36,7 +36,7 @@ def decimal_b64(unscaled: int) -> str:
     """Encode a Connect ``Decimal`` (precise mode): base64 of the minimal big-endian
     two's-complement bytes of the unscaled value, as Java's ``BigInteger.toByteArray``."""
     size = (unscaled if unscaled >= 0 else ~unscaled).bit_length() // 8 + 1
-    return base64.b64encode(unscaled.to_bytes(size, "big", signed=True)).decode("ascii")
+    return b2a_base64(unscaled.to_bytes(size, "big", signed=True), newline=False).decode("ascii")
 
 
 @lru_cache(maxsize=4096)
@@ -61,11 +61,6 @@ def iso_millis(millis: int) -> str:
     """Format epoch milliseconds as ISO-8601 UTC with exactly three fraction digits."""
     sec, frac = divmod(millis, 1000)
     return f"{_second(sec)}.{frac:03d}Z"
-
-
-def cents_text(cents: int) -> str:
-    """Render a non-negative amount in cents as a decimal string with two fraction digits."""
-    return f"{cents // 100}.{cents % 100:02d}"
 
 
 # --- Kafka Connect schemas --------------------------------------------------------------------
@@ -235,25 +230,20 @@ class Customer:
         }
 
 
-@dataclass(slots=True)
-class Item:
+class Item(NamedTuple):
     """One order line: quantity (negative for a refund) of a product at a unit price."""
 
     sku: str  # plain text, no JSON escaping needed
     qty: int
     price: int  # cents
 
-    def json(self) -> str:
-        """The line as Postgres prints a ``jsonb`` object (keys by length, then bytes)."""
-        return f'{{"qty": {self.qty}, "sku": "{self.sku}", "price": "{cents_text(self.price)}"}}'
-
 
 @dataclass(slots=True)
 class Order:
     """Current state of one ``orders`` row plus its remaining lifecycle (next step last).
 
-    ``total`` (cents, negative for refunds) and ``items_json`` follow ``items``: call
-    :meth:`reprice` after changing them."""
+    ``total`` (cents, negative for refunds), its encoding and ``items_json`` follow ``items``:
+    call :meth:`reprice` after changing them."""
 
     id: int
     customer_id: int
@@ -263,15 +253,24 @@ class Order:
     updated_us: int
     plan: list[str] = field(default_factory=list)
     total: int = field(default=0, init=False)
+    total_b64: str = field(default="", init=False)
     items_json: str = field(default="", init=False)
 
     def __post_init__(self) -> None:
         self.reprice()
 
     def reprice(self) -> None:
-        """Recompute ``total`` and ``items_json`` from ``items``."""
-        self.total = sum(item.qty * item.price for item in self.items)
-        self.items_json = "[" + ", ".join(item.json() for item in self.items) + "]"
+        """Recompute ``total`` and ``items_json`` (as Postgres prints ``jsonb``: keys by length,
+        then bytes) from ``items``."""
+        total, lines = 0, []
+        for sku, qty, price in self.items:
+            total += qty * price
+            lines.append(
+                f'{{"qty": {qty}, "sku": "{sku}", "price": "{price // 100}.{price % 100:02d}"}}'
+            )
+        self.total = total
+        self.total_b64 = decimal_b64(total)
+        self.items_json = "[" + ", ".join(lines) + "]"
 
     def row(self) -> JsonDict:
         """The row image."""
@@ -279,7 +278,7 @@ class Order:
             "id": self.id,
             "customer_id": self.customer_id,
             "status": self.status,
-            "total": decimal_b64(self.total),
+            "total": self.total_b64,
             "items": self.items_json,
             "created_at": self.created_us,
             "updated_at": zoned_timestamp(self.updated_us),

@@ -49,6 +49,18 @@ METADATA_COLUMNS = (
 )
 
 
+#: Debezium's JSON converter writes ``{"schema":{...},"payload":{...}}``: the text before
+#: ``,"payload":`` identifies the schema version without parsing the JSON.
+_WRAPPER_PREFIX = '{"schema":'
+_PAYLOAD_MARKER = ',"payload":'
+
+
+@dataclass(frozen=True)
+class _Schemas:
+    s: dict[str, Any] | None
+    ks: dict[str, Any] | None
+
+
 @dataclass(frozen=True)
 class RowLayout:
     """The columns of a table as seen in one micro-batch."""
@@ -94,23 +106,25 @@ def discover_layout(texts: DataFrame, spec: TableSpec) -> RowLayout:
             )
         return _checked(RowLayout(keys=keys, columns=columns))
 
-    schemas = (
+    wrapped = F.col("v").startswith(_WRAPPER_PREFIX)
+    schema_text = F.when(wrapped, F.substring_index("v", _PAYLOAD_MARKER, 1))
+    samples = (
         texts.where(F.col("v").isNotNull())
-        .select(
-            F.get_json_object("v", "$.schema").alias("s"),
-            F.get_json_object("k", "$.schema").alias("ks"),
-        )
-        .withColumn("h", F.xxhash64("s", "ks"))
+        .select("v", "k", F.xxhash64(schema_text, F.get_json_object("k", "$.schema")).alias("h"))
         .dropDuplicates(["h"])
         .collect()
     )
+    schemas = [
+        _Schemas(s=_wrapped_schema(sample.v), ks=_loads(sample.k).get("schema"))
+        for sample in samples
+    ]
     row_groups: list[list[ColumnCodec]] = []
     key_groups: list[list[ColumnCodec]] = []
     for found in schemas:
-        row_schema = envelope_row_schema(_loads(found.s))
+        row_schema = envelope_row_schema(found.s) if found.s else None
         if row_schema is not None:
             row_groups.append(row_codecs(row_schema))
-        key_schema = _loads(found.ks)
+        key_schema = found.ks or {}
         if key_schema.get("type") == "struct":
             key_groups.append(row_codecs(key_schema))
     if any(found.s is None for found in schemas):
@@ -228,8 +242,8 @@ def _common_columns(reason: Column) -> list[Column]:
         F.col("topic").alias("_bronze_topic"),
         F.col("partition").alias("_bronze_partition"),
         F.col("offset").alias("_bronze_offset"),
-        F.col("key"),
-        F.col("value"),
+        F.when(reason.isNotNull(), F.col("key")).alias("key"),
+        F.when(reason.isNotNull(), F.col("value")).alias("value"),
     ]
 
 
@@ -276,6 +290,14 @@ def _any_null(values: Any) -> Column:
     for value in values:
         result = result | value.isNull()
     return result
+
+
+def _wrapped_schema(value: str) -> dict[str, Any] | None:
+    """The Connect schema of a wrapped value, read from the text before the payload."""
+    if not value.startswith(_WRAPPER_PREFIX) or _PAYLOAD_MARKER not in value:
+        return _loads(value).get("schema")
+    schema_text = value[len(_WRAPPER_PREFIX) : value.index(_PAYLOAD_MARKER)]
+    return _loads(schema_text) or None
 
 
 def _loads(text: str | None) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from pyspark.sql import DataFrame, SparkSession
 from bronze.table import with_ingestion_metadata
 from cdc.files import lines_to_records
 from cdc.records import Record
+from silver.reference import BronzeRecord
 
 
 def bronze_frame(spark: SparkSession, records: Iterable[Record], batch_id: int = 0) -> DataFrame:
@@ -78,3 +79,10 @@ def pg_key(key: int, wrapped: bool = True) -> dict[str, Any]:
         "schema": {"type": "struct", "fields": [{"field": "id", "type": "int32"}]},
         "payload": {"id": key},
     }
+
+
+def bronze_record(record: Record) -> BronzeRecord:
+    """The reference fold's view of ``record``: its coordinates and its key and value bytes."""
+    return BronzeRecord(
+        record.topic, record.partition, record.offset, record.key_bytes, record.value_bytes
+    )

@@ -1,0 +1,137 @@
+"""``make bench``: throughput of bronze ingest and silver apply, against the usual baseline.
+
+One run, one generated workload (default 1,000,000 records over about 100k keys): bronze ingest
+from the file source, our silver apply over the resulting bronze tables, then the baseline
+(per-batch dedupe + plain MERGE) over the same bronze tables. Prints a table and writes JSON to
+``benchmarks/results/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import shutil
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+
+from benchmarks.baseline import baseline_applier
+from bronze.job import start_bronze
+from cdc.generator import WorkloadConfig
+from cdc.sources import SourceSpec, read_source
+from lakehouse.config import SHOP_CONFIG
+from lakehouse.demo import write_workload
+from lakehouse.identifiers import table_name_for_topic
+from lakehouse.layout import Warehouse
+from lakehouse.pipeline import entity_specs
+from lakehouse.spark import get_spark
+from lakehouse.streaming import Trigger, await_query
+from silver.job import start_silver
+
+WORK = Path(__file__).parent / "work"
+RESULTS = Path(__file__).parent / "results"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--seed", type=int, default=2026)
+    args = parser.parse_args()
+
+    source = _workload(args.events, args.seed)
+    spark = get_spark(mode="local-jars")
+    spark.sparkContext.setLogLevel("ERROR")
+    warehouse = Warehouse.from_path(WORK / "warehouse")
+    shutil.rmtree(warehouse.root, ignore_errors=True)
+
+    bronze_seconds = _timed(
+        lambda: await_query(
+            start_bronze(
+                read_source(spark, SourceSpec("files", str(source), max_files_per_trigger=1000)),
+                warehouse,
+                Trigger(),
+            )
+        )
+    )
+    specs = entity_specs(spark, warehouse, SHOP_CONFIG)
+    bronze_rows = sum(_bronze(spark, warehouse, s.topic).count() for s in specs)
+
+    silver_seconds = _timed(
+        lambda: [await_query(start_silver(spark, warehouse, s, Trigger())) for s in specs]
+    )
+    baseline_seconds = _timed(lambda: [_run_baseline(spark, warehouse, s) for s in specs])
+
+    rows = [
+        ("bronze ingest (files -> bronze)", args.events, bronze_seconds),
+        ("silver apply (ours)", bronze_rows, silver_seconds),
+        ("silver apply (baseline: dedupe + MERGE)", bronze_rows, baseline_seconds),
+    ]
+    result = {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": f"{platform.machine()}, {platform.python_version()}",
+        "events": args.events,
+        "seed": args.seed,
+        "results": [
+            {"stage": stage, "records": n, "seconds": round(s, 2), "records_per_second": round(n / s)}
+            for stage, n, s in rows
+        ],
+        "silver_vs_baseline_speed": round(baseline_seconds / silver_seconds, 3),
+    }
+    _print(result)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    stamp = result["date"].replace(":", "").replace("-", "")
+    for name in (f"bench-{stamp}.json", "latest.json"):
+        (RESULTS / name).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+
+
+def _workload(events: int, seed: int) -> Path:
+    """Generate once per (events, seed); later runs reuse the files."""
+    directory = WORK / f"source-{events}-{seed}"
+    if not (directory / "_COMPLETE").exists():
+        shutil.rmtree(directory, ignore_errors=True)
+        write_workload(directory, WorkloadConfig(events=events, seed=seed, malformed_rate=0.01))
+        (directory / "_COMPLETE").touch()
+    return directory
+
+
+def _bronze(spark: SparkSession, warehouse: Warehouse, topic: str) -> DataFrame:
+    return spark.read.format("delta").load(warehouse.table("bronze", table_name_for_topic(topic)))
+
+
+def _run_baseline(spark: SparkSession, warehouse: Warehouse, spec: Any) -> None:
+    target = f"{warehouse.root}/baseline/{spec.name}"
+    query = (
+        spark.readStream.format("delta")
+        .load(warehouse.table("bronze", table_name_for_topic(spec.topic)))
+        .writeStream.option("checkpointLocation", warehouse.checkpoint(f"baseline_{spec.name}"))
+        .foreachBatch(baseline_applier(spec, target))
+        .trigger(availableNow=True)
+        .start()
+    )
+    await_query(query)
+
+
+def _timed(action: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    action()
+    return time.perf_counter() - started
+
+
+def _print(result: dict[str, Any]) -> None:
+    print(f"\nbenchmark: {result['events']:,} generated records, seed {result['seed']}")
+    print(f"{'stage':<42}{'records':>12}{'seconds':>10}{'records/s':>12}")
+    for row in result["results"]:
+        print(
+            f"{row['stage']:<42}{row['records']:>12,}{row['seconds']:>10.1f}"
+            f"{row['records_per_second']:>12,}"
+        )
+    print(f"silver apply speed vs baseline: {result['silver_vs_baseline_speed']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

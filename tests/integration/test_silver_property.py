@@ -1,0 +1,418 @@
+"""Property: the silver MERGE job equals the reference fold, whatever the delivery.
+
+``docs/silver-semantics.md`` says a silver table is a function of the *set* of bronze records:
+arrival order, at-least-once duplicates and micro-batch boundaries change nothing. Hypothesis
+draws 200 small scenarios (1-4 keys, realistic Postgres sequences, optional truncate, random
+delivery). A Delta MERGE costs seconds, so the scenarios are not run one by one: they are packed
+into a few groups, each scenario on its own key range (key id = scenario index * 1000 + k) and
+its own partition offsets, and a group's micro-batch ``i`` is the union of its scenarios' batch
+``i``. Each group runs through :func:`silver.job.apply_batch` on a fresh table and the whole
+table is compared with :func:`silver.reference.fold` of the group's complete record list (the
+model sees the combined log, so a truncate that reaches into another scenario is still checked).
+
+Scenarios with a truncate are grouped apart from those without, in small groups: a truncate
+removes every older row of the table, so in a mixed group it would hide most other scenarios.
+
+Reproduce a failure with the seed printed in its message: ``SILVER_PROPERTY_SEED=<seed>``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import strategies as st
+from pyspark.sql import SparkSession
+
+from cdc.records import Record
+from lakehouse.config import TableSpec
+from lakehouse.layout import Warehouse
+from silver.job import apply_batch, entity_tables
+from silver.reference import BronzeRecord, FoldSpec, fold
+from silver.tables import table_exists
+from silver.verify import canonical_rows
+from tests.helpers import bronze_frame, bronze_record, pg_envelope, pg_key
+
+pytestmark = pytest.mark.integration
+
+SPEC = TableSpec(name="customers", topic="shop.public.customers")
+MODEL = FoldSpec()
+TOPIC = SPEC.topic
+
+EXAMPLES = 200
+GROUP_SIZE = 25  # scenarios without a truncate per Spark run
+TRUNCATE_GROUP_SIZE = 5  # scenarios with a truncate per Spark run
+BATCHES = 4
+PARTITIONS = 3
+KEY_SPACE = 1000  # key id = scenario index * KEY_SPACE + k
+OFFSET_BLOCK = 100  # a scenario's offsets in a partition: [index * 100, index * 100 + 100)
+# LSNs start just below 10**10 so that many scenarios cross a digit boundary (the stored
+# sequence is zero padded text; unpadded text would compare "9..." above "10...").
+LSN_BASE = 9_999_980_000
+TS_BASE_MS = 1_767_225_600_000
+
+
+# --------------------------------------------------------------------------------------------
+# Scenarios
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Event:
+    """One change in a scenario's log; the log is in commit (Postgres WAL emission) order."""
+
+    key: int | None  # key number within the scenario (0-3); None for a truncate
+    op: str  # c, u, d, r or t
+    seq: tuple[int | None, int]  # source.sequence: (last commit LSN, LSN)
+    ts_ms: int  # source.ts_ms (commit time)
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One bronze record of a scenario, in delivery order."""
+
+    event: int  # index into Scenario.log
+    tombstone: bool  # the Kafka tombstone that follows a delete
+    batch: int  # micro-batch, 0 .. BATCHES - 1
+
+
+@dataclass(frozen=True)
+class Scenario:
+    keys: int
+    log: tuple[Event, ...]
+    deliveries: tuple[Delivery, ...]
+    offset_shuffle: int | None  # None: offsets follow delivery order, else a shuffle seed
+
+    @property
+    def has_truncate(self) -> bool:
+        return any(e.op == "t" for e in self.log)
+
+    def key_id(self, index: int, key: int) -> int:
+        return index * KEY_SPACE + key
+
+    def records(self, index: int) -> list[tuple[int, Record]]:
+        """(batch, record) in delivery order, for the scenario at position ``index``."""
+        partitions = [self._partition(index, d) for d in self.deliveries]
+        offsets: dict[int, list[int]] = defaultdict(list)
+        for partition in partitions:
+            block = offsets[partition]
+            block.append(index * OFFSET_BLOCK + len(block))
+        if self.offset_shuffle is not None:
+            rng = random.Random(self.offset_shuffle)
+            for block in offsets.values():
+                rng.shuffle(block)
+        used: Counter[int] = Counter()
+        result = []
+        for delivery, partition in zip(self.deliveries, partitions, strict=True):
+            offset = offsets[partition][used[partition]]
+            used[partition] += 1
+            result.append((delivery.batch, self._record(index, delivery, partition, offset)))
+        return result
+
+    def _partition(self, index: int, delivery: Delivery) -> int:
+        key = self.log[delivery.event].key
+        return 0 if key is None else self.key_id(index, key) % PARTITIONS
+
+    def _record(self, index: int, delivery: Delivery, partition: int, offset: int) -> Record:
+        event = self.log[delivery.event]
+        if event.key is None:
+            value = pg_envelope("t", event.seq, ts_ms=event.ts_ms)
+            return Record(TOPIC, partition, offset, event.ts_ms, None, value)
+        key_id = self.key_id(index, event.key)
+        key = pg_key(key_id)
+        if delivery.tombstone:
+            return Record(TOPIC, partition, offset, event.ts_ms, key, None)
+        if event.op == "d":
+            before = {"id": key_id, "name": None, "notes": None}
+            value = pg_envelope("d", event.seq, before=before, ts_ms=event.ts_ms)
+        else:
+            n = delivery.event
+            after = {"id": key_id, "name": f"k{key_id}-e{n}", "notes": None if n % 3 else f"{n}"}
+            value = pg_envelope(event.op, event.seq, after=after, ts_ms=event.ts_ms)
+        return Record(TOPIC, partition, offset, event.ts_ms, key, value)
+
+    def describe(self, index: int) -> str:
+        lines = [f"scenario {index} (offsets {'shuffled' if self.offset_shuffle else 'in order'})"]
+        lines.append("  log (commit order):")
+        for n, e in enumerate(self.log):
+            who = "table" if e.key is None else f"key {self.key_id(index, e.key)}"
+            lines.append(f"    e{n}: {e.op} {who} seq={e.seq}")
+        lines.append("  delivery (batch, partition, offset):")
+        for batch, record in self.records(index):
+            what = "tombstone" if record.value is None else record.value["payload"]["op"]
+            name = (record.value or {}).get("payload", {}).get("after") or {}
+            lines.append(
+                f"    batch {batch} p{record.partition} o{record.offset}: {what} "
+                f"key={record.key and record.key['payload']['id']} {name.get('name') or ''}"
+            )
+        return "\n".join(lines)
+
+
+def one_in(draw: st.DrawFn, n: int) -> bool:
+    """True with probability 1/n (``st.integers`` would favour its lower bound)."""
+    return bool(draw(st.sampled_from(range(n))) == 0)
+
+
+def draw_stream(draw: st.DrawFn, keys: int) -> tuple[list[int], list[tuple[int | None, str]]]:
+    """(keys read by the initial snapshot, the streamed changes in commit order).
+
+    Each key has 1-6 events: a snapshot read or an insert, then updates and deletes, an insert
+    again after a delete. The keys' histories are interleaved; sometimes a truncate
+    (key None) sits somewhere in the stream.
+    """
+    snapshot: list[int] = []
+    queues: dict[int, list[str]] = {}
+    for key in range(keys):
+        length = draw(st.sampled_from(range(1, 7)))
+        ops = ["r" if one_in(draw, 4) else "c"]
+        while len(ops) < length:
+            ops.append("c" if ops[-1] == "d" else draw(st.sampled_from(["u", "d"])))
+        if ops[0] == "r":
+            snapshot.append(key)
+            ops = ops[1:]
+        queues[key] = ops
+    labels = draw(st.permutations([k for k, ops in queues.items() for _ in ops]))
+    stream: list[tuple[int | None, str]] = [(k, queues[k].pop(0)) for k in labels]
+    if one_in(draw, 5):
+        stream.insert(draw(st.integers(0, len(stream))), (None, "t"))
+    return snapshot, stream
+
+
+def draw_log(
+    draw: st.DrawFn, snapshot: list[int], stream: list[tuple[int | None, str]]
+) -> list[Event]:
+    """Give the changes realistic Postgres sequences ``[last commit LSN, LSN]``.
+
+    The stream is cut into transactions (in commit order). Some transaction began before the
+    previous one: its first change sits earlier in the WAL, so the lsn alone goes backwards
+    while (last commit, lsn) still grows. Snapshot reads share the snapshot's ``[null, lsn]``;
+    the first streamed transaction may have a null last commit too.
+    """
+    transactions: list[list[int]] = []
+    for position in range(len(stream)):
+        if transactions and one_in(draw, 3):
+            transactions[-1].append(position)
+        else:
+            transactions.append([position])
+    overlaps = [j > 0 and one_in(draw, 3) for j in range(len(transactions))]
+    first_commit_null = draw(st.booleans())
+    start = LSN_BASE + draw(st.integers(0, 30_000))
+    rng = random.Random(draw(st.integers(0, 2**16)))
+
+    wal: list[tuple[str, int]] = []  # ("event", stream position) / ("commit", transaction)
+    for j, members in enumerate(transactions):
+        rest = members
+        if overlaps[j]:
+            wal.insert(wal.index(("event", transactions[j - 1][0])), ("event", members[0]))
+            rest = members[1:]
+        wal += [("event", p) for p in rest]
+        wal.append(("commit", j))
+    lsn_of: dict[tuple[str, int], int] = {}
+    lsn = start + rng.randint(100, 10_000)
+    for entry in wal:
+        lsn += (48 + rng.randrange(353)) if entry[0] == "event" else (24 + rng.randrange(73))
+        lsn_of[entry] = lsn
+        if entry[0] == "commit":
+            lsn += rng.randrange(4000)  # unrelated WAL
+
+    log = [Event(k, "r", (None, start), TS_BASE_MS - 60_000) for k in snapshot]
+    for j, members in enumerate(transactions):
+        commit = lsn_of[("commit", j - 1)] if j else None if first_commit_null else start - 24
+        ts_ms = TS_BASE_MS + 1000 * j + rng.randrange(1000)
+        log += [Event(*stream[p], (commit, lsn_of[("event", p)]), ts_ms) for p in members]
+    return log
+
+
+def draw_deliveries(draw: st.DrawFn, log: list[Event]) -> list[Delivery]:
+    """Every event once plus duplicates, shuffled and cut into up to BATCHES micro-batches.
+
+    Often a key's first insert (or snapshot read) is moved to the last batch, so that it
+    arrives after the key's delete. A delete's first copy is followed by its Kafka tombstone.
+    """
+    copies = list(range(len(log))) + draw(st.lists(st.integers(0, len(log) - 1), max_size=6))
+    order = draw(st.permutations(copies))
+    cuts = draw(st.lists(st.integers(0, len(order)), min_size=BATCHES - 1, max_size=BATCHES - 1))
+    first_event: dict[int, int] = {}
+    for n, event in enumerate(log):
+        if event.key is not None:
+            first_event.setdefault(event.key, n)
+    late = {n for n in first_event.values() if one_in(draw, 3)}
+    placed = sorted(
+        (BATCHES - 1, len(order) + i, n) if n in late else (sum(c <= i for c in cuts), i, n)
+        for i, n in enumerate(order)
+    )
+    deliveries: list[Delivery] = []
+    for batch, _, n in placed:
+        deliveries.append(Delivery(n, False, batch))
+        if log[n].op == "d" and not any(d.event == n for d in deliveries[:-1]):
+            deliveries.append(Delivery(n, True, batch))
+    return deliveries
+
+
+@st.composite
+def scenario_strategy(draw: st.DrawFn) -> Scenario:
+    """A scenario: key histories in a realistic Postgres log, then a disordered delivery."""
+    keys = draw(st.sampled_from(range(1, 5)))
+    log = draw_log(draw, *draw_stream(draw, keys))
+    deliveries = draw_deliveries(draw, log)
+    shuffle = draw(st.integers(1, 2**16)) if one_in(draw, 4) else None
+    return Scenario(keys, tuple(log), tuple(deliveries), shuffle)
+
+
+# --------------------------------------------------------------------------------------------
+# Coverage of the interesting cases (the strategy must keep producing them)
+# --------------------------------------------------------------------------------------------
+
+
+def late_insert_after_delete(scenario: Scenario) -> bool:
+    """Some key's delete arrives in an earlier batch than an older upsert of that key."""
+    first_batch: dict[int, int] = {}
+    for d in scenario.deliveries:
+        first_batch.setdefault(d.event, d.batch)
+    last_batch: dict[int, int] = {}
+    for d in scenario.deliveries:
+        last_batch[d.event] = max(last_batch.get(d.event, 0), d.batch)
+    log = scenario.log
+    return any(
+        log[d].op == "d"
+        and log[u].op in ("c", "u", "r")
+        and log[u].key == log[d].key
+        and u < d
+        and last_batch[u] > first_batch[d]
+        for d in range(len(log))
+        for u in range(len(log))
+    )
+
+
+def lsn_goes_backwards(scenario: Scenario) -> bool:
+    lsns = [e.seq[1] for e in scenario.log if e.seq[0] is not None]
+    return any(b < a for a, b in itertools.pairwise(lsns))
+
+
+def has_duplicates(scenario: Scenario) -> bool:
+    events = [d.event for d in scenario.deliveries if not d.tombstone]
+    return len(events) != len(set(events))
+
+
+# --------------------------------------------------------------------------------------------
+# The test
+# --------------------------------------------------------------------------------------------
+
+
+def draw_scenarios(seed_value: int) -> list[Scenario]:
+    drawn: list[Scenario] = []
+
+    @seed(seed_value)
+    @settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        database=None,
+        phases=[Phase.generate],
+        suppress_health_check=[
+            HealthCheck.too_slow,
+            HealthCheck.data_too_large,
+            HealthCheck.large_base_example,
+        ],
+    )
+    @given(scenario_strategy())
+    def collect(scenario: Scenario) -> None:
+        drawn.append(scenario)
+
+    collect()
+    return drawn
+
+
+def pack(scenarios: list[Scenario]) -> list[list[int]]:
+    """Scenario indices per Spark run: truncate-free scenarios together, the others apart."""
+    plain = [i for i, s in enumerate(scenarios) if not s.has_truncate]
+    truncating = [i for i, s in enumerate(scenarios) if s.has_truncate]
+    return [plain[i : i + GROUP_SIZE] for i in range(0, len(plain), GROUP_SIZE)] + [
+        truncating[i : i + TRUNCATE_GROUP_SIZE]
+        for i in range(0, len(truncating), TRUNCATE_GROUP_SIZE)
+    ]
+
+
+def silver_rows(spark: SparkSession, path: str) -> dict[tuple[Any, ...], dict[str, Any]]:
+    if not table_exists(spark, path):
+        return {}
+    frame = spark.read.format("delta").load(path)
+    return {(row["id"],): row for row in canonical_rows(frame)}
+
+
+def run_group(
+    spark: SparkSession, root: Path, group: int, batches: list[list[Record]]
+) -> dict[tuple[Any, ...], dict[str, Any]]:
+    tables = entity_tables(Warehouse.from_path(root / f"group-{group}"), SPEC)
+    for batch_id, records in enumerate(batches):
+        if records:
+            apply_batch(bronze_frame(spark, records, batch_id), batch_id, SPEC, tables, "prop")
+    assert not table_exists(spark, tables.quarantine), "valid records were quarantined"
+    return silver_rows(spark, tables.silver)
+
+
+def differences(
+    expected: dict[tuple[Any, ...], dict[str, Any]], actual: dict[tuple[Any, ...], dict[str, Any]]
+) -> Iterator[tuple[int, str]]:
+    """(key id, what differs) for every key whose silver row is not the expected one."""
+    for key in sorted(set(expected) | set(actual)):
+        want, got = expected.get(key), actual.get(key)
+        if want != got:
+            yield key[0], f"key {key[0]}: silver {got}\n      expected {want}"
+
+
+def test_silver_equals_fold_under_any_delivery(spark: SparkSession, tmp_path: Path) -> None:
+    seed_value = int(os.environ.get("SILVER_PROPERTY_SEED") or random.randrange(2**32))
+    started = time.monotonic()
+    scenarios = draw_scenarios(seed_value)
+    assert len(scenarios) == EXAMPLES
+
+    coverage = {
+        "late insert after delete": sum(map(late_insert_after_delete, scenarios)),
+        "truncate": sum(s.has_truncate for s in scenarios),
+        "lsn backwards": sum(map(lsn_goes_backwards, scenarios)),
+        "duplicates": sum(map(has_duplicates, scenarios)),
+    }
+    assert all(count >= 10 for count in coverage.values()), f"weak coverage: {coverage}"
+
+    failures: list[str] = []
+    for group, indices in enumerate(pack(scenarios)):
+        batches: list[list[Record]] = [[] for _ in range(BATCHES)]
+        for index in indices:
+            for batch, record in scenarios[index].records(index):
+                batches[batch].append(record)
+        everything = [bronze_record(r) for batch in batches for r in batch]
+        expected = fold(everything, MODEL)
+        assert not expected.quarantined
+        actual = run_group(spark, tmp_path, group, batches)
+        wrong = list(differences(expected.rows, actual))
+        if wrong:
+            bad = sorted({key // KEY_SPACE for key, _ in wrong})
+            truncates = [i for i in indices if scenarios[i].has_truncate]
+            failures.append(
+                f"group {group} (scenarios {indices}; with a truncate: {truncates}): "
+                f"scenarios {bad} differ\n"
+                + "\n".join(f"    {line}" for _, line in wrong)
+                + "\n"
+                + "\n".join(scenarios[i].describe(i) for i in bad)
+            )
+    elapsed = time.monotonic() - started
+    print(f"silver property: seed {seed_value}, {coverage}, {elapsed:.0f} s")
+    assert not failures, f"SILVER_PROPERTY_SEED={seed_value}\n" + "\n\n".join(failures)
+
+
+def test_bronze_record_matches_bronze_frame(spark: SparkSession) -> None:
+    """The model's bytes are the bytes bronze stores (the comparison above relies on it)."""
+    record = Record(TOPIC, 1, 7, TS_BASE_MS, pg_key(4), pg_envelope("c", (None, 5), {"id": 4}))
+    row = bronze_frame(spark, [record]).first()
+    assert row is not None
+    stored = BronzeRecord(row.topic, row.partition, row.offset, bytes(row.key), bytes(row.value))
+    assert stored == bronze_record(record)
