@@ -102,6 +102,7 @@ def apply_batch(
         F.count("_reason").alias("quarantined"),
         F.count_if("_tombstone").alias("tombstones"),
         F.count_if(F.col("_op") == "t").alias("truncates"),
+        F.array_distinct(F.flatten(F.collect_set("_unavailable"))).alias("toast_columns"),
     ).first()
     assert counts is not None
     if counts.quarantined:
@@ -113,7 +114,7 @@ def apply_batch(
     floor = latest_truncation(spark, tables.truncations)
     if floor is not None:
         changes = changes.where(order_of() > order_literal(floor, _order_type(changes)))
-    applied = _apply_changes(spark, changes, layout, tables, app_id, batch_id)
+    applied = _apply_changes(spark, changes, layout, counts.toast_columns, tables, app_id, batch_id)
     return BatchReport(counts.records, counts.quarantined, counts.tombstones, applied)
 
 
@@ -121,29 +122,32 @@ def _apply_changes(
     spark: SparkSession,
     changes: DataFrame,
     layout: RowLayout,
+    toast_columns: list[str],
     tables: EntityTables,
     app_id: str,
     batch_id: int,
 ) -> int:
     keys = layout.key_names
     columns = [c.name for c in layout.value_columns]
-    toast = [r[0] for r in changes.select(F.explode("_unavailable")).distinct().collect()]
-    winners = latest_per_key(changes, keys, toast)
+    winners = latest_per_key(changes, keys, toast_columns)
     effective = newer_than(winners, current_orders(spark, tables, keys), keys).localCheckpoint()
-    applied = effective.count()
-    if not applied:
+    totals = effective.select(
+        F.count(F.lit(1)).alias("applied"), F.count_if(F.col("_op") == "d").alias("deletes")
+    ).first()
+    assert totals is not None
+    if not totals.applied:
         return 0
     row_schema = _schema_of(effective, (*keys, *columns, *METADATA_COLUMNS))
     ensure_table(spark, tables.silver, row_schema, change_feed=True)
     with idempotent_dml(spark, f"{app_id}:silver", batch_id):
         merge_silver(effective, tables.silver, keys, columns)
-    if not effective.where(F.col("_op") == "d").isEmpty():
+    if totals.deletes:
         ensure_table(
             spark, tables.tombstones, _schema_of(effective, (*keys, *TOMBSTONE_METADATA)), False
         )
         with idempotent_dml(spark, f"{app_id}:tombstones", batch_id):
             merge_tombstones(effective, tables.tombstones, keys)
-    return applied
+    return int(totals.applied)
 
 
 def _truncate(
