@@ -143,7 +143,8 @@ def generate(config: WorkloadConfig) -> list[Record]:
 
     Of them, ``round(events * malformed_rate)`` are malformed and ``round(events *
     duplicate_rate)`` are redelivered copies (at most half of the other records); the rest is
-    the valid workload: about 40% clickstream, 45% orders and 15% customers records.
+    the valid workload: about 40% clickstream, 45% orders and 15% customers records. Records
+    share JSON documents (schemas, keys, redelivered copies): treat them as read-only.
     """
     malformed = round(config.events * config.malformed_rate)
     rest = config.events - malformed
@@ -151,7 +152,9 @@ def generate(config: WorkloadConfig) -> list[Record]:
     with _gc_paused():
         shop = _Shop(config, rest - duplicates, malformed)
         shop.run()
-        return _deliver(shop.out, shop.malformed_at, duplicates, shop.rng)
+        records = _deliver(shop.out, shop.malformed_at, duplicates, shop.rng)
+        del shop  # free the simulation before the collector looks at what is left
+    return records
 
 
 def write_files(

@@ -1,7 +1,7 @@
 """Domain model of the simulated shop: its two Postgres tables, their Kafka Connect schemas and
 the value encodings of Debezium 3.x (JSON converter, ``schemas.enable=true``, precise decimals).
 
-Pure helpers only: the generator owns all randomness and state changes.
+No randomness, clock or I/O here: the generator drives the entities.
 """
 
 from __future__ import annotations

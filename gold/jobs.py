@@ -17,6 +17,8 @@ from silver.tables import ensure_table, idempotent_dml
 
 REVENUE_TABLE = "revenue_per_minute"
 SESSIONS_TABLE = "user_sessions"
+REVENUE_QUERY = f"gold_{REVENUE_TABLE}"
+SESSIONS_QUERY = f"gold_{SESSIONS_TABLE}"
 
 
 def silver_changes(spark: SparkSession, path: str) -> DataFrame:
@@ -33,10 +35,10 @@ def start_revenue(
     spark: SparkSession, warehouse: Warehouse, spec: GoldSpec, trigger: Trigger
 ) -> StreamingQuery:
     """Revenue and order count per tumbling window of order event time."""
-    checkpoint = warehouse.checkpoint(f"gold_{REVENUE_TABLE}")
+    checkpoint = warehouse.checkpoint(REVENUE_QUERY)
     changes = silver_changes(spark, warehouse.table("silver", spec.orders_table))
     writer = (
-        changes.writeStream.queryName(f"gold_{REVENUE_TABLE}")
+        changes.writeStream.queryName(REVENUE_QUERY)
         .option("checkpointLocation", checkpoint)
         .foreachBatch(
             _revenue_merger(warehouse.table("gold", REVENUE_TABLE), spec, query_app_id(checkpoint))
@@ -79,9 +81,9 @@ def start_sessions(
     )
     result = sessions(inserted, spec.click_user, spec.click_time, spec.session_gap, spec.watermark)
     writer = (
-        result.writeStream.queryName(f"gold_{SESSIONS_TABLE}")
+        result.writeStream.queryName(SESSIONS_QUERY)
         .format("delta")
         .outputMode("append")
-        .option("checkpointLocation", warehouse.checkpoint(f"gold_{SESSIONS_TABLE}"))
+        .option("checkpointLocation", warehouse.checkpoint(SESSIONS_QUERY))
     )
     return trigger.apply(writer).start(warehouse.table("gold", SESSIONS_TABLE))

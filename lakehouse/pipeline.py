@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -12,13 +14,14 @@ from pyspark.sql.streaming.query import StreamingQuery
 from bronze.job import start_bronze
 from bronze.table import bronze_topic
 from cdc.sources import SourceSpec, read_source
-from gold.jobs import start_revenue, start_sessions
+from gold.jobs import REVENUE_QUERY, SESSIONS_QUERY, start_revenue, start_sessions
 from lakehouse.config import PipelineConfig, TableSpec
 from lakehouse.layout import Warehouse
 from lakehouse.streaming import Trigger, await_query
 from silver.job import start_silver
 
 Progress = Callable[[str], None]
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 @dataclass
@@ -57,7 +60,7 @@ def run_once(
     for spec in entity_specs(spark, warehouse, config):
         progress(f"silver: applying {spec.topic} to silver.{spec.name}")
         _finish(start_silver(spark, warehouse, spec, trigger), report)
-    for query in _start_gold(spark, warehouse, config, trigger, progress):
+    for query in _start_gold(spark, warehouse, config, trigger, progress, set()):
         _finish(query, report)
     report.seconds = time.monotonic() - started
     return report
@@ -72,32 +75,36 @@ def run_continuously(
     progress: Progress = lambda _: None,
     poll_seconds: float = 5.0,
 ) -> None:
-    """Run every layer on a processing-time trigger until a query fails or Ctrl-C.
+    """Run every layer on a processing-time trigger until a query fails, SIGINT or SIGTERM.
 
-    Silver and gold queries start as soon as their input tables appear.
+    Silver and gold queries start as soon as their input tables appear. On a signal the
+    queries stop between micro-batches; their checkpoints make the next run continue.
     """
-    running: dict[str, StreamingQuery] = {
-        "bronze": start_bronze(read_source(spark, source), warehouse, trigger)
-    }
-    progress(f"bronze: streaming from {source.describe()}")
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in STOP_SIGNALS}
+    source_frame = read_source(spark, source)
+    running: dict[str, StreamingQuery] = {"bronze": start_bronze(source_frame, warehouse, trigger)}
+    progress(f"bronze: streaming from {source.describe()} (Ctrl-C stops)")
     try:
-        while True:
+        while not stop.is_set():
             for spec in entity_specs(spark, warehouse, config):
                 name = f"silver_{spec.name}"
                 if name not in running:
                     running[name] = start_silver(spark, warehouse, spec, trigger)
                     progress(f"silver: streaming {spec.topic} into silver.{spec.name}")
-            if not any(n.startswith("gold") for n in running):
-                for query in _start_gold(spark, warehouse, config, trigger, progress):
-                    running[f"gold_{query.name}"] = query
+            for query in _start_gold(spark, warehouse, config, trigger, progress, set(running)):
+                running[query.name] = query
             for query in running.values():
                 if not query.isActive:
                     await_query(query)
-            time.sleep(poll_seconds)
+            stop.wait(poll_seconds)
+        progress("stopping")
     finally:
         for query in running.values():
             if query.isActive:
                 query.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _start_gold(
@@ -106,16 +113,20 @@ def _start_gold(
     config: PipelineConfig,
     trigger: Trigger,
     progress: Progress,
+    running: set[str],
 ) -> list[StreamingQuery]:
+    """Start the gold jobs whose silver input exists and that are not running yet."""
     silver = set(warehouse.table_names("silver"))
     gold = config.gold
+    jobs = [
+        (REVENUE_QUERY, gold.orders_table, "revenue per window", start_revenue),
+        (SESSIONS_QUERY, gold.clicks_table, "user sessions", start_sessions),
+    ]
     queries = []
-    if gold.orders_table in silver:
-        progress(f"gold: revenue per window from silver.{gold.orders_table}")
-        queries.append(start_revenue(spark, warehouse, gold, trigger))
-    if gold.clicks_table in silver:
-        progress(f"gold: user sessions from silver.{gold.clicks_table}")
-        queries.append(start_sessions(spark, warehouse, gold, trigger))
+    for name, table, what, start in jobs:
+        if table in silver and name not in running:
+            progress(f"gold: {what} from silver.{table}")
+            queries.append(start(spark, warehouse, gold, trigger))
     return queries
 
 

@@ -1,0 +1,1 @@
+"""Data-quality suites per layer (Great Expectations); the layers call them inside their jobs."""

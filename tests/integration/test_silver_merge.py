@@ -1,0 +1,464 @@
+"""One test per silver MERGE behaviour (docs/silver-semantics.md), through ``apply_batch``.
+
+Each test runs one to three micro-batches into a fresh warehouse, then compares the whole
+silver table and, where the behaviour is about writing or not writing, the Delta history.
+A Delta MERGE costs seconds, so every test keeps its batches few and small.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from chispa import assert_df_equality
+from delta.tables import DeltaTable
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from cdc.records import Record
+from lakehouse.config import TableSpec
+from lakehouse.layout import Warehouse
+from silver.job import BatchReport, apply_batch, entity_tables
+from silver.tables import EntityTables, table_exists
+from tests.helpers import bronze_frame, pg_envelope, pg_key
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "pg.public.customers"
+SPEC = TableSpec(name="customers", topic=TOPIC)
+APP_ID = "silver-merge-test"
+PLACEHOLDER = "__debezium_unavailable_value"
+SOURCE_TS_MS = 1_767_225_600_000  # pg_envelope's default source.ts_ms
+
+#: Columns compared in most tests: the row and the two metadata columns that name its event.
+ROW = ("id", "name", "notes", "_sequence", "_op")
+
+
+# --------------------------------------------------------------------------------------------
+# Helpers
+# --------------------------------------------------------------------------------------------
+
+
+def seq(commit: int | None, lsn: int) -> str:
+    """The stored form of a Postgres ``source.sequence``."""
+    return f"{commit or 0:020d}/{lsn:020d}"
+
+
+def event(
+    offset: int,
+    op: str,
+    id_: int | None,
+    sequence: tuple[int | None, int],
+    name: str | None = "n",
+    notes: str | None = None,
+    partition: int = 0,
+    ts_ms: int = SOURCE_TS_MS,
+) -> Record:
+    """A bronze record holding a wrapped Debezium Postgres event for the customers table."""
+    after = None if op in ("d", "t") else {"id": id_, "name": name, "notes": notes}
+    before = {"id": id_, "name": None, "notes": None} if op == "d" else None
+    key = None if op == "t" or id_ is None else pg_key(id_)
+    value = pg_envelope(op, sequence, after=after, before=before, ts_ms=ts_ms)
+    return Record(TOPIC, partition, offset, 1_000 + offset, key, value)
+
+
+def tombstone(offset: int, id_: int, partition: int = 0) -> Record:
+    """The Kafka tombstone (null value) that follows a delete."""
+    return Record(TOPIC, partition, offset, 1_000 + offset, pg_key(id_), None)
+
+
+def raw(offset: int, key: Any, value: Any) -> Record:
+    return Record(TOPIC, 0, offset, 1_000 + offset, key, value)
+
+
+@dataclass(frozen=True)
+class Lake:
+    """A fresh warehouse with the customers entity's tables."""
+
+    spark: SparkSession
+    tables: EntityTables
+
+    def apply(self, records: list[Record], batch_id: int, app_id: str = APP_ID) -> BatchReport:
+        frame = bronze_frame(self.spark, records, batch_id)
+        return apply_batch(frame, batch_id, SPEC, self.tables, app_id)
+
+    def rows(
+        self, path: str | None = None, columns: tuple[str, ...] = ROW
+    ) -> list[tuple[Any, ...]]:
+        """The whole table (selected columns), sorted."""
+        frame = self.spark.read.format("delta").load(path or self.tables.silver)
+        return sorted(tuple(row) for row in frame.select(*columns).collect())
+
+    def history(self, path: str | None = None) -> list[tuple[int, str, dict[str, str]]]:
+        """``(version, operation, operationMetrics)`` oldest first."""
+        if not table_exists(self.spark, path or self.tables.silver):
+            return []
+        rows = (
+            DeltaTable.forPath(self.spark, path or self.tables.silver)
+            .history()
+            .select("version", "operation", "operationMetrics")
+            .collect()
+        )
+        return sorted((r.version, r.operation, dict(r.operationMetrics or {})) for r in rows)
+
+    def version(self, path: str | None = None) -> int:
+        history = self.history(path)
+        return history[-1][0] if history else -1
+
+
+def merge_counts(metrics: dict[str, str]) -> tuple[int, int, int]:
+    """(inserted, updated, deleted) target rows of a MERGE commit."""
+    return tuple(  # type: ignore[return-value]
+        int(metrics.get(f"numTargetRows{what}", "0")) for what in ("Inserted", "Updated", "Deleted")
+    )
+
+
+@pytest.fixture
+def lake(spark: SparkSession, tmp_path: Path) -> Lake:
+    return Lake(spark, entity_tables(Warehouse(str(tmp_path)), SPEC))
+
+
+# --------------------------------------------------------------------------------------------
+# Upserts
+# --------------------------------------------------------------------------------------------
+
+
+def test_insert(lake: Lake) -> None:
+    report = lake.apply(
+        [event(0, "c", 1, (100, 10), "ann"), event(1, "r", 2, (None, 5), "bob", "x")], 0
+    )
+
+    assert report == BatchReport(records=2, quarantined=0, tombstones=0, applied=2)
+    assert lake.rows() == [
+        (1, "ann", None, seq(100, 10), "c"),
+        (2, "bob", "x", seq(None, 5), "r"),
+    ]
+    history = lake.history()
+    assert [(v, op) for v, op, _ in history] == [(0, "CREATE TABLE"), (1, "MERGE")]
+    assert merge_counts(history[-1][2]) == (2, 0, 0)
+
+
+def test_newer_update_replaces(lake: Lake) -> None:
+    lake.apply([event(0, "c", 1, (100, 10), "v1"), event(1, "c", 2, (100, 500), "v1")], 0)
+    before = lake.version()
+    # Key 2's update has a lower LSN but a later commit: it is newer.
+    lake.apply([event(2, "u", 1, (100, 20), "v2", "n2"), event(3, "u", 2, (200, 300), "v2")], 1)
+
+    assert lake.rows() == [
+        (1, "v2", "n2", seq(100, 20), "u"),
+        (2, "v2", None, seq(200, 300), "u"),
+    ]
+    history = lake.history()
+    assert [(v, op) for v, op, _ in history[before + 1 :]] == [(before + 1, "MERGE")]
+    assert merge_counts(history[-1][2]) == (0, 2, 0)
+
+
+def test_stale_update_ignored(lake: Lake) -> None:
+    lake.apply([event(0, "c", 1, (100, 20), "current")], 0)
+    expected = lake.rows()
+    before = lake.version()
+    report = lake.apply(
+        [
+            event(1, "u", 1, (100, 15), "stale update"),
+            # A re-snapshot read: null commit sorts first even with a higher LSN.
+            event(2, "r", 1, (None, 999), "stale snapshot"),
+        ],
+        1,
+    )
+
+    assert report.applied == 0
+    assert lake.rows() == expected == [(1, "current", None, seq(100, 20), "c")]
+    assert lake.version() == before
+
+
+# --------------------------------------------------------------------------------------------
+# Deletes
+# --------------------------------------------------------------------------------------------
+
+
+def test_delete_removes_row_and_keeps_tombstone(lake: Lake) -> None:
+    lake.apply([event(0, "c", 1, (100, 10)), event(1, "c", 2, (100, 11))], 0)
+    report = lake.apply([event(2, "d", 1, (100, 30), ts_ms=SOURCE_TS_MS + 7), tombstone(3, 1)], 1)
+
+    assert report == BatchReport(records=2, quarantined=0, tombstones=1, applied=1)
+    assert lake.rows() == [(2, "n", None, seq(100, 11), "c")]
+    tombstones = lake.spark.read.format("delta").load(lake.tables.tombstones)
+    assert [
+        tuple(r)
+        for r in tombstones.select(
+            "id", "_sequence", "_bronze_partition", "_bronze_offset", F.unix_millis("_source_ts")
+        ).collect()
+    ] == [(1, seq(100, 30), 0, 2, SOURCE_TS_MS + 7)]
+    history = lake.history()
+    assert history[-1][1] == "MERGE"
+    assert merge_counts(history[-1][2]) == (0, 0, 1)
+
+
+def test_delete_then_late_older_insert_stays_deleted(lake: Lake) -> None:
+    lake.apply(
+        [
+            event(0, "c", 1, (100, 10), "first"),
+            event(1, "d", 1, (100, 50)),
+            tombstone(2, 1),
+            event(3, "c", 2, (100, 12), "other"),
+        ],
+        0,
+    )
+    assert lake.rows() == [(2, "other", None, seq(100, 12), "c")]
+    before = lake.version()
+
+    report = lake.apply(
+        [event(4, "c", 1, (100, 40), "late insert"), event(5, "u", 1, (100, 45), "late update")],
+        1,
+    )
+
+    assert report.applied == 0
+    assert lake.rows() == [(2, "other", None, seq(100, 12), "c")]
+    assert lake.version() == before
+    assert lake.rows(lake.tables.tombstones, ("id", "_sequence")) == [(1, seq(100, 50))]
+
+
+def test_reinsert_after_delete_with_higher_sequence(lake: Lake) -> None:
+    lake.apply(
+        [event(0, "c", 1, (100, 10), "first"), event(1, "d", 1, (100, 20)), tombstone(2, 1)], 0
+    )
+    assert lake.rows() == []
+    lake.apply([event(3, "c", 1, (100, 30), "again")], 1)
+
+    assert lake.rows() == [(1, "again", None, seq(100, 30), "c")]
+    history = lake.history()
+    assert history[-1][1] == "MERGE"
+    assert merge_counts(history[-1][2]) == (1, 0, 0)
+
+
+# --------------------------------------------------------------------------------------------
+# Duplicates and replays
+# --------------------------------------------------------------------------------------------
+
+
+def test_duplicate_event_changes_nothing(lake: Lake) -> None:
+    """Two copies in one batch give one row; the same records again give no new version."""
+    first = [
+        event(0, "c", 1, (100, 10), "ann"),
+        event(1, "c", 1, (100, 10), "ann"),  # at-least-once copy of the same event
+        event(2, "c", 2, (100, 11), "bob"),
+    ]
+    lake.apply(first, 0)
+    expected = [
+        (1, "ann", None, seq(100, 10), "c", 1),  # the copy with the highest offset wins the tie
+        (2, "bob", None, seq(100, 11), "c", 2),
+    ]
+    assert lake.rows(columns=(*ROW, "_bronze_offset")) == expected
+    assert merge_counts(lake.history()[-1][2]) == (2, 0, 0)
+    before = lake.version()
+
+    report = lake.apply(first, 1)
+
+    assert report.applied == 0
+    assert lake.rows(columns=(*ROW, "_bronze_offset")) == expected
+    assert lake.version() == before
+
+
+def test_replayed_batch_is_idempotent(lake: Lake) -> None:
+    """The same batch id and app id again: no new Delta version anywhere, same tables."""
+    batch = [
+        event(0, "t", None, (100, 5)),
+        event(1, "c", 1, (100, 10), "ann"),
+        event(2, "c", 2, (100, 11), "bob"),
+        raw(3, pg_key(3), "not json"),
+        tombstone(4, 9),
+    ]
+    lake.apply(batch, 0)
+    paths = (lake.tables.silver, lake.tables.quarantine, lake.tables.truncations)
+    versions = [lake.version(path) for path in paths]
+    silver = lake.rows(columns=(*ROW, "_bronze_offset"))
+    quarantine = lake.rows(lake.tables.quarantine, ("reason", "offset", "_batch_id"))
+    assert silver == [
+        (1, "ann", None, seq(100, 10), "c", 1),
+        (2, "bob", None, seq(100, 11), "c", 2),
+    ]
+    assert quarantine == [("unparseable", 3, 0)]
+
+    lake.apply(batch, 0)
+
+    assert [lake.version(path) for path in paths] == versions
+    assert lake.rows(columns=(*ROW, "_bronze_offset")) == silver
+    assert lake.rows(lake.tables.quarantine, ("reason", "offset", "_batch_id")) == quarantine
+
+
+# --------------------------------------------------------------------------------------------
+# Truncate
+# --------------------------------------------------------------------------------------------
+
+
+def test_truncate_removes_older_rows_and_ignores_late_older_events(lake: Lake) -> None:
+    lake.apply(
+        [
+            event(0, "c", 1, (100, 10), "old"),
+            event(1, "c", 2, (300, 10), "newer than truncate"),
+            event(2, "c", 3, (100, 20), "old"),
+        ],
+        0,
+    )
+    before = lake.version()
+    lake.apply(
+        [
+            event(3, "t", None, (200, 5)),
+            event(4, "c", 4, (250, 1), "after truncate"),
+            event(5, "c", 5, (150, 1), "before truncate"),
+        ],
+        1,
+    )
+    expected = [
+        (2, "newer than truncate", None, seq(300, 10), "c"),
+        (4, "after truncate", None, seq(250, 1), "c"),
+    ]
+    assert lake.rows() == expected
+    assert [op for v, op, _ in lake.history() if v > before] == ["DELETE", "MERGE"]
+    assert lake.rows(lake.tables.truncations, ("_sequence", "_bronze_offset")) == [(seq(200, 5), 3)]
+    after_truncate = lake.version()
+
+    report = lake.apply(
+        [event(6, "c", 6, (150, 2), "late"), event(7, "u", 1, (199, 99), "late update")], 2
+    )
+
+    assert report.applied == 0
+    assert lake.rows() == expected
+    assert lake.version() == after_truncate
+
+
+# --------------------------------------------------------------------------------------------
+# TOAST
+# --------------------------------------------------------------------------------------------
+
+
+def test_toast_placeholder_takes_previous_value(lake: Lake) -> None:
+    lake.apply([event(0, "c", 1, (100, 10), "a", "long text 1")], 0)
+    lake.apply(
+        [
+            # previous version in silver (earlier batch)
+            event(1, "u", 1, (100, 20), "a2", PLACEHOLDER),
+            # previous version earlier in the same batch
+            event(2, "c", 2, (100, 30), "b", "long text 2"),
+            event(3, "u", 2, (100, 40), "b2", PLACEHOLDER),
+            # no previous version known: the placeholder stays
+            event(4, "u", 3, (100, 50), "c", PLACEHOLDER),
+        ],
+        1,
+    )
+
+    assert lake.rows() == [
+        (1, "a2", "long text 1", seq(100, 20), "u"),
+        (2, "b2", "long text 2", seq(100, 40), "u"),
+        (3, "c", PLACEHOLDER, seq(100, 50), "u"),
+    ]
+    assert merge_counts(lake.history()[-1][2]) == (2, 1, 0)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: TOAST takes the latest real value of the batch even when it is older than "
+    "the silver row being replaced (a late older event in the same batch wins)",
+)
+def test_toast_placeholder_takes_value_of_replaced_row_not_late_older_event(lake: Lake) -> None:
+    lake.apply([event(0, "c", 1, (100, 7), "a", "B")], 0)
+    lake.apply(
+        [
+            event(1, "u", 1, (100, 5), "a", "A"),  # late, older than the silver row
+            event(2, "u", 1, (100, 10), "a2", PLACEHOLDER),
+        ],
+        1,
+    )
+    # The fold: c@7 (B) -> u@10 replaces it, so notes = B. The late u@5 is ignored.
+    assert lake.rows() == [(1, "a2", "B", seq(100, 10), "u")]
+
+
+# --------------------------------------------------------------------------------------------
+# Quarantine and metadata
+# --------------------------------------------------------------------------------------------
+
+
+def test_malformed_records_are_quarantined_and_valid_ones_applied(lake: Lake) -> None:
+    good = event(0, "c", 1, (100, 10), "ann")
+    no_op = pg_envelope("c", (100, 11), {"id": 2, "name": "x", "notes": None})
+    del no_op["payload"]["op"]
+    no_sequence = pg_envelope("c", (100, 12), {"id": 3, "name": "y", "notes": None})
+    del no_sequence["payload"]["source"]["sequence"]
+    records = [
+        good,
+        raw(1, pg_key(2), "not json"),
+        raw(2, pg_key(2), no_op),
+        raw(3, pg_key(3), no_sequence),
+        raw(4, None, pg_envelope("u", (100, 13), {"id": 4, "name": "z", "notes": None})),
+        tombstone(5, 1),
+    ]
+    report = lake.apply(records, 3)
+
+    assert report == BatchReport(records=6, quarantined=4, tombstones=1, applied=1)
+    assert lake.rows() == [(1, "ann", None, seq(100, 10), "c")]
+    quarantine = lake.spark.read.format("delta").load(lake.tables.quarantine)
+    assert sorted(quarantine.columns) == sorted(
+        [
+            "entity",
+            "reason",
+            "topic",
+            "partition",
+            "offset",
+            "key",
+            "value",
+            "_quarantined_at",
+            "_batch_id",
+        ]
+    )
+    rows = sorted(
+        (r.offset, r.entity, r.reason, r.topic, r.partition, r._batch_id, r.key, r.value)
+        for r in quarantine.collect()
+    )
+    by_offset = {r.offset: r for r in records}
+    assert rows == [
+        (
+            offset,
+            "customers",
+            reason,
+            TOPIC,
+            0,
+            3,
+            by_offset[offset].key_bytes,
+            by_offset[offset].value_bytes,
+        )
+        for offset, reason in [
+            (1, "unparseable"),
+            (2, "missing op"),
+            (3, "missing sequence"),
+            (4, "missing key"),
+        ]
+    ]
+    assert quarantine.where(F.col("_quarantined_at").isNull()).count() == 0
+    assert [op for _, op, _ in lake.history(lake.tables.quarantine)] == ["WRITE"]
+
+
+def test_silver_metadata_columns(lake: Lake) -> None:
+    ts_ms = 1_700_000_000_123
+    lake.apply([event(42, "u", 7, (555, 777), "ann", "x", partition=3, ts_ms=ts_ms)], 0)
+
+    silver = lake.spark.read.format("delta").load(lake.tables.silver)
+    assert silver.dtypes == [
+        ("id", "int"),
+        ("name", "string"),
+        ("notes", "string"),
+        ("_sequence", "string"),
+        ("_op", "string"),
+        ("_source_ts", "timestamp"),
+        ("_bronze_topic", "string"),
+        ("_bronze_partition", "int"),
+        ("_bronze_offset", "bigint"),
+    ]
+    actual = silver.withColumn("_source_ts", F.unix_millis("_source_ts"))
+    expected = lake.spark.createDataFrame(
+        [(7, "ann", "x", seq(555, 777), "u", ts_ms, TOPIC, 3, 42)],
+        "id int, name string, notes string, _sequence string, _op string, _source_ts bigint, "
+        "_bronze_topic string, _bronze_partition int, _bronze_offset bigint",
+    )
+    assert_df_equality(actual, expected, ignore_nullable=True)
