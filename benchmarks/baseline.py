@@ -39,7 +39,8 @@ def baseline_applier(spec: TableSpec, path: str) -> Callable[[DataFrame, int], N
         for key in keys:
             match = match & (F.col(f"t.{key}") == F.col(f"s.{key}"))
         (
-            DeltaTable.forPath(batch.sparkSession, path).alias("t")
+            DeltaTable.forPath(batch.sparkSession, path)
+            .alias("t")
             .merge(latest.alias("s"), match)
             .whenMatchedDelete(condition=F.col("s._op") == "d")
             .whenMatchedUpdateAll()

@@ -77,8 +77,13 @@ def main() -> None:
         "events": args.events,
         "seed": args.seed,
         "results": [
-            {"stage": stage, "records": n, "seconds": round(s, 2), "records_per_second": round(n / s)}
-            for stage, n, s in rows
+            {
+                "stage": stage,
+                "records": n,
+                "seconds": round(t, 2),
+                "records_per_second": round(n / t),
+            }
+            for stage, n, t in rows
         ],
         "silver_vs_baseline_speed": round(baseline_seconds / silver_seconds, 3),
     }

@@ -1,1 +1,1 @@
-"""Sources: the Kafka record format, the file source, Debezium parsing and the workload generator."""
+"""Sources: the Kafka record format, the file source, Debezium parsing, the workload generator."""

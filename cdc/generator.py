@@ -475,7 +475,7 @@ class _Shop:
                 done = self._order_step()
             if not done:
                 self._click()
-        self._put_malformed(len(self._malformed_slots))
+        self._put_malformed(self.target)  # slots at the very end
 
     def _customer_step(self) -> bool:
         r = self.rng.random()
@@ -1171,15 +1171,20 @@ class _Shop:
 
 def _deliver(out: list[_Out], malformed_at: list[int], duplicates: int, rng: _Rng) -> list[Record]:
     """Lay the log out per partition with redelivered copies, then interleave the partitions."""
-    bad = bytearray(len(out))
-    for index in malformed_at:
-        bad[index] = 1
-    candidates = [i for i in range(len(out)) if not bad[i]]
-    delays = {i: rng.between(1, 50) for i in rng.sample(candidates, duplicates)}
-    logs: dict[tuple[str, int], list[int]] = {}
-    for index, record in enumerate(out):
-        logs.setdefault((record[0], record[1]), []).append(index)
-    queues = [_redeliver(logs[name], out, delays) for name in sorted(logs)]
+    logs: dict[tuple[str, int], list[_Out]] = {}
+    where: list[tuple[list[_Out], int]] = []  # per record: its partition's log and position
+    for record in out:
+        log = logs.setdefault((record[0], record[1]), [])
+        where.append((log, len(log)))
+        log.append(record)
+    bad = set(malformed_at)
+    candidates = [i for i in range(len(out)) if i not in bad]
+    copies: dict[int, list[tuple[int, int]]] = {}  # id(log) -> (insert after, position)
+    for index in rng.sample(candidates, duplicates):
+        log, position = where[index]
+        after = min(position + rng.between(1, 50), len(log) - 1)
+        copies.setdefault(id(log), []).append((after, position))
+    queues = [_redeliver(logs[name], copies.get(id(logs[name]), [])) for name in sorted(logs)]
     positions = [0] * len(queues)
     active = list(range(len(queues)))
     records: list[Record] = []
@@ -1202,24 +1207,16 @@ def _deliver(out: list[_Out], malformed_at: list[int], duplicates: int, rng: _Rn
     return records
 
 
-def _redeliver(log: list[int], out: list[_Out], delays: dict[int, int]) -> list[_Out]:
-    """One partition's log with each chosen record appended again ``delay`` records later."""
+def _redeliver(log: list[_Out], copies: list[tuple[int, int]]) -> list[_Out]:
+    """One partition's log with a copy of the record at ``position`` placed right after the
+    record at ``after``, for each ``(after, position)``; a copy is produced no earlier than the
+    record it follows."""
     result: list[_Out] = []
-    due: dict[int, list[int]] = {}
-    for position, index in enumerate(log):
-        record = out[index]
-        result.append(record)
-        delay = delays.get(index)
-        if delay is not None:
-            due.setdefault(position + delay, []).append(index)
-        for late in due.pop(position, ()):
-            result.append(_copy(out[late], record[4]))
-    for position in sorted(due):
-        for late in due[position]:
-            result.append(_copy(out[late], result[-1][4]))
+    done = 0
+    for after, position in sorted(copies):
+        result += log[done : after + 1]
+        done = after + 1
+        topic, partition, key, value, ts_ms, headers = log[position]
+        result.append((topic, partition, key, value, max(ts_ms, result[-1][4]), headers))
+    result += log[done:]
     return result
-
-
-def _copy(record: _Out, after_ms: int) -> _Out:
-    topic, partition, key, value, ts_ms, headers = record
-    return (topic, partition, key, value, max(ts_ms, after_ms), headers)

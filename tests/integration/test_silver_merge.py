@@ -206,7 +206,6 @@ def test_delete_then_late_older_insert_stays_deleted(lake: Lake) -> None:
         ],
         0,
     )
-    assert lake.rows() == [(2, "other", None, seq(100, 12), "c")]
     before = lake.version()
 
     report = lake.apply(
@@ -224,7 +223,6 @@ def test_reinsert_after_delete_with_higher_sequence(lake: Lake) -> None:
     lake.apply(
         [event(0, "c", 1, (100, 10), "first"), event(1, "d", 1, (100, 20)), tombstone(2, 1)], 0
     )
-    assert lake.rows() == []
     lake.apply([event(3, "c", 1, (100, 30), "again")], 1)
 
     assert lake.rows() == [(1, "again", None, seq(100, 30), "c")]
@@ -251,8 +249,9 @@ def test_duplicate_event_changes_nothing(lake: Lake) -> None:
         (2, "bob", None, seq(100, 11), "c", 2),
     ]
     assert lake.rows(columns=(*ROW, "_bronze_offset")) == expected
-    assert merge_counts(lake.history()[-1][2]) == (2, 0, 0)
-    before = lake.version()
+    history = lake.history()
+    assert merge_counts(history[-1][2]) == (2, 0, 0)
+    before = history[-1][0]
 
     report = lake.apply(first, 1)
 
@@ -316,9 +315,10 @@ def test_truncate_removes_older_rows_and_ignores_late_older_events(lake: Lake) -
         (4, "after truncate", None, seq(250, 1), "c"),
     ]
     assert lake.rows() == expected
-    assert [op for v, op, _ in lake.history() if v > before] == ["DELETE", "MERGE"]
+    history = lake.history()
+    assert [op for v, op, _ in history if v > before] == ["DELETE", "MERGE"]
     assert lake.rows(lake.tables.truncations, ("_sequence", "_bronze_offset")) == [(seq(200, 5), 3)]
-    after_truncate = lake.version()
+    after_truncate = history[-1][0]
 
     report = lake.apply(
         [event(6, "c", 6, (150, 2), "late"), event(7, "u", 1, (199, 99), "late update")], 2

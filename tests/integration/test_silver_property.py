@@ -49,9 +49,10 @@ MODEL = FoldSpec()
 TOPIC = SPEC.topic
 
 EXAMPLES = 200
-GROUP_SIZE = 25  # scenarios without a truncate per Spark run
-TRUNCATE_GROUP_SIZE = 5  # scenarios with a truncate per Spark run
+PLAIN_GROUPS = 5  # Spark runs for the scenarios without a truncate
+TRUNCATE_GROUPS = 3  # Spark runs for the scenarios with one
 BATCHES = 4
+TRUNCATE_ONE_IN = 8  # about 20% of the scenarios have a truncate
 PARTITIONS = 3
 KEY_SPACE = 1000  # key id = scenario index * KEY_SPACE + k
 OFFSET_BLOCK = 100  # a scenario's offsets in a partition: [index * 100, index * 100 + 100)
@@ -182,7 +183,7 @@ def draw_stream(draw: st.DrawFn, keys: int) -> tuple[list[int], list[tuple[int |
         queues[key] = ops
     labels = draw(st.permutations([k for k, ops in queues.items() for _ in ops]))
     stream: list[tuple[int | None, str]] = [(k, queues[k].pop(0)) for k in labels]
-    if one_in(draw, 5):
+    if one_in(draw, TRUNCATE_ONE_IN):
         stream.insert(draw(st.integers(0, len(stream))), (None, "t"))
     return snapshot, stream
 
@@ -335,10 +336,38 @@ def pack(scenarios: list[Scenario]) -> list[list[int]]:
     """Scenario indices per Spark run: truncate-free scenarios together, the others apart."""
     plain = [i for i, s in enumerate(scenarios) if not s.has_truncate]
     truncating = [i for i, s in enumerate(scenarios) if s.has_truncate]
-    return [plain[i : i + GROUP_SIZE] for i in range(0, len(plain), GROUP_SIZE)] + [
-        truncating[i : i + TRUNCATE_GROUP_SIZE]
-        for i in range(0, len(truncating), TRUNCATE_GROUP_SIZE)
-    ]
+    groups = [plain[g::PLAIN_GROUPS] for g in range(PLAIN_GROUPS)]
+    groups += [truncating[g::TRUNCATE_GROUPS] for g in range(TRUNCATE_GROUPS)]
+    return [group for group in groups if group]
+
+
+def keyless(batch: list[Record]) -> bool:
+    """A non-empty batch with no change event that has a key (only truncates, tombstones)."""
+    return bool(batch) and not any(r.key is not None and r.value is not None for r in batch)
+
+
+def group_batches(scenarios: list[Scenario], indices: list[int]) -> tuple[list[list[Record]], int]:
+    """The group's micro-batches (batch i = its scenarios' batch i) and how many were merged.
+
+    Work-around: a batch without any keyed change event (only truncates and tombstones) makes
+    ``apply_batch`` fail (see ``test_batch_without_keyed_change_event``), so such a batch is
+    merged into the next one (the last into an earlier one). With many scenarios per group
+    this almost never happens. Remove this once that bug is fixed.
+    """
+    batches: list[list[Record]] = [[] for _ in range(BATCHES)]
+    for index in indices:
+        for batch, record in scenarios[index].records(index):
+            batches[batch].append(record)
+    merged = 0
+    for i in range(BATCHES - 1):
+        if keyless(batches[i]):
+            batches[i + 1] += batches[i]
+            batches[i], merged = [], merged + 1
+    if keyless(batches[-1]):  # every scenario has a keyed event, so an earlier batch has one
+        previous = max(i for i in range(BATCHES - 1) if batches[i])
+        batches[previous] += batches[-1]
+        batches[-1], merged = [], merged + 1
+    return batches, merged
 
 
 def silver_rows(spark: SparkSession, path: str) -> dict[tuple[Any, ...], dict[str, Any]]:
@@ -349,9 +378,10 @@ def silver_rows(spark: SparkSession, path: str) -> dict[tuple[Any, ...], dict[st
 
 
 def run_group(
-    spark: SparkSession, root: Path, group: int, batches: list[list[Record]]
+    spark: SparkSession, warehouse: Path, batches: list[list[Record]]
 ) -> dict[tuple[Any, ...], dict[str, Any]]:
-    tables = entity_tables(Warehouse.from_path(root / f"group-{group}"), SPEC)
+    """Apply the batches to a fresh table and return its rows by key."""
+    tables = entity_tables(Warehouse.from_path(warehouse), SPEC)
     for batch_id, records in enumerate(batches):
         if records:
             apply_batch(bronze_frame(spark, records, batch_id), batch_id, SPEC, tables, "prop")
@@ -369,6 +399,32 @@ def differences(
             yield key[0], f"key {key[0]}: silver {got}\n      expected {want}"
 
 
+def check_group(
+    spark: SparkSession, warehouse: Path, scenarios: list[Scenario], indices: list[int]
+) -> str | None:
+    """Run one group; None if silver equals the fold, else a report of what differs."""
+    batches, merged = group_batches(scenarios, indices)
+    expected = fold([bronze_record(r) for batch in batches for r in batch], MODEL)
+    assert not expected.quarantined
+    truncates = [i for i in indices if scenarios[i].has_truncate]
+    header = f"scenarios {indices} (with a truncate: {truncates}; keyless batches merged: {merged})"
+    try:
+        actual = run_group(spark, warehouse, batches)
+    except Exception as error:
+        return f"{header}: apply_batch failed: {type(error).__name__}: {error}"[:4000]
+    wrong = list(differences(expected.rows, actual))
+    if not wrong:
+        return None
+    bad = sorted({key // KEY_SPACE for key, _ in wrong})
+    return "\n".join(
+        [
+            f"{header}: scenarios {bad} differ",
+            *(f"    {line}" for _, line in wrong),
+            *(scenarios[i].describe(i) for i in bad),
+        ]
+    )
+
+
 def test_silver_equals_fold_under_any_delivery(spark: SparkSession, tmp_path: Path) -> None:
     seed_value = int(os.environ.get("SILVER_PROPERTY_SEED") or random.randrange(2**32))
     started = time.monotonic()
@@ -383,29 +439,12 @@ def test_silver_equals_fold_under_any_delivery(spark: SparkSession, tmp_path: Pa
     }
     assert all(count >= 10 for count in coverage.values()), f"weak coverage: {coverage}"
 
-    failures: list[str] = []
-    for group, indices in enumerate(pack(scenarios)):
-        batches: list[list[Record]] = [[] for _ in range(BATCHES)]
-        for index in indices:
-            for batch, record in scenarios[index].records(index):
-                batches[batch].append(record)
-        everything = [bronze_record(r) for batch in batches for r in batch]
-        expected = fold(everything, MODEL)
-        assert not expected.quarantined
-        actual = run_group(spark, tmp_path, group, batches)
-        wrong = list(differences(expected.rows, actual))
-        if wrong:
-            bad = sorted({key // KEY_SPACE for key, _ in wrong})
-            truncates = [i for i in indices if scenarios[i].has_truncate]
-            failures.append(
-                f"group {group} (scenarios {indices}; with a truncate: {truncates}): "
-                f"scenarios {bad} differ\n"
-                + "\n".join(f"    {line}" for _, line in wrong)
-                + "\n"
-                + "\n".join(scenarios[i].describe(i) for i in bad)
-            )
-    elapsed = time.monotonic() - started
-    print(f"silver property: seed {seed_value}, {coverage}, {elapsed:.0f} s")
+    failures = [
+        f"group {group}: {report}"
+        for group, indices in enumerate(pack(scenarios))
+        if (report := check_group(spark, tmp_path / f"group-{group}", scenarios, indices))
+    ]
+    print(f"silver property: seed {seed_value}, {coverage}, {time.monotonic() - started:.0f} s")
     assert not failures, f"SILVER_PROPERTY_SEED={seed_value}\n" + "\n\n".join(failures)
 
 
@@ -416,3 +455,45 @@ def test_bronze_record_matches_bronze_frame(spark: SparkSession) -> None:
     assert row is not None
     stored = BronzeRecord(row.topic, row.partition, row.offset, bytes(row.key), bytes(row.value))
     assert stored == bronze_record(record)
+
+
+# --------------------------------------------------------------------------------------------
+# Found by the property test
+# --------------------------------------------------------------------------------------------
+
+KEYLESS_BATCH_BUG = (
+    "BUG: apply_batch fails on a micro-batch without a keyed change event (only a truncate, "
+    "only Kafka tombstones, or no rows): discover_layout takes the key columns from records "
+    "with a non-null value and a key, finds none, and _apply_changes then runs with keys=() "
+    "(IndexError in newer_than's join, or TypeError from key_match's reduce on a new table)"
+)
+
+
+def _customer(key: int, seq: tuple[int | None, int]) -> Record:
+    value = pg_envelope("c", seq, {"id": key, "name": f"n{key}", "notes": None})
+    return Record(TOPIC, key % PARTITIONS, 0, TS_BASE_MS, pg_key(key), value)
+
+
+_TRUNCATE = Record(TOPIC, 0, 50, TS_BASE_MS, None, pg_envelope("t", (200, 210)))
+_OLD, _NEW = _customer(1, (100, 110)), _customer(2, (300, 310))
+_TOMBSTONE = Record(TOPIC, 1, 9, TS_BASE_MS, pg_key(1), None)
+
+
+@pytest.mark.xfail(strict=True, reason=KEYLESS_BATCH_BUG)
+@pytest.mark.parametrize(
+    "batches",
+    [
+        pytest.param([[_OLD, _NEW], [_TRUNCATE]], id="truncate-alone-after-rows"),
+        pytest.param([[_TRUNCATE], [_OLD, _NEW]], id="truncate-alone-first"),
+        pytest.param([[_OLD], [_TOMBSTONE]], id="tombstone-alone"),
+        pytest.param([[_OLD], []], id="empty"),
+    ],
+)
+def test_batch_without_keyed_change_event(
+    spark: SparkSession, tmp_path: Path, batches: list[list[Record]]
+) -> None:
+    tables = entity_tables(Warehouse.from_path(tmp_path), SPEC)
+    for batch_id, records in enumerate(batches):
+        apply_batch(bronze_frame(spark, records, batch_id), batch_id, SPEC, tables, "keyless")
+    expected = fold([bronze_record(r) for batch in batches for r in batch], MODEL)
+    assert silver_rows(spark, tables.silver) == expected.rows
