@@ -24,7 +24,7 @@ from benchmarks.baseline import baseline_applier
 from bronze.job import start_bronze
 from cdc.generator import WorkloadConfig
 from cdc.sources import SourceSpec, read_source
-from lakehouse.config import SHOP_CONFIG
+from lakehouse.config import SHOP_CONFIG, TableSpec
 from lakehouse.demo import write_workload
 from lakehouse.identifiers import table_name_for_topic
 from lakehouse.layout import Warehouse
@@ -61,10 +61,8 @@ def main() -> None:
     specs = entity_specs(spark, warehouse, SHOP_CONFIG)
     bronze_rows = sum(_bronze(spark, warehouse, s.topic).count() for s in specs)
 
-    silver_seconds = _timed(
-        lambda: [await_query(start_silver(spark, warehouse, s, Trigger())) for s in specs]
-    )
-    baseline_seconds = _timed(lambda: [_run_baseline(spark, warehouse, s) for s in specs])
+    silver_seconds = _timed(lambda: _each(specs, lambda s: _run_silver(spark, warehouse, s)))
+    baseline_seconds = _timed(lambda: _each(specs, lambda s: _run_baseline(spark, warehouse, s)))
 
     rows = [
         ("bronze ingest (files -> bronze)", args.events, bronze_seconds),
@@ -108,7 +106,16 @@ def _bronze(spark: SparkSession, warehouse: Warehouse, topic: str) -> DataFrame:
     return spark.read.format("delta").load(warehouse.table("bronze", table_name_for_topic(topic)))
 
 
-def _run_baseline(spark: SparkSession, warehouse: Warehouse, spec: Any) -> None:
+def _each(specs: list[TableSpec], action: Callable[[TableSpec], None]) -> None:
+    for spec in specs:
+        action(spec)
+
+
+def _run_silver(spark: SparkSession, warehouse: Warehouse, spec: TableSpec) -> None:
+    await_query(start_silver(spark, warehouse, spec, Trigger()))
+
+
+def _run_baseline(spark: SparkSession, warehouse: Warehouse, spec: TableSpec) -> None:
     target = f"{warehouse.root}/baseline/{spec.name}"
     query = (
         spark.readStream.format("delta")
