@@ -468,15 +468,28 @@ def test_postgres_sequence_orders_by_commit_then_lsn(spark: SparkSession) -> Non
     assert sorted(sequences) == [seq(c, lsn) for c, lsn in history]
 
 
-@pytest.mark.parametrize(
-    "sequence",
-    ['["abc","1"]', '["1"]', '["1","2","3"]', "[null,null]", "not json", '["1","-2"]'],
-)
-def test_postgres_unusable_sequence_is_missing(spark: SparkSession, sequence: str) -> None:
-    value = pg_envelope("c", (1, 2), customer(1))
-    value["payload"]["source"]["sequence"] = sequence
-    _, events = parse(spark, [record(0, pg_key(1), value)])
-    assert by_offset(events, "_reason", "_sequence") == {0: ("missing sequence", None)}
+UNUSABLE_SEQUENCES = [
+    '["abc","1"]',
+    '["1"]',
+    '["1","2","3"]',
+    "[null,null]",
+    '["1",null]',
+    "not json",
+    '["1","-2"]',
+    '["1","123456789012345678901"]',  # more than 20 digits
+]
+
+
+def test_postgres_unusable_sequence_is_missing(spark: SparkSession) -> None:
+    records = []
+    for offset, sequence in enumerate(UNUSABLE_SEQUENCES):
+        value = pg_envelope("c", (1, 2), customer(offset))
+        value["payload"]["source"]["sequence"] = sequence
+        records.append(record(offset, pg_key(offset), value))
+    _, events = parse(spark, records)
+    assert by_offset(events, "_reason", "_sequence") == {
+        offset: ("missing sequence", None) for offset in range(len(UNUSABLE_SEQUENCES))
+    }
 
 
 def test_mysql_sequence_is_file_position_row(spark: SparkSession) -> None:
