@@ -151,17 +151,25 @@ def raw_struct(codecs: Sequence[ColumnCodec]) -> StructType:
 
 
 def _decimal_decoder(precision: int, scale: int) -> Decoder:
-    """Decode base64 big-endian two's complement (up to 15 bytes) to ``decimal(p, s)``."""
+    """Decode base64 big-endian two's complement (up to 16 bytes) to ``decimal(p, s)``.
+
+    A negative value is decoded as ``-(~x + 1)``: the complement's digits are the magnitude
+    minus one, which keeps every intermediate value within ``decimal(38, 0)``.
+    """
     target = DecimalType(min(precision, 38), scale)
     unit = F.lit(Decimal(1).scaleb(-scale))
+    negative_unit = F.lit(Decimal(-1).scaleb(-scale))
 
     def decode(encoded: Column) -> Column:
         hex_digits = F.hex(F.unbase64(encoded))
-        unsigned = _hex_to_decimal(hex_digits)
         negative = F.conv(F.substring(hex_digits, 1, 1), 16, 10).cast("int") >= 8
-        modulus = _power_of_16(F.length(hex_digits))
-        signed = F.when(negative, unsigned - modulus).otherwise(unsigned)
-        return (signed * unit).cast(target)
+        complement = F.translate(hex_digits, "0123456789ABCDEF", "FEDCBA9876543210")
+        # Spark's unary minus on decimal(38, 0) loses digits; multiply by a signed unit instead.
+        return (
+            F.when(negative, (_hex_to_decimal(complement) + 1) * negative_unit)
+            .otherwise(_hex_to_decimal(hex_digits) * unit)
+            .cast(target)
+        )
 
     return decode
 
@@ -169,16 +177,8 @@ def _decimal_decoder(precision: int, scale: int) -> Decoder:
 _WIDE = DecimalType(38, 0)
 
 
-def _power_of_16(width: Column) -> Column:
-    """Exactly ``16 ** width`` for the even widths of 1 to 15 bytes."""
-    result = F.lit(None).cast(_WIDE)
-    for digits in range(2, 32, 2):
-        result = F.when(width == digits, F.lit(Decimal(16**digits))).otherwise(result)
-    return result
-
-
 def _hex_to_decimal(hex_digits: Column) -> Column:
-    """Unsigned value of up to 30 hex digits, in two halves (``conv`` handles 64 bits)."""
+    """Unsigned value of up to 32 hex digits, in two halves (``conv`` handles 64 bits)."""
     padded = F.lpad(hex_digits, 32, "0")
     high = F.conv(F.substring(padded, 1, 16), 16, 10).cast(_WIDE)
     low = F.conv(F.substring(padded, 17, 16), 16, 10).cast(_WIDE)

@@ -100,7 +100,9 @@ def parse_line(line: str, source: str) -> tuple[Any, ...]:
         if not (
             isinstance(topic, str)
             and topic
-            and all(isinstance(v, int) for v in (partition, offset, timestamp_ms))
+            and _is_int(partition, _INT32_MAX)
+            and _is_int(offset, _INT64_MAX)
+            and _is_int(timestamp_ms, _INT64_MAX // 1000)
             and isinstance(headers, dict)
         ):
             raise ValueError("bad field types")
@@ -117,3 +119,12 @@ def parse_line(line: str, source: str) -> tuple[Any, ...]:
         [{"key": str(k), "value": json_bytes(v)} for k, v in headers.items()],
         source,
     )
+
+
+_INT32_MAX = 2**31 - 1
+_INT64_MAX = 2**63 - 1
+
+
+def _is_int(value: object, maximum: int) -> bool:
+    """A JSON integer (not a boolean) in ``[0, maximum]``."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= maximum

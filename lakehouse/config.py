@@ -148,19 +148,44 @@ def load_config(path: str | Path | None) -> PipelineConfig:
     tables = tuple(_table_from(entry) for entry in document.get("tables", []))
     gold_settings = document.get("gold", {})
     _reject_unknown(gold_settings, {f.name for f in fields(GoldSpec)}, "[gold]")
+    for setting, value in gold_settings.items():
+        _require_type(setting, value, str, "[gold]")
     return PipelineConfig(tables=tables, gold=GoldSpec(**gold_settings))
 
 
+_TABLE_TYPES: Mapping[str, type] = {
+    "name": str,
+    "topic": str,
+    "format": str,
+    "keys": list,
+    "sequence_by": list,
+    "schema": str,
+    "tombstone_retention_days": int,
+}
+
+
 def _table_from(entry: Mapping[str, Any]) -> TableSpec:
-    allowed = {f.name for f in fields(TableSpec)}
-    _reject_unknown(entry, allowed, "[[tables]]")
+    _reject_unknown(entry, set(_TABLE_TYPES), "[[tables]]")
     if "name" not in entry or "topic" not in entry:
         raise ConfigError("Each [[tables]] entry needs 'name' and 'topic'.")
     values = dict(entry)
+    for setting, value in values.items():
+        _require_type(setting, value, _TABLE_TYPES[setting], "[[tables]]")
     for listed in ("keys", "sequence_by"):
         if listed in values:
+            for item in values[listed]:
+                _require_type(listed, item, str, "[[tables]]")
             values[listed] = tuple(values[listed])
     return TableSpec(**values)
+
+
+def _require_type(setting: str, value: Any, expected: type, where: str) -> None:
+    if not isinstance(value, expected) or isinstance(value, bool) is not (expected is bool):
+        names = {str: "a string", int: "an integer", list: "a list of strings"}
+        raise ConfigError(
+            f"Setting {setting!r} in {where} must be {names.get(expected, expected.__name__)}, "
+            f"not {value!r}."
+        )
 
 
 def _reject_unknown(settings: Mapping[str, Any], allowed: set[str], where: str) -> None:

@@ -15,41 +15,28 @@ def latest_per_key(
 ) -> DataFrame:
     """One row per key: the event with the highest order.
 
-    A column of the winner that holds the TOAST placeholder (listed in ``_unavailable``)
-    takes the value of the latest earlier event of the batch that carried a real value; the
-    names still unresolved stay in ``_unavailable`` for the MERGE to fill from the table.
+    For each column in ``toast_columns`` the result also has ``_fill_<column>`` and
+    ``_fill_order_<column>``: the value and order of the latest event of the batch that
+    carried a real value for it (not the TOAST placeholder, not a delete). The MERGE uses them
+    when the winner lists the column in ``_unavailable``, unless the table's row is newer.
     """
     others = [c for c in changes.columns if c not in keys]
     aggregates: list[Column] = [F.max_by(F.struct(*others), order_of()).alias("_winner")]
     for name in toast_columns:
-        real = ~F.array_contains("_unavailable", name)
-        aggregates.append(F.max_by(F.col(name), F.when(real, order_of())).alias(f"_real_{name}"))
-        aggregates.append(F.max(real).alias(f"_has_{name}"))
-    grouped = changes.groupBy(*keys).agg(*aggregates)
-    if not toast_columns:
-        return grouped.select(*keys, "_winner.*")
+        real = ~F.array_contains("_unavailable", name) & (F.col("_op") != "d")
+        real_order = F.when(real, order_of())
+        aggregates.append(F.max_by(F.col(name), real_order).alias(fill_value(name)))
+        aggregates.append(F.max(real_order).alias(fill_order(name)))
+    fills = [c for name in toast_columns for c in (fill_value(name), fill_order(name))]
+    return changes.groupBy(*keys).agg(*aggregates).select(*keys, "_winner.*", *fills)
 
-    def resolved(name: str) -> Column:
-        missing = F.array_contains("_winner._unavailable", name) & F.col(f"_has_{name}")
-        return F.when(missing, F.col(f"_real_{name}")).otherwise(F.col(f"_winner.{name}"))
 
-    resolved_names = F.filter(
-        F.array(*[F.when(F.col(f"_has_{n}"), F.lit(n)) for n in toast_columns]),
-        lambda n: n.isNotNull(),
-    )
-    return grouped.select(
-        *keys,
-        *[
-            resolved(c).alias(c)
-            if c in toast_columns
-            else (
-                F.array_except("_winner._unavailable", resolved_names).alias(c)
-                if c == "_unavailable"
-                else F.col(f"_winner.{c}").alias(c)
-            )
-            for c in others
-        ],
-    )
+def fill_value(column: str) -> str:
+    return f"_fill_{column}"
+
+
+def fill_order(column: str) -> str:
+    return f"_fill_order_{column}"
 
 
 def newer_than(winners: DataFrame, current: DataFrame | None, keys: Sequence[str]) -> DataFrame:

@@ -128,6 +128,8 @@ def _apply_changes(
     batch_id: int,
 ) -> int:
     keys = layout.key_names
+    if not keys:  # no keyed record in the batch: every change was quarantined
+        return 0
     columns = [c.name for c in layout.value_columns]
     winners = latest_per_key(changes, keys, toast_columns)
     effective = newer_than(winners, current_orders(spark, tables, keys), keys).localCheckpoint()
@@ -140,7 +142,7 @@ def _apply_changes(
     row_schema = _schema_of(effective, (*keys, *columns, *METADATA_COLUMNS))
     ensure_table(spark, tables.silver, row_schema, change_feed=True)
     with idempotent_dml(spark, f"{app_id}:silver", batch_id):
-        merge_silver(effective, tables.silver, keys, columns)
+        merge_silver(effective, tables.silver, keys, columns, toast_columns)
     if totals.deletes:
         ensure_table(
             spark, tables.tombstones, _schema_of(effective, (*keys, *TOMBSTONE_METADATA)), False

@@ -97,14 +97,12 @@ def discover_layout(texts: DataFrame, spec: TableSpec) -> RowLayout:
     if spec.format == "events":
         row_type = _ddl_struct(texts, spec.schema) if spec.schema else _infer(texts, "v")
         columns = tuple(inferred_codecs(row_type))
-        by_name = {c.name: c for c in columns}
-        missing = [k for k in spec.keys or () if k not in by_name]
-        keys = tuple(by_name[k] for k in spec.keys or () if k in by_name)
+        missing = [k for k in spec.keys or () if k not in row_type.fieldNames()]
         if missing and spec.schema:
             raise ConfigError(
                 f"Table {spec.name!r}: key column(s) {', '.join(missing)} are not in its schema."
             )
-        return _checked(RowLayout(keys=keys, columns=columns))
+        return _checked(_with_configured_keys(columns, spec.keys or ()))
 
     wrapped = F.col("v").startswith(_WRAPPER_PREFIX)
     schema_text = F.when(wrapped, F.substring_index("v", _PAYLOAD_MARKER, 1))
@@ -134,11 +132,19 @@ def discover_layout(texts: DataFrame, spec: TableSpec) -> RowLayout:
         key_groups.insert(0, inferred_codecs(_infer(unwrapped, "k")))
     columns = tuple(merge_codecs(row_groups))
     if spec.keys:
-        by_name = {c.name: c for c in columns}
-        keys = tuple(by_name[k] for k in spec.keys if k in by_name)
-    else:
-        keys = tuple(merge_codecs(key_groups))
-    return _checked(RowLayout(keys=keys, columns=columns))
+        return _checked(_with_configured_keys(columns, spec.keys))
+    return _checked(RowLayout(keys=tuple(merge_codecs(key_groups)), columns=columns))
+
+
+def _with_configured_keys(columns: tuple[ColumnCodec, ...], keys: tuple[str, ...]) -> RowLayout:
+    """Key codecs for configured key columns; a key no record of the batch has is read as a
+    null string, so those records are quarantined as ``missing key``."""
+    by_name = {c.name: c for c in columns}
+    absent = tuple(
+        ColumnCodec(k, StringType(), lambda c: c, False) for k in keys if k not in by_name
+    )
+    key_codecs = tuple(by_name.get(k) or next(a for a in absent if a.name == k) for k in keys)
+    return RowLayout(keys=key_codecs, columns=columns + absent)
 
 
 def parse_changes(texts: DataFrame, spec: TableSpec, layout: RowLayout) -> DataFrame:
@@ -286,8 +292,10 @@ def _configured_sequence(
 
 
 def _any_null(values: Any) -> Column:
-    result = F.lit(False)
-    for value in values:
+    """True if any value is null, or if there are no values at all (no key known)."""
+    columns = list(values)
+    result = F.lit(not columns)
+    for value in columns:
         result = result | value.isNull()
     return result
 

@@ -283,11 +283,6 @@ def _read_events_record(record: BronzeRecord, spec: FoldSpec) -> _Event:
 
     key = _key_from_image(value, image, spec.keys)
     sequence = _sequence_from_image(value, image, spec.sequence_by)
-    toast = tuple(
-        name
-        for name, raw in value.items()
-        if raw == TOAST_PLACEHOLDER and (types is None or types.get(name) == "string")
-    )
     return _Event(
         record=record,
         kind="upsert",
@@ -297,7 +292,6 @@ def _read_events_record(record: BronzeRecord, spec: FoldSpec) -> _Event:
         op="c",
         source_ts=None,
         image=image,
-        toast_columns=toast,
         columns=tuple(value),
     )
 

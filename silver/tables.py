@@ -13,6 +13,7 @@ from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructType
 
+from silver.changes import fill_order, fill_value
 from silver.parse import METADATA_COLUMNS, order_of
 
 Assignments = dict[str, str | Column]
@@ -125,32 +126,43 @@ def key_match(keys: Sequence[str]) -> Column:
 
 
 def merge_silver(
-    effective: DataFrame, path: str, keys: Sequence[str], columns: Sequence[str]
+    effective: DataFrame,
+    path: str,
+    keys: Sequence[str],
+    columns: Sequence[str],
+    toast_columns: Sequence[str] = (),
 ) -> None:
-    """Apply the newest events: deletes remove, upserts replace (TOAST from the old row)."""
+    """Apply the newest events: deletes remove, upserts replace.
+
+    A TOAST placeholder column (listed in ``s._unavailable``) takes the newer of the table's
+    value and the batch's latest real value (``_fill_*``, see ``latest_per_key``).
+    """
     newer = order_of("s.") > order_of("t.")
     is_delete = F.col("s._op") == "d"
-    values: Assignments = {
-        c: F.when(F.array_contains("s._unavailable", c), F.col(f"t.{c}")).otherwise(F.col(f"s.{c}"))
-        for c in columns
-    }
-    values.update({c: F.col(f"s.{c}") for c in (*keys, *METADATA_COLUMNS)})
+    updates: Assignments = _copy_from_source((*keys, *columns, *METADATA_COLUMNS))
+    inserts: Assignments = dict(updates)
+    for column in toast_columns:
+        placeholder = F.array_contains("s._unavailable", column)
+        filled = F.col(f"s.{fill_order(column)}").isNotNull()
+        fill = F.col(f"s.{fill_value(column)}")
+        batch_is_newer = filled & (F.col(f"s.{fill_order(column)}") > order_of("t."))
+        updates[column] = F.when(
+            placeholder, F.when(batch_is_newer, fill).otherwise(F.col(f"t.{column}"))
+        ).otherwise(F.col(f"s.{column}"))
+        inserts[column] = F.when(placeholder & filled, fill).otherwise(F.col(f"s.{column}"))
     (
         DeltaTable.forPath(effective.sparkSession, path)
         .alias("t")
         .merge(effective.alias("s"), key_match(keys))
         .whenMatchedDelete(condition=newer & is_delete)
-        .whenMatchedUpdate(condition=newer & ~is_delete, set=values)
-        .whenNotMatchedInsert(
-            condition=~is_delete,
-            values=_copy_from_source((*keys, *columns, *METADATA_COLUMNS)),
-        )
+        .whenMatchedUpdate(condition=newer & ~is_delete, set=updates)
+        .whenNotMatchedInsert(condition=~is_delete, values=inserts)
         .execute()
     )
 
 
 def merge_tombstones(effective: DataFrame, path: str, keys: Sequence[str]) -> None:
-    """Remember the newest delete per key; a newer upsert removes the key's tombstone."""
+    """Remember the newest delete per key (a newer upsert of the same batch drops it)."""
     is_delete = F.col("s._op") == "d"
     columns = _copy_from_source((*keys, *TOMBSTONE_METADATA))
     (

@@ -357,11 +357,6 @@ def test_toast_placeholder_takes_previous_value(lake: Lake) -> None:
     assert merge_counts(lake.history()[-1][2]) == (2, 1, 0)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: TOAST takes the latest real value of the batch even when it is older than "
-    "the silver row being replaced (a late older event in the same batch wins)",
-)
 def test_toast_placeholder_takes_value_of_replaced_row_not_late_older_event(lake: Lake) -> None:
     lake.apply([event(0, "c", 1, (100, 7), "a", "B")], 0)
     lake.apply(

@@ -1,0 +1,144 @@
+"""The command line end to end: ``lakehouse demo``, ``lakehouse sql`` and user errors.
+
+Each command runs as a subprocess through the installed ``lakehouse`` console script, as a
+user would run it. A user error must end with exit status 2 and one ``error:`` line on stderr,
+never a Python traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
+
+LAKEHOUSE = Path(sys.executable).parent / "lakehouse"
+COMMAND_TIMEOUT = 900
+
+
+def lakehouse(*args: str | Path, wide: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run the console script. ``wide``: a wide terminal, so that rich does not wrap tables;
+    otherwise the environment of a pipe (no ``COLUMNS``), as in a script or a CI log."""
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    if wide:
+        env["COLUMNS"] = "250"
+    return subprocess.run(
+        [str(LAKEHOUSE), *map(str, args)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=COMMAND_TIMEOUT,
+        env=env,
+    )
+
+
+def table_cells(output: str) -> list[list[str]]:
+    """The cells of each body row of the tables rich printed (lines between vertical bars)."""
+    rows = []
+    for line in output.splitlines():
+        if line.startswith("│") and line.endswith("│"):
+            rows.append([cell.strip() for cell in line.strip("│").split("│")])
+    return rows
+
+
+def assert_user_error(result: subprocess.CompletedProcess[str], *phrases: str) -> None:
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    error_lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(error_lines) == 1, result.stderr
+    for phrase in phrases:
+        assert phrase in error_lines[0], error_lines[0]
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    root = tmp_path_factory.mktemp("demo")
+    return root, lakehouse("demo", "--events", 3000, "--warehouse", root)
+
+
+def test_demo_runs_every_layer_and_verifies(
+    demo: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    _, result = demo
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    out = result.stdout
+    names = [row[0] for row in table_cells(out) if row and "." in row[0]]
+    for layer in ("bronze", "silver", "gold"):
+        assert any(name.startswith(f"{layer}.") for name in names), (layer, names)
+    assert "silver.quarantine" in names
+    assert re.search(r"^quarantined records: [1-9][0-9]*$", out, re.MULTILINE), out
+    assert "silver equals the reference fold" in out
+    # The gold query's result: rows of (window_start, orders, revenue).
+    gold_rows = [
+        row
+        for row in table_cells(out)
+        if len(row) == 3 and re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", row[0])
+    ]
+    assert gold_rows, out
+    _, orders, revenue = gold_rows[0]
+    assert int(orders) > 0 and float(revenue) > 0, gold_rows[0]
+
+
+def test_sql_counts_gold_sessions(demo: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    root, result = demo
+    assert result.returncode == 0
+    query = "SELECT count(*) AS n FROM gold.user_sessions"
+    sql = lakehouse("sql", "--warehouse", root / "warehouse", query)
+    assert sql.returncode == 0, sql.stdout + sql.stderr
+    cells = table_cells(sql.stdout)
+    assert len(cells) == 1 and cells[0][0].isdigit() and int(cells[0][0]) > 0, sql.stdout
+
+
+@pytest.fixture(scope="module")
+def sql_error(
+    demo: tuple[Path, subprocess.CompletedProcess[str]],
+) -> subprocess.CompletedProcess[str]:
+    root, _ = demo
+    return lakehouse("sql", "--warehouse", root / "warehouse", "SELECT * FROM nope.nothing")
+
+
+def test_sql_error_is_one_line(sql_error: subprocess.CompletedProcess[str]) -> None:
+    assert_user_error(sql_error, "TABLE_OR_VIEW_NOT_FOUND")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "BUG: a SQL error also dumps a JSON log record with the full JVM and Python stack "
+        "trace on stderr: lakehouse.cli.main silences PySpark's 'DataFrameQueryContextLogger' "
+        "but not 'SQLQueryContextLogger' (pyspark/errors/exceptions/base.py), which logs "
+        "every AnalysisException raised from spark.sql at ERROR level"
+    ),
+)
+def test_sql_error_has_no_stack_trace(sql_error: subprocess.CompletedProcess[str]) -> None:
+    assert sql_error.returncode == 2
+    assert "stacktrace" not in sql_error.stderr
+    assert not re.search(r"\bat (org|java|scala)\.", sql_error.stderr), sql_error.stderr[:2000]
+
+
+@pytest.fixture
+def bogus_source(tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    return lakehouse("run", "--source", "bogus:x", "--warehouse", tmp_path, wide=False)
+
+
+def test_run_rejects_unknown_source(bogus_source: subprocess.CompletedProcess[str]) -> None:
+    assert_user_error(bogus_source, "Invalid source 'bogus:x'", "files:DIR")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "BUG: user errors are wrapped at 80 columns when stderr is not a terminal: "
+        "lakehouse.cli prints them with rich (errors.print(...) without soft_wrap=True), so "
+        "'error: Invalid source ...' arrives in a log or a script as two lines"
+    ),
+)
+def test_user_error_is_one_line_in_a_pipe(bogus_source: subprocess.CompletedProcess[str]) -> None:
+    assert bogus_source.returncode == 2
+    assert bogus_source.stderr.count("\n") == 1, bogus_source.stderr
+    assert bogus_source.stderr.rstrip("\n").endswith("'kafka:HOST:PORT'."), bogus_source.stderr

@@ -1,0 +1,312 @@
+"""Crash safety: a pipeline run killed with SIGKILL at random moments, then run to completion,
+leaves the same warehouse as a run that was never interrupted.
+
+The workload is written as many small files and read one file per micro-batch, so a run has many
+bronze batches to interrupt. A reference run into a second warehouse measures how long each phase
+takes; the kills are then placed at seeded random fractions of those phases, after the progress
+line that starts the phase ("- bronze", "- silver", "- gold"), so that some land in bronze, some
+in silver. Each run is its own process group, killed whole, so the Spark JVM dies too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+
+from cdc.generator import WorkloadConfig, generate, write_files
+from lakehouse.layout import LAYERS, QUARANTINE_TABLE, Warehouse
+from silver.verify import canonical_rows
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
+
+LAKEHOUSE = Path(sys.executable).parent / "lakehouse"
+SEED = 7
+EVENTS = 6000
+LINES_PER_FILE = 300  # 20 files, one bronze micro-batch each
+BUDGET_SECONDS = 3000  # for the whole test; every wait below is bounded by it
+PHASES = ("bronze", "silver", "gold")
+# (phase, which of its progress lines, lowest and highest fraction of that phase's duration)
+KILL_PLAN = [
+    ("bronze", 1, 0.15, 0.3),
+    ("bronze", 1, 0.15, 0.3),
+    ("bronze", 1, 0.15, 0.3),
+    ("silver", None, 0.1, 0.7),
+    ("silver", None, 0.1, 0.7),
+    ("silver", None, 0.1, 0.7),
+    ("gold", None, 0.1, 0.6),
+]
+QUARANTINE_RUN_COLUMNS = ("_quarantined_at", "_batch_id")
+
+
+# --------------------------------------------------------------------------------------------
+# Running the command line
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    """One ``lakehouse run`` in its own process group; its output is read by a thread."""
+
+    args: list[str]
+    process: subprocess.Popen[str] = field(init=False)
+    lines: list[tuple[float, str]] = field(default_factory=list)
+    _changed: threading.Condition = field(default_factory=threading.Condition)
+    _reader: threading.Thread = field(init=False)
+
+    def __post_init__(self) -> None:
+        env = {**os.environ, "COLUMNS": "250", "PYTHONUNBUFFERED": "1"}
+        self.process = subprocess.Popen(
+            self.args,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+            start_new_session=True,
+        )
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            with self._changed:
+                self.lines.append((time.monotonic(), line.rstrip("\n")))
+                self._changed.notify_all()
+        with self._changed:
+            self._changed.notify_all()
+
+    def progress(self) -> list[tuple[float, str]]:
+        """(time, phase) of each progress line so far."""
+        with self._changed:
+            return [
+                (at, line[2:].split(":", 1)[0])
+                for at, line in self.lines
+                if line.startswith("- ") and line[2:].split(":", 1)[0] in PHASES
+            ]
+
+    def wait_for(self, phase: str, occurrence: int, deadline: float) -> float | None:
+        """Time of the ``occurrence``-th progress line of ``phase``; None if the run ended first."""
+        with self._changed:
+            while True:
+                seen = [at for at, p in self.progress() if p == phase]
+                if len(seen) >= occurrence:
+                    return seen[occurrence - 1]
+                if not self._reader.is_alive():
+                    return None
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"no '- {phase}' line in time:\n{self.output()}")
+                self._changed.wait(1.0)
+
+    def phase_now(self) -> str | None:
+        progress = self.progress()
+        return progress[-1][1] if progress else None
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group (Python and the Spark JVM) and wait until it is gone."""
+        pgid = self.process.pid
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
+        self.process.wait(timeout=60)
+        self._reader.join(timeout=60)
+        deadline = time.monotonic() + 60
+        while live_members(pgid):
+            assert time.monotonic() < deadline, f"process group {pgid} survived SIGKILL"
+            time.sleep(0.2)
+
+    def finish(self, deadline: float) -> int:
+        try:
+            code = self.process.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise
+        self._reader.join(timeout=60)
+        return code
+
+    def output(self) -> str:
+        with self._changed:
+            return "\n".join(line for _, line in self.lines[-60:])
+
+
+def live_members(pgid: int) -> list[int]:
+    """Processes of a process group that still run (zombies excluded)."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        state, _ppid, group = stat.rsplit(")", 1)[1].split()[:3]
+        if int(group) == pgid and state not in ("Z", "X"):
+            members.append(int(entry.name))
+    return members
+
+
+def run_args(source: Path, warehouse: Path) -> list[str]:
+    return [
+        str(LAKEHOUSE),
+        "run",
+        "--source",
+        f"files:{source}",
+        "--warehouse",
+        str(warehouse),
+        "--once",
+        "--max-files-per-trigger",
+        "1",
+    ]
+
+
+def phase_durations(progress: list[tuple[float, str]], end: float) -> dict[str, list[float]]:
+    """Per phase, the seconds from each of its progress lines to the next line (or the end)."""
+    durations: dict[str, list[float]] = {phase: [] for phase in PHASES}
+    for (at, phase), (following, _) in zip(progress, [*progress[1:], (end, "")], strict=True):
+        durations[phase].append(following - at)
+    return durations
+
+
+# --------------------------------------------------------------------------------------------
+# Comparing warehouses
+# --------------------------------------------------------------------------------------------
+
+
+def load(spark: SparkSession, warehouse: Path, layer: Any, name: str) -> DataFrame:
+    return spark.read.format("delta").load(Warehouse.from_path(warehouse).table(layer, name))
+
+
+def row_multiset(frame: DataFrame) -> Counter[tuple[Any, ...]]:
+    return Counter(tuple(row.values()) for row in canonical_rows(frame))
+
+
+def bronze_multiset(frame: DataFrame) -> Counter[tuple[Any, ...]]:
+    return row_multiset(frame.select("topic", "partition", "offset", "key", "value"))
+
+
+def described(counter: Counter[tuple[Any, ...]], limit: int = 5) -> list[str]:
+    return [f"{count} x {row}" for row, count in list(counter.items())[:limit]]
+
+
+def assert_same_rows(layer: str, name: str, want: DataFrame, got: DataFrame) -> None:
+    assert got.schema == want.schema, f"{layer}.{name}: {got.schema} != {want.schema}"
+    want_rows, got_rows = row_multiset(want), row_multiset(got)
+    assert got_rows == want_rows, (
+        f"{layer}.{name}: missing {described(want_rows - got_rows)}, "
+        f"extra {described(got_rows - want_rows)}"
+    )
+
+
+def assert_same_warehouse(spark: SparkSession, reference: Path, killed: Path) -> None:
+    """Bronze: the same records, each once; silver and gold: the same rows (quarantine without
+    its run-time columns)."""
+    names = {layer: Warehouse.from_path(reference).table_names(layer) for layer in LAYERS}
+    for layer in LAYERS:
+        assert Warehouse.from_path(killed).table_names(layer) == names[layer], layer
+
+    for name in names["bronze"]:
+        want = bronze_multiset(load(spark, reference, "bronze", name))
+        got = bronze_multiset(load(spark, killed, "bronze", name))
+        duplicated = Counter({row: n for row, n in got.items() if n > 1})
+        assert not duplicated, f"bronze.{name} duplicates: {described(duplicated)}"
+        assert got == want, (
+            f"bronze.{name}: missing {described(want - got)}, extra {described(got - want)}"
+        )
+
+    for name in names["silver"]:
+        want_frame = load(spark, reference, "silver", name)
+        got_frame = load(spark, killed, "silver", name)
+        if name == QUARANTINE_TABLE:
+            want_frame = want_frame.drop(*QUARANTINE_RUN_COLUMNS)
+            got_frame = got_frame.drop(*QUARANTINE_RUN_COLUMNS)
+        assert_same_rows("silver", name, want_frame, got_frame)
+
+    # The gold jobs write exactly once too.
+    for name in names["gold"]:
+        assert_same_rows(
+            "gold", name, load(spark, reference, "gold", name), load(spark, killed, "gold", name)
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# The test
+# --------------------------------------------------------------------------------------------
+
+
+def run_with_kills(
+    source: Path, warehouse: Path, durations: dict[str, list[float]], deadline: float
+) -> list[str]:
+    """Run KILL_PLAN against ``warehouse``, then once to completion; return where kills landed.
+
+    Each kill waits for the planned progress line, then a seeded random fraction of the time
+    that phase took in the reference run. A run that ends before its kill ends the plan.
+    """
+    rng = random.Random(SEED)
+    kills: list[str] = []
+    runs: list[Run] = []
+    try:
+        for phase, occurrence, low, high in KILL_PLAN:
+            which = occurrence or rng.randint(1, len(durations[phase]))
+            delay = rng.uniform(low, high) * durations[phase][which - 1]
+            run = Run(run_args(source, warehouse))
+            runs.append(run)
+            started = run.wait_for(phase, which, deadline)
+            if started is not None:
+                time.sleep(max(0.0, started + delay - time.monotonic()))
+            if run.process.poll() is not None:
+                assert run.process.returncode == 0, run.output()
+                kills.append(f"none: the run finished before {phase} #{which} + {delay:.1f} s")
+                break
+            kills.append(f"{run.phase_now()} ({phase} #{which} + {delay:.1f} s)")
+            run.kill()
+        run = Run(run_args(source, warehouse))
+        runs.append(run)
+        assert run.finish(deadline) == 0, run.output()
+    finally:
+        for started_run in runs:
+            if started_run.process.poll() is None:
+                started_run.kill()
+    return kills
+
+
+def test_killed_runs_converge_to_the_uninterrupted_result(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    deadline = time.monotonic() + BUDGET_SECONDS
+    source = tmp_path / "source"
+    config = WorkloadConfig(events=EVENTS, seed=SEED, malformed_rate=0.01)
+    files = write_files(generate(config), source, lines_per_file=LINES_PER_FILE)
+    assert len(files) == EVENTS // LINES_PER_FILE
+    reference, killed = tmp_path / "reference", tmp_path / "killed"
+
+    run = Run(run_args(source, reference))
+    assert run.finish(deadline) == 0, run.output()
+    durations = phase_durations(run.progress(), run.lines[-1][0])
+    assert all(durations[phase] for phase in PHASES), run.output()
+
+    kills = run_with_kills(source, killed, durations, deadline)
+    landed = Counter(kill.split(" ", 1)[0] for kill in kills if not kill.startswith("none"))
+    assert landed.total() >= 5 and landed["bronze"] >= 2 and landed["silver"] >= 2, kills
+
+    assert_same_warehouse(spark, reference, killed)
+    verify = subprocess.run(
+        [str(LAKEHOUSE), "verify", "--warehouse", str(killed)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=max(1.0, deadline - time.monotonic()),
+        start_new_session=True,
+    )
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    print(f"kills: {kills}; phase durations of the reference run: {durations}")
