@@ -36,6 +36,24 @@ def spark_options(command: F) -> F:
     )(command)
 
 
+SEED = click.option(
+    "--seed", default=42, show_default=True, type=int, help="Random seed (same seed, same records)."
+)
+CONFIG = click.option(
+    "--config",
+    "config_path",
+    default=None,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Pipeline TOML file (default: the shop demo's settings).",
+)
+EXISTING_WAREHOUSE = click.option(
+    "--warehouse",
+    required=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Warehouse root directory.",
+)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def cli() -> None:
     """cdc-lakehouse: Debezium CDC and event streams into a Delta medallion lakehouse."""
@@ -56,9 +74,7 @@ def cli() -> None:
     type=click.IntRange(min=1),
     help="Number of records.",
 )
-@click.option(
-    "--seed", default=42, show_default=True, type=int, help="Random seed (same seed, same files)."
-)
+@SEED
 @click.option(
     "--malformed-rate",
     default=0.01,
@@ -92,13 +108,7 @@ def generate(out_dir: Path, events: int, seed: int, malformed_rate: float) -> No
 @click.option(
     "--processing-time", default=None, help="Run continuously with this trigger interval, e.g. 10s."
 )
-@click.option(
-    "--config",
-    "config_path",
-    default=None,
-    type=click.Path(path_type=Path),
-    help="Pipeline TOML file.",
-)
+@CONFIG
 @click.option(
     "--max-files-per-trigger",
     default=4,
@@ -149,12 +159,12 @@ def run(
     type=click.IntRange(min=100),
     help="Records to generate.",
 )
-@click.option("--seed", default=42, show_default=True, type=int)
+@SEED
 @click.option(
     "--warehouse",
     default=None,
     type=click.Path(path_type=Path),
-    help="Warehouse root (default: a new temporary directory).",
+    help="Directory for the demo's source files and warehouse (default: a new temporary one).",
 )
 @spark_options
 def demo(events: int, seed: int, warehouse: Path | None, spark_mode: str, master: str) -> None:
@@ -178,16 +188,8 @@ def demo(events: int, seed: int, warehouse: Path | None, spark_mode: str, master
 
 
 @cli.command()
-@click.option(
-    "--warehouse", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path)
-)
-@click.option(
-    "--config",
-    "config_path",
-    default=None,
-    type=click.Path(path_type=Path),
-    help="Pipeline TOML file.",
-)
+@EXISTING_WAREHOUSE
+@CONFIG
 @spark_options
 def verify(warehouse: Path, config_path: Path | None, spark_mode: str, master: str) -> None:
     """Recompute every silver table from bronze with an independent fold and compare."""
@@ -197,6 +199,11 @@ def verify(warehouse: Path, config_path: Path | None, spark_mode: str, master: s
 
     with _spark(spark_mode, master) as spark:
         checks = verify_warehouse(spark, Warehouse.from_path(warehouse), load_config(config_path))
+    if not checks:
+        raise LakehouseError(
+            f"No bronze tables in {warehouse}: point --warehouse at a warehouse that "
+            "'lakehouse run' has written."
+        )
     for check in checks:
         status = "ok" if check.ok else f"{len(check.differences)} differences"
         rows = f"{check.actual_rows} rows, expected {check.expected_rows}"
@@ -208,9 +215,7 @@ def verify(warehouse: Path, config_path: Path | None, spark_mode: str, master: s
 
 
 @cli.command()
-@click.option(
-    "--warehouse", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path)
-)
+@EXISTING_WAREHOUSE
 @click.option(
     "--limit", default=100, show_default=True, type=click.IntRange(min=1), help="Rows to print."
 )
