@@ -43,6 +43,8 @@ LOCAL_SETTINGS: dict[str, str] = {
     "spark.databricks.delta.snapshotPartitions": "2",
     "spark.sql.sources.parallelPartitionDiscovery.parallelism": "4",
     "spark.ui.enabled": "false",
+    # Local mode runs the executors inside the driver JVM: give it room for wide CDC rows.
+    "spark.driver.memory": os.environ.get("LAKEHOUSE_DRIVER_MEMORY", "6g"),
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
 }
