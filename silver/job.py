@@ -26,7 +26,6 @@ from silver.parse import (
 from silver.tables import (
     QUARANTINE_COLUMNS,
     TOMBSTONE_METADATA,
-    TRUNCATION_COLUMNS,
     EntityTables,
     append,
     current_orders,
@@ -91,12 +90,9 @@ def apply_batch(
 ) -> BatchReport:
     """Apply one micro-batch of bronze rows; safe to run again for the same ``batch_id``."""
     spark = batch.sparkSession
-    texts = as_text(batch).persist()
-    try:
-        layout = discover_layout(texts, spec)
-        events = parse_changes(texts, spec, layout).localCheckpoint()
-    finally:
-        texts.unpersist()
+    texts = as_text(batch)
+    layout = discover_layout(texts, spec)
+    events = parse_changes(texts, spec, layout).localCheckpoint()
     counts = events.select(
         F.count(F.lit(1)).alias("records"),
         F.count("_reason").alias("quarantined"),
@@ -132,6 +128,8 @@ def _apply_changes(
         return 0
     columns = [c.name for c in layout.value_columns]
     winners = latest_per_key(changes, keys, toast_columns)
+    # Comparing with the table first keeps batches of stale or duplicate events from
+    # committing empty MERGE versions.
     effective = newer_than(winners, current_orders(spark, tables, keys), keys).localCheckpoint()
     totals = effective.select(
         F.count(F.lit(1)).alias("applied"), F.count_if(F.col("_op") == "d").alias("deletes")
@@ -191,6 +189,3 @@ def _order_type(frame: DataFrame) -> StructType:
 def _schema_of(frame: DataFrame, names: tuple[str, ...] | list[str]) -> StructType:
     by_name = {f.name: f for f in frame.schema.fields}
     return StructType([StructField(n, by_name[n].dataType, True) for n in names])
-
-
-__all__ = ["TRUNCATION_COLUMNS", "BatchReport", "apply_batch", "entity_tables", "start_silver"]

@@ -19,7 +19,6 @@ from silver.parse import METADATA_COLUMNS, order_of
 Assignments = dict[str, str | Column]
 
 TOMBSTONE_METADATA = ("_sequence", "_bronze_partition", "_bronze_offset", "_source_ts")
-TRUNCATION_COLUMNS = ("_sequence", "_bronze_partition", "_bronze_offset")
 QUARANTINE_COLUMNS = (
     "entity",
     "reason",
@@ -89,7 +88,7 @@ def ensure_table(spark: SparkSession, path: str, schema: StructType, change_feed
 def current_orders(
     spark: SparkSession, tables: EntityTables, keys: Sequence[str]
 ) -> DataFrame | None:
-    """Key and order of every live row and tombstone."""
+    """Key and order of every live row and tombstone (only those columns are read)."""
     parts = [
         spark.read.format("delta").load(path).select(*keys, order_of().alias("_current"))
         for path in (tables.silver, tables.tombstones)

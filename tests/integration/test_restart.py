@@ -38,15 +38,16 @@ EVENTS = 6000
 LINES_PER_FILE = 300  # 20 files, one bronze micro-batch each
 BUDGET_SECONDS = 3000  # for the whole test; every wait below is bounded by it
 PHASES = ("bronze", "silver", "gold")
-# (phase, which of its progress lines, lowest and highest fraction of that phase's duration)
+# (phase, which of its progress lines, the lowest and highest fraction of the time that line's
+# work took in the reference run, at which to kill). Each silver entity is killed once.
 KILL_PLAN = [
     ("bronze", 1, 0.15, 0.3),
     ("bronze", 1, 0.15, 0.3),
     ("bronze", 1, 0.15, 0.3),
-    ("silver", None, 0.1, 0.7),
-    ("silver", None, 0.1, 0.7),
-    ("silver", None, 0.1, 0.7),
-    ("gold", None, 0.1, 0.6),
+    ("silver", 1, 0.3, 0.9),
+    ("silver", 2, 0.3, 0.9),
+    ("silver", 3, 0.3, 0.9),
+    ("gold", 1, 0.1, 0.6),
 ]
 QUARANTINE_RUN_COLUMNS = ("_quarantined_at", "_batch_id")
 
@@ -250,15 +251,16 @@ def run_with_kills(
     """Run KILL_PLAN against ``warehouse``, then once to completion; return where kills landed.
 
     Each kill waits for the planned progress line, then a seeded random fraction of the time
-    that phase took in the reference run. A run that ends before its kill ends the plan.
+    that line's work took in the reference run. A run that ends before its kill ends the plan.
     """
     rng = random.Random(SEED)
     kills: list[str] = []
     runs: list[Run] = []
     try:
-        for phase, occurrence, low, high in KILL_PLAN:
-            which = occurrence or rng.randint(1, len(durations[phase]))
-            delay = rng.uniform(low, high) * durations[phase][which - 1]
+        for phase, which, low, high in KILL_PLAN:
+            # The gold jobs start together (their lines come at once), then run: use the rest.
+            work = durations[phase][which - 1 : None if phase == "gold" else which]
+            delay = rng.uniform(low, high) * sum(work)
             run = Run(run_args(source, warehouse))
             runs.append(run)
             started = run.wait_for(phase, which, deadline)
@@ -293,7 +295,8 @@ def test_killed_runs_converge_to_the_uninterrupted_result(
     run = Run(run_args(source, reference))
     assert run.finish(deadline) == 0, run.output()
     durations = phase_durations(run.progress(), run.lines[-1][0])
-    assert all(durations[phase] for phase in PHASES), run.output()
+    planned = {phase: max(w for p, w, _, _ in KILL_PLAN if p == phase) for phase in PHASES}
+    assert all(len(durations[p]) >= n for p, n in planned.items()), (durations, run.output())
 
     kills = run_with_kills(source, killed, durations, deadline)
     landed = Counter(kill.split(" ", 1)[0] for kill in kills if not kill.startswith("none"))
