@@ -346,33 +346,13 @@ def pack(scenarios: list[Scenario]) -> list[list[int]]:
     return [group for group in groups if group]
 
 
-def keyless(batch: list[Record]) -> bool:
-    """A non-empty batch with no change event that has a key (only truncates, tombstones)."""
-    return bool(batch) and not any(r.key is not None and r.value is not None for r in batch)
-
-
-def group_batches(scenarios: list[Scenario], indices: list[int]) -> tuple[list[list[Record]], int]:
-    """The group's micro-batches (batch i = its scenarios' batch i) and how many were merged.
-
-    Work-around: a batch without any keyed change event (only truncates and tombstones) makes
-    ``apply_batch`` fail (see ``test_batch_without_keyed_change_event``), so such a batch is
-    merged into the next one (the last into an earlier one). With many scenarios per group
-    this almost never happens. Remove this once that bug is fixed.
-    """
+def group_batches(scenarios: list[Scenario], indices: list[int]) -> list[list[Record]]:
+    """The group's micro-batches: batch i is the union of its scenarios' batch i."""
     batches: list[list[Record]] = [[] for _ in range(BATCHES)]
     for index in indices:
         for batch, record in scenarios[index].records(index):
             batches[batch].append(record)
-    merged = 0
-    for i in range(BATCHES - 1):
-        if keyless(batches[i]):
-            batches[i + 1] += batches[i]
-            batches[i], merged = [], merged + 1
-    if keyless(batches[-1]):  # every scenario has a keyed event, so an earlier batch has one
-        previous = max(i for i in range(BATCHES - 1) if batches[i])
-        batches[previous] += batches[-1]
-        batches[-1], merged = [], merged + 1
-    return batches, merged
+    return batches
 
 
 def silver_rows(spark: SparkSession, path: str) -> dict[tuple[Any, ...], dict[str, Any]]:
@@ -408,11 +388,11 @@ def check_group(
     spark: SparkSession, warehouse: Path, scenarios: list[Scenario], indices: list[int]
 ) -> str | None:
     """Run one group; None if silver equals the fold, else a report of what differs."""
-    batches, merged = group_batches(scenarios, indices)
+    batches = group_batches(scenarios, indices)
     expected = fold([bronze_record(r) for batch in batches for r in batch], MODEL)
     assert not expected.quarantined
     truncates = [i for i in indices if scenarios[i].has_truncate]
-    header = f"scenarios {indices} (with a truncate: {truncates}; keyless batches merged: {merged})"
+    header = f"scenarios {indices} (with a truncate: {truncates})"
     try:
         actual = run_group(spark, warehouse, batches)
     except Exception as error:
@@ -463,15 +443,8 @@ def test_bronze_record_matches_bronze_frame(spark: SparkSession) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# Found by the property test
+# Found by the property test: micro-batches without a keyed change event
 # --------------------------------------------------------------------------------------------
-
-KEYLESS_BATCH_BUG = (
-    "BUG: apply_batch fails on a micro-batch without a keyed change event (only a truncate, "
-    "only Kafka tombstones, or no rows): discover_layout takes the key columns from records "
-    "with a non-null value and a key, finds none, and _apply_changes then runs with keys=() "
-    "(IndexError in newer_than's join, or TypeError from key_match's reduce on a new table)"
-)
 
 
 def _customer(key: int, seq: tuple[int | None, int]) -> Record:
@@ -484,7 +457,6 @@ _OLD, _NEW = _customer(1, (100, 110)), _customer(2, (300, 310))
 _TOMBSTONE = Record(TOPIC, 1, 9, TS_BASE_MS, pg_key(1), None)
 
 
-@pytest.mark.xfail(strict=True, reason=KEYLESS_BATCH_BUG)
 @pytest.mark.parametrize(
     "batches",
     [
@@ -497,6 +469,8 @@ _TOMBSTONE = Record(TOPIC, 1, 9, TS_BASE_MS, pg_key(1), None)
 def test_batch_without_keyed_change_event(
     spark: SparkSession, tmp_path: Path, batches: list[list[Record]]
 ) -> None:
+    """A batch of only a truncate, only tombstones, or no rows is applied like any other
+    (these once failed: no key columns could be found in the batch)."""
     tables = entity_tables(Warehouse.from_path(tmp_path), SPEC)
     for batch_id, records in enumerate(batches):
         apply_batch(bronze_frame(spark, records, batch_id), batch_id, SPEC, tables, "keyless")
