@@ -42,13 +42,12 @@ def revenue_deltas(
     )
 
 
-def sessions(
-    events: DataFrame, user_column: str, time_column: str, gap: str, watermark: str
-) -> DataFrame:
-    """User sessions (inactivity ``gap``) of a stream of click events, finalised by watermark."""
+def sessions(events: DataFrame, user_column: str, time_column: str, gap: str) -> DataFrame:
+    """User sessions (a new one starts after ``gap`` without events) of a set of click events."""
     return (
-        events.withWatermark(time_column, watermark)
-        .groupBy(F.col(user_column).alias("user_id"), F.session_window(time_column, gap).alias("s"))
+        events.groupBy(
+            F.col(user_column).alias("user_id"), F.session_window(time_column, gap).alias("s")
+        )
         .agg(
             F.count(F.lit(1)).alias("events"),
             F.min(time_column).alias("first_event_at"),

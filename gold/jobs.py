@@ -13,7 +13,7 @@ from gold.aggregates import revenue_deltas, sessions
 from lakehouse.config import GoldSpec
 from lakehouse.layout import Warehouse
 from lakehouse.streaming import Trigger, query_app_id
-from silver.tables import ensure_table, idempotent_dml
+from silver.tables import append, ensure_table, idempotent_dml
 
 REVENUE_TABLE = "revenue_per_minute"
 SESSIONS_TABLE = "user_sessions"
@@ -75,15 +75,42 @@ def _revenue_merger(path: str, spec: GoldSpec, app_id: str) -> Callable[[DataFra
 def start_sessions(
     spark: SparkSession, warehouse: Warehouse, spec: GoldSpec, trigger: Trigger
 ) -> StreamingQuery:
-    """Finalised user sessions from the inserted click events, appended exactly once."""
-    inserted = silver_changes(spark, warehouse.table("silver", spec.clicks_table)).where(
-        F.col("_change_type") == "insert"
-    )
-    result = sessions(inserted, spec.click_user, spec.click_time, spec.session_gap, spec.watermark)
+    """User sessions, rebuilt for the users whose click events arrived in each micro-batch.
+
+    A late event can merge or split a user's sessions, so the user's sessions are recomputed
+    from silver (all of that user's events) and replace the old ones; the table therefore does
+    not depend on how the events were split into micro-batches.
+    """
+    checkpoint = warehouse.checkpoint(SESSIONS_QUERY)
+    clicks = warehouse.table("silver", spec.clicks_table)
     writer = (
-        result.writeStream.queryName(SESSIONS_QUERY)
-        .format("delta")
-        .outputMode("append")
-        .option("checkpointLocation", warehouse.checkpoint(SESSIONS_QUERY))
+        silver_changes(spark, clicks)
+        .writeStream.queryName(SESSIONS_QUERY)
+        .option("checkpointLocation", checkpoint)
+        .foreachBatch(
+            _session_rebuilder(
+                clicks, warehouse.table("gold", SESSIONS_TABLE), spec, query_app_id(checkpoint)
+            )
+        )
     )
-    return trigger.apply(writer).start(warehouse.table("gold", SESSIONS_TABLE))
+    return trigger.apply(writer).start()
+
+
+def _session_rebuilder(
+    clicks_path: str, path: str, spec: GoldSpec, app_id: str
+) -> Callable[[DataFrame, int], None]:
+    def rebuild(batch: DataFrame, batch_id: int) -> None:
+        spark = batch.sparkSession
+        users = [r[0] for r in batch.select(spec.click_user).distinct().collect()]
+        if not users:
+            return
+        touched = F.col(spec.click_user).isin(users)
+        events = spark.read.format("delta").load(clicks_path).where(touched)
+        rebuilt = sessions(events, spec.click_user, spec.click_time, spec.session_gap)
+        rebuilt = rebuilt.localCheckpoint()
+        ensure_table(spark, path, rebuilt.schema, change_feed=False)
+        with idempotent_dml(spark, f"{app_id}:delete", batch_id):
+            DeltaTable.forPath(spark, path).delete(F.col("user_id").isin(users))
+        append(rebuilt, path, f"{app_id}:append", batch_id)
+
+    return rebuild

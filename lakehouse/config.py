@@ -78,7 +78,6 @@ class GoldSpec:
     click_user: str = "user_id"
     click_time: str = "ts"
     session_gap: str = "30 minutes"
-    watermark: str = "10 minutes"
 
     def __post_init__(self) -> None:
         for column in (
@@ -90,7 +89,7 @@ class GoldSpec:
             self.click_time,
         ):
             require_identifier(column, "gold setting")
-        for duration in (self.revenue_window, self.session_gap, self.watermark):
+        for duration in (self.revenue_window, self.session_gap):
             _require_duration(duration)
 
 

@@ -6,6 +6,9 @@ bronze batches to interrupt. A reference run into a second warehouse measures ho
 takes; the kills are then placed at seeded random fractions of those phases, after the progress
 line that starts the phase ("- bronze", "- silver", "- gold"), so that some land in bronze, some
 in silver. Each run is its own process group, killed whole, so the Spark JVM dies too.
+
+A second test kills a run right after the gold sessions query commits its first batch (a
+watermark-based version of that job lost its pending sessions there).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 from cdc.generator import WorkloadConfig, generate, write_files
+from gold.jobs import SESSIONS_QUERY, SESSIONS_TABLE
 from lakehouse.layout import LAYERS, QUARANTINE_TABLE, Warehouse
 from silver.verify import canonical_rows
 
@@ -38,8 +42,8 @@ EVENTS = 4000
 LINES_PER_FILE = 400  # 10 files, one bronze micro-batch each
 BUDGET_SECONDS = 2400  # for the whole test; every wait below is bounded by it
 PHASES = ("bronze", "silver", "gold")
-# (phase, which of its progress lines, the lowest and highest fraction of the time that line's
-# work took in the reference run, at which to kill). Each silver entity is killed once.
+# (phase, which of its progress lines (None: a seeded random one), the lowest and highest
+# fraction of the time that line's work took in the reference run, at which to kill).
 KILL_PLAN = [
     ("bronze", 1, 0.15, 0.3),
     ("bronze", 1, 0.15, 0.3),
@@ -155,7 +159,7 @@ def live_members(pgid: int) -> list[int]:
     return members
 
 
-def run_args(source: Path, warehouse: Path) -> list[str]:
+def run_args(source: Path, warehouse: Path, files_per_batch: int = 1) -> list[str]:
     return [
         str(LAKEHOUSE),
         "run",
@@ -165,7 +169,7 @@ def run_args(source: Path, warehouse: Path) -> list[str]:
         str(warehouse),
         "--once",
         "--max-files-per-trigger",
-        "1",
+        str(files_per_batch),
     ]
 
 
@@ -231,11 +235,13 @@ def assert_same_warehouse(spark: SparkSession, reference: Path, killed: Path) ->
             got_frame = got_frame.drop(*QUARANTINE_RUN_COLUMNS)
         assert_same_rows("silver", name, want_frame, got_frame)
 
-    # The gold jobs write exactly once too.
+    # The gold jobs write exactly once too, whatever the micro-batches were.
     for name in names["gold"]:
-        assert_same_rows(
-            "gold", name, load(spark, reference, "gold", name), load(spark, killed, "gold", name)
+        want_frame, got_frame = (
+            load(spark, reference, "gold", name),
+            load(spark, killed, "gold", name),
         )
+        assert_same_rows("gold", name, want_frame, got_frame)
 
 
 # --------------------------------------------------------------------------------------------
@@ -255,7 +261,8 @@ def run_with_kills(
     kills: list[str] = []
     runs: list[Run] = []
     try:
-        for phase, which, low, high in KILL_PLAN:
+        for phase, occurrence, low, high in KILL_PLAN:
+            which = occurrence or rng.randint(1, len(durations[phase]))
             # The gold jobs start together (their lines come at once), then run: use the rest.
             work = durations[phase][which - 1 : None if phase == "gold" else which]
             delay = rng.uniform(low, high) * sum(work)
@@ -280,34 +287,73 @@ def run_with_kills(
     return kills
 
 
-def test_killed_runs_converge_to_the_uninterrupted_result(
-    spark: SparkSession, tmp_path: Path
-) -> None:
+@dataclass(frozen=True)
+class Workload:
+    source: Path
+    reference: Path  # the warehouse of an uninterrupted run
+    durations: dict[str, list[float]]  # per phase, the seconds each progress line's work took
+    deadline: float  # time.monotonic() by which the tests of this module must end
+
+
+@pytest.fixture(scope="module")
+def workload(tmp_path_factory: pytest.TempPathFactory) -> Workload:
+    """The source files and an uninterrupted run over them, timed per phase."""
     deadline = time.monotonic() + BUDGET_SECONDS
-    source = tmp_path / "source"
+    root = tmp_path_factory.mktemp("restart")
+    source, reference = root / "source", root / "reference"
     config = WorkloadConfig(events=EVENTS, seed=SEED, malformed_rate=0.01)
     files = write_files(generate(config), source, lines_per_file=LINES_PER_FILE)
     assert len(files) == EVENTS // LINES_PER_FILE
-    reference, killed = tmp_path / "reference", tmp_path / "killed"
-
     run = Run(run_args(source, reference))
     assert run.finish(deadline) == 0, run.output()
     durations = phase_durations(run.progress(), run.lines[-1][0])
-    planned = {phase: max(w for p, w, _, _ in KILL_PLAN if p == phase) for phase in PHASES}
+    planned = {phase: max(w or 1 for p, w, _, _ in KILL_PLAN if p == phase) for phase in PHASES}
     assert all(len(durations[p]) >= n for p, n in planned.items()), (durations, run.output())
+    return Workload(source, reference, durations, deadline)
 
-    kills = run_with_kills(source, killed, durations, deadline)
+
+def test_killed_runs_converge_to_the_uninterrupted_result(
+    spark: SparkSession, workload: Workload, tmp_path: Path
+) -> None:
+    killed = tmp_path / "killed"
+    kills = run_with_kills(workload.source, killed, workload.durations, workload.deadline)
     landed = Counter(kill.split(" ", 1)[0] for kill in kills if not kill.startswith("none"))
     assert landed.total() >= 5 and landed["bronze"] >= 2 and landed["silver"] >= 2, kills
 
-    assert_same_warehouse(spark, reference, killed)
+    assert_same_warehouse(spark, workload.reference, killed)
     verify = subprocess.run(
         [str(LAKEHOUSE), "verify", "--warehouse", str(killed)],
         capture_output=True,
         text=True,
         check=False,
-        timeout=max(1.0, deadline - time.monotonic()),
+        timeout=max(1.0, workload.deadline - time.monotonic()),
         start_new_session=True,
     )
     assert verify.returncode == 0, verify.stdout + verify.stderr
-    print(f"kills: {kills}; phase durations of the reference run: {durations}")
+    print(f"kills: {kills}; phase durations of the reference run: {workload.durations}")
+
+
+def test_sessions_survive_a_kill_after_their_first_batch(
+    spark: SparkSession, workload: Workload, tmp_path: Path
+) -> None:
+    """Kill a run right after the sessions query commits its first batch, then finish it."""
+    want = load(spark, workload.reference, "gold", SESSIONS_TABLE)
+    assert not want.isEmpty()
+    args = {"source": workload.source, "files_per_batch": EVENTS // LINES_PER_FILE}
+    for attempt in range(3):
+        killed = tmp_path / f"killed-{attempt}"
+        checkpoint = Path(Warehouse.from_path(killed).checkpoint(SESSIONS_QUERY))
+        run = Run(run_args(warehouse=killed, **args))
+        try:
+            while not (checkpoint / "commits" / "0").exists() and run.process.poll() is None:
+                assert time.monotonic() < workload.deadline, run.output()
+                time.sleep(0.01)
+        finally:
+            run.kill()
+        if (checkpoint / "offsets" / "1").exists():
+            continue  # too late: a second batch was planned already; try again
+        resumed = Run(run_args(warehouse=killed, **args))
+        assert resumed.finish(workload.deadline) == 0, resumed.output()
+        assert_same_rows("gold", SESSIONS_TABLE, want, load(spark, killed, "gold", SESSIONS_TABLE))
+        return
+    pytest.skip("could not kill the run between the sessions query's first two batches")

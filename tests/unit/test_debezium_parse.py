@@ -833,7 +833,7 @@ session_gap = "5 minutes"
         ),
         ("[gold]\nwindow = 1\n", r"Unknown setting\(s\) window in \[gold\]\. Allowed: "),
         ('[[tables]]\nname = "a"\n', r"Each \[\[tables\]\] entry needs 'name' and 'topic'\."),
-        ('[gold]\nwatermark = "soon"\n', r"Invalid duration 'soon'"),
+        ('[gold]\nsession_gap = "soon"\n', r"Invalid duration 'soon'"),
         ("[[tables]\n", r"is not valid TOML"),
     ],
     ids=["top-level", "tables", "gold", "no-topic", "duration", "not-toml"],
