@@ -267,7 +267,8 @@ def _spark(spark_mode: str, master: str) -> Iterator[Any]:
 def main() -> None:
     """Entry point: user errors become one line on stderr and exit status 2."""
     logging.getLogger("py4j").setLevel(logging.CRITICAL)
-    logging.getLogger("DataFrameQueryContextLogger").setLevel(logging.CRITICAL)
+    for name in ("DataFrameQueryContextLogger", "SQLQueryContextLogger"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
     try:
         cli(standalone_mode=False)
     except click.exceptions.Abort:
@@ -279,7 +280,7 @@ def main() -> None:
     except LakehouseError as error:
         if os.environ.get("LAKEHOUSE_DEBUG"):
             raise
-        errors.print(f"error: {error}", markup=False, highlight=False)
+        errors.print(f"error: {error}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(2)
 
 

@@ -106,15 +106,6 @@ def test_sql_error_is_one_line(sql_error: subprocess.CompletedProcess[str]) -> N
     assert_user_error(sql_error, "TABLE_OR_VIEW_NOT_FOUND")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "BUG: a SQL error also dumps a JSON log record with the full JVM and Python stack "
-        "trace on stderr: lakehouse.cli.main silences PySpark's 'DataFrameQueryContextLogger' "
-        "but not 'SQLQueryContextLogger' (pyspark/errors/exceptions/base.py), which logs "
-        "every AnalysisException raised from spark.sql at ERROR level"
-    ),
-)
 def test_sql_error_has_no_stack_trace(sql_error: subprocess.CompletedProcess[str]) -> None:
     assert sql_error.returncode == 2
     assert "stacktrace" not in sql_error.stderr
@@ -130,14 +121,6 @@ def test_run_rejects_unknown_source(bogus_source: subprocess.CompletedProcess[st
     assert_user_error(bogus_source, "Invalid source 'bogus:x'", "files:DIR")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "BUG: user errors are wrapped at 80 columns when stderr is not a terminal: "
-        "lakehouse.cli prints them with rich (errors.print(...) without soft_wrap=True), so "
-        "'error: Invalid source ...' arrives in a log or a script as two lines"
-    ),
-)
 def test_user_error_is_one_line_in_a_pipe(bogus_source: subprocess.CompletedProcess[str]) -> None:
     assert bogus_source.returncode == 2
     assert bogus_source.stderr.count("\n") == 1, bogus_source.stderr
