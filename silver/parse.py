@@ -95,7 +95,7 @@ def as_text(batch: DataFrame) -> DataFrame:
 def discover_layout(texts: DataFrame, spec: TableSpec) -> RowLayout:
     """Find the key and row columns of a micro-batch (one small distinct-schema query)."""
     if spec.format == "events":
-        row_type = _ddl_struct(texts, spec.schema) if spec.schema else _infer(texts, "v")
+        row_type = _ddl_struct(spec.schema) if spec.schema else _infer(texts, "v")
         columns = tuple(inferred_codecs(row_type))
         missing = [k for k in spec.keys or () if k not in row_type.fieldNames()]
         if missing and spec.schema:
@@ -337,11 +337,11 @@ def _inferred_envelope_row(texts: DataFrame) -> list[ColumnCodec]:
     return []
 
 
-def _ddl_struct(texts: DataFrame, ddl: str) -> StructType:
+def _ddl_struct(ddl: str) -> StructType:
+    """Parse a table's declared schema (needs the active Spark session)."""
     parsed = DataType.fromDDL(ddl)
     if not isinstance(parsed, StructType):
         raise ConfigError(f"Schema {ddl!r} must be a list of 'name type' columns.")
-    del texts
     return parsed
 
 
