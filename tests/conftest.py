@@ -1,12 +1,15 @@
-"""Shared fixtures: one small local Spark session with Delta for the whole test run."""
+"""Shared fixtures: one small local Spark session with Delta, and a Kafka broker when asked for."""
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import Iterator
 
 import pytest
 from pyspark.sql import SparkSession
 
+from lakehouse.broker import LocalBroker
 from lakehouse.spark import get_spark
 
 
@@ -16,3 +19,22 @@ def spark() -> Iterator[SparkSession]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Bootstrap servers of a Kafka-protocol broker: ``KAFKA_BOOTSTRAP_SERVERS`` if set, else a
+    local broker (``lakehouse.broker``) started on a free port for this test session."""
+    configured = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if configured:
+        yield configured
+        return
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    broker = LocalBroker(home=tmp_path_factory.mktemp("kafka-broker"), port=port)
+    broker.start()
+    try:
+        yield broker.bootstrap
+    finally:
+        broker.stop()
