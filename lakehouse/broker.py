@@ -201,8 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     broker = LocalBroker(home=args.home or default_home(), port=args.port)
     try:
         if args.action == "start":
-            pid = broker.start()
-            print(f"kafka broker running at {broker.bootstrap} (pid {pid}, data in {broker.home})")
+            started = broker.start()
+            print(f"kafka broker running at {broker.bootstrap} (pid {started}, in {broker.home})")
             return 0
         if args.action == "stop":
             stopped = broker.stop()
