@@ -23,3 +23,7 @@ class SchemaChangeError(LakehouseError):
 
 class PipelineError(LakehouseError):
     """A streaming job failed; the message carries the first line of Spark's error."""
+
+
+class SourceUnavailableError(LakehouseError):
+    """A source (Kafka broker, topic) cannot be reached, read or authenticated against."""
