@@ -9,16 +9,22 @@ sources produce identical bronze tables.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
+from cdc.generator import WorkloadConfig, generate
 from cdc.records import Record
 from lakehouse.errors import ConfigError, SourceUnavailableError
+
+#: librdkafka's own log lines go here (the command line keeps them quiet unless debugging).
+KAFKA_LOG = logging.getLogger("cdc.kafka")
 
 #: Producer settings that make delivery exactly-once per partition and in order.
 IDEMPOTENT_SETTINGS = {
@@ -33,6 +39,11 @@ IDEMPOTENT_SETTINGS = {
 DeliveryCallback = Callable[[KafkaError | None, Message], None]
 
 
+def client_settings(bootstrap: str, settings: Mapping[str, str] | None) -> dict[str, Any]:
+    """librdkafka settings for a client of ``bootstrap``, logging through :data:`KAFKA_LOG`."""
+    return {**(settings or {}), "bootstrap.servers": bootstrap, "logger": KAFKA_LOG}
+
+
 @dataclass
 class ProduceReport:
     """What was sent: records per topic and the wall time."""
@@ -40,9 +51,57 @@ class ProduceReport:
     per_topic: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
 
+    #: Per topic and partition, the offset where this run's records start.
+    start_offsets: dict[str, dict[str, int]] = field(default_factory=dict)
+
     @property
     def records(self) -> int:
         return sum(self.per_topic.values())
+
+
+def send_workload(
+    config: WorkloadConfig,
+    bootstrap: str,
+    settings: Mapping[str, str] | None = None,
+    timeout_s: float = 30.0,
+) -> ProduceReport:
+    """Generate the workload of ``config`` and send it; the report says where it starts."""
+    records = generate(config)
+    topics = sorted({record.topic for record in records})
+    ensure_topics(bootstrap, dict.fromkeys(topics, config.partitions), settings, timeout_s)
+    start = end_offsets(bootstrap, topics, settings, timeout_s)
+    report = produce(records, bootstrap, settings, timeout_s)
+    report.start_offsets = start
+    return report
+
+
+def end_offsets(
+    bootstrap: str,
+    topics: Iterable[str],
+    settings: Mapping[str, str] | None = None,
+    timeout_s: float = 30.0,
+) -> dict[str, dict[str, int]]:
+    """The next offset of every partition of ``topics``, in the JSON shape of
+    ``startingOffsets`` (``{"topic": {"0": 42}}``)."""
+    consumer = Consumer({**client_settings(bootstrap, settings), "group.id": "lakehouse-offsets"})
+    try:
+        metadata = consumer.list_topics(timeout=timeout_s)
+        offsets: dict[str, dict[str, int]] = {}
+        for topic in topics:
+            partitions = sorted(metadata.topics[topic].partitions)
+            offsets[topic] = {
+                str(partition): consumer.get_watermark_offsets(
+                    TopicPartition(topic, partition), timeout=timeout_s
+                )[1]
+                for partition in partitions
+            }
+        return offsets
+    except KafkaException as error:
+        raise SourceUnavailableError(
+            f"Could not read the end offsets from {bootstrap}: {error.args[0].str()}"
+        ) from None
+    finally:
+        consumer.close()
 
 
 def ensure_topics(
@@ -57,7 +116,7 @@ def ensure_topics(
         SourceUnavailableError: the broker did not answer within ``timeout_s``.
         ConfigError: an existing topic has fewer partitions than the workload uses.
     """
-    admin = AdminClient({**(settings or {}), "bootstrap.servers": bootstrap})
+    admin = AdminClient(client_settings(bootstrap, settings))
     existing = _list_topics(admin, bootstrap, timeout_s)
     missing = [
         NewTopic(topic, num_partitions=count, replication_factor=1)
@@ -99,7 +158,7 @@ def produce(
         if error is not None:
             failures.append(f"{message.topic()}[{message.partition()}]: {error.str()}")
 
-    producer = Producer({**(settings or {}), **IDEMPOTENT_SETTINGS, "bootstrap.servers": bootstrap})
+    producer = Producer({**client_settings(bootstrap, settings), **IDEMPOTENT_SETTINGS})
     started = time.monotonic()
     for sent, record in enumerate(records, start=1):
         _send(producer, record, delivered)

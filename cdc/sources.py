@@ -2,24 +2,40 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
-from cdc.files import read_file_stream
+from cdc.files import SOURCE_COLUMN, read_file_stream
 from lakehouse.errors import ConfigError
 
 SourceKind = Literal["files", "kafka"]
 
+#: Every topic except internal ones (``__consumer_offsets``, ``_schemas``, ...).
+ALL_USER_TOPICS = "[^_].*"
+#: Spark's built-in Kafka source (Databricks, or clusters with the connector jar).
+SPARK_KAFKA_FORMAT = "kafka"
+
 
 @dataclass(frozen=True)
 class SourceSpec:
-    """Where records come from: ``files:DIR`` or ``kafka:HOST:PORT[,HOST:PORT...]``."""
+    """Where records come from: ``files:DIR`` or ``kafka:HOST:PORT[,HOST:PORT...]``.
+
+    ``kafka_options`` are options of the Kafka stream source (``subscribe``,
+    ``maxOffsetsPerTrigger``, ``kafka.<librdkafka setting>``, ...); they override the defaults
+    of :func:`kafka_stream_options`. ``kafka_format`` selects this project's confluent-kafka
+    source (None) or Spark's own ``kafka`` format.
+    """
 
     kind: SourceKind
     location: str
     max_files_per_trigger: int = 4
+    kafka_options: Mapping[str, str] = field(default_factory=dict)
+    kafka_format: str | None = None
 
     @staticmethod
     def parse(text: str) -> SourceSpec:
@@ -27,7 +43,7 @@ class SourceSpec:
         if kind not in ("files", "kafka") or not location:
             raise ConfigError(
                 f"Invalid source {text!r}: use 'files:DIR' (a directory of JSON-lines records) "
-                "or 'kafka:HOST:PORT'."
+                "or 'kafka:HOST:PORT' (bootstrap servers, comma-separated)."
             )
         return SourceSpec(kind="files" if kind == "files" else "kafka", location=location)
 
@@ -35,10 +51,51 @@ class SourceSpec:
         return f"{self.kind}:{self.location}"
 
 
+def kafka_stream_options(source: SourceSpec) -> dict[str, str]:
+    """Options for the Kafka stream: all user topics from the earliest offset, with headers."""
+    options = {
+        "kafka.bootstrap.servers": source.location,
+        "startingOffsets": "earliest",
+        "includeHeaders": "true",
+        "failOnDataLoss": "true",
+    }
+    if not {"subscribe", "subscribePattern", "assign"} & set(source.kafka_options):
+        options["subscribePattern"] = ALL_USER_TOPICS
+    return {**options, **source.kafka_options}
+
+
 def read_source(spark: SparkSession, source: SourceSpec) -> DataFrame:
     """Open ``source`` as a stream with the columns of Spark's Kafka source plus ``_source``."""
     if source.kind == "files":
         return read_file_stream(spark, source.location, source.max_files_per_trigger)
-    raise ConfigError(
-        "The Kafka source is not available in this version yet; use --source files:DIR."
-    )
+    if source.kafka_format is None:
+        from cdc.kafka_source import register_kafka_source
+
+        kafka_format = register_kafka_source(spark)
+    else:
+        kafka_format = source.kafka_format
+    frame = spark.readStream.format(kafka_format).options(**kafka_stream_options(source)).load()
+    return frame.withColumn(SOURCE_COLUMN, F.lit(f"kafka:{source.location}"))
+
+
+def read_kafka_settings(path: Path) -> dict[str, str]:
+    """librdkafka settings from a properties file (``key=value`` lines, ``#`` comments), as
+    ``kafka.<key>`` source options. Keeps secrets such as ``sasl.password`` off command lines.
+
+    Raises:
+        ConfigError: the file is missing or a line is not ``key=value``.
+    """
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as error:
+        raise ConfigError(f"Kafka settings file {path}: {error.strerror}.") from None
+    settings: dict[str, str] = {}
+    for number, line in enumerate(lines, start=1):
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        key, sep, value = text.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"{path} line {number}: expected 'key=value' (a librdkafka setting).")
+        settings[f"kafka.{key.strip()}"] = value.strip()
+    return settings

@@ -181,11 +181,23 @@ def kafka_answers(port: int) -> bool:
 
 
 def default_home() -> Path:
-    """``$LAKEHOUSE_BROKER_HOME``, else ``.lakehouse/kafka-broker`` in the repository."""
+    """``$LAKEHOUSE_BROKER_HOME``, else ``.lakehouse/kafka-broker`` in the source checkout, else
+    ``~/.cache/cdc-lakehouse/kafka-broker``."""
     configured = os.environ.get("LAKEHOUSE_BROKER_HOME")
     if configured:
         return Path(configured)
-    return Path(__file__).resolve().parent.parent / ".lakehouse" / "kafka-broker"
+    checkout = Path(__file__).resolve().parent.parent
+    if (checkout / "pyproject.toml").is_file():
+        return checkout / ".lakehouse" / "kafka-broker"
+    return Path.home() / ".cache" / "cdc-lakehouse" / "kafka-broker"
+
+
+def free_port() -> int:
+    """A TCP port on ``HOST`` that nothing listens on right now."""
+    with socket.socket() as probe:
+        probe.bind((HOST, 0))
+        port: int = probe.getsockname()[1]
+    return port
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,7 +7,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -46,6 +46,41 @@ CONFIG = click.option(
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="Pipeline TOML file (default: the shop demo's settings).",
 )
+KAFKA_OPTION = click.option(
+    "--kafka-option",
+    "kafka_option",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A Kafka source option (subscribe, maxOffsetsPerTrigger, ...) or librdkafka setting "
+    "as kafka.<setting>; repeatable.",
+)
+KAFKA_SETTINGS = click.option(
+    "--kafka-settings",
+    default=None,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="librdkafka settings file (key=value lines), e.g. SASL/SSL; keeps secrets off the "
+    "command line.",
+)
+
+
+def kafka_options(pairs: tuple[str, ...], settings_file: Path | None) -> dict[str, str]:
+    """Source options from ``--kafka-settings`` and ``--kafka-option`` (the latter win)."""
+    from cdc.sources import read_kafka_settings
+
+    options = read_kafka_settings(settings_file) if settings_file else {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise LakehouseError(f"--kafka-option {key or pair!r}: write it as KEY=VALUE.")
+        options[key] = value
+    return options
+
+
+def librdkafka_settings(options: dict[str, str]) -> dict[str, str]:
+    """The ``kafka.``-prefixed options without the prefix (what a producer takes)."""
+    return {k.removeprefix("kafka."): v for k, v in options.items() if k.startswith("kafka.")}
+
+
 EXISTING_WAREHOUSE = click.option(
     "--warehouse",
     required=True,
@@ -94,7 +129,11 @@ def generate(out_dir: Path, events: int, seed: int, malformed_rate: float) -> No
 
 
 @cli.command()
-@click.option("--source", required=True, help="files:DIR (kafka:HOST:PORT comes later).")
+@click.option(
+    "--source",
+    required=True,
+    help="files:DIR (JSON-lines records) or kafka:HOST:PORT[,HOST:PORT] (bootstrap servers).",
+)
 @click.option(
     "--warehouse", required=True, type=click.Path(path_type=Path), help="Warehouse root directory."
 )
@@ -116,6 +155,16 @@ def generate(out_dir: Path, events: int, seed: int, malformed_rate: float) -> No
     type=click.IntRange(min=1),
     help="File source: files per micro-batch.",
 )
+@KAFKA_OPTION
+@KAFKA_SETTINGS
+@click.option(
+    "--kafka-format",
+    type=click.Choice(["lakehouse", "spark"]),
+    default="lakehouse",
+    show_default=True,
+    help="Kafka source: this project's confluent-kafka source, or Spark's own 'kafka' format "
+    "(Databricks, or a cluster with the connector jar).",
+)
 @spark_options
 def run(
     source: str,
@@ -124,13 +173,16 @@ def run(
     processing_time: str | None,
     config_path: Path | None,
     max_files_per_trigger: int,
+    kafka_option: tuple[str, ...],
+    kafka_settings: Path | None,
+    kafka_format: str,
     spark_mode: str,
     master: str,
 ) -> None:
     """Run the pipeline: source -> bronze -> silver -> gold."""
     from dataclasses import replace
 
-    from cdc.sources import SourceSpec
+    from cdc.sources import SPARK_KAFKA_FORMAT, SourceSpec
     from lakehouse.config import load_config
     from lakehouse.layout import Warehouse
     from lakehouse.pipeline import run_continuously, run_once
@@ -138,7 +190,12 @@ def run(
 
     if once and processing_time:
         raise LakehouseError("Use either --once or --processing-time, not both.")
-    spec = replace(SourceSpec.parse(source), max_files_per_trigger=max_files_per_trigger)
+    spec = replace(
+        SourceSpec.parse(source),
+        max_files_per_trigger=max_files_per_trigger,
+        kafka_options=kafka_options(kafka_option, kafka_settings),
+        kafka_format=SPARK_KAFKA_FORMAT if kafka_format == "spark" else None,
+    )
     trigger = Trigger.parse(processing_time)
     config = load_config(config_path)
     with _spark(spark_mode, master) as spark:
@@ -149,6 +206,59 @@ def run(
             run_continuously(
                 spark, spec, Warehouse.from_path(warehouse), config, trigger, _progress
             )
+
+
+@cli.command()
+@click.option("--bootstrap", required=True, help="Kafka bootstrap servers, HOST:PORT[,...].")
+@click.option(
+    "--events", default=20_000, show_default=True, type=click.IntRange(min=1), help="Records."
+)
+@SEED
+@click.option(
+    "--malformed-rate",
+    default=0.01,
+    show_default=True,
+    type=float,
+    help="Share of malformed records (0 to 1).",
+)
+@click.option(
+    "--partitions",
+    default=3,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Partitions per topic (topics are created when missing).",
+)
+@click.option("--server", default="shop", show_default=True, help="Debezium topic prefix.")
+@KAFKA_OPTION
+@KAFKA_SETTINGS
+def produce(
+    bootstrap: str,
+    events: int,
+    seed: int,
+    malformed_rate: float,
+    partitions: int,
+    server: str,
+    kafka_option: tuple[str, ...],
+    kafka_settings: Path | None,
+) -> None:
+    """Send a shop workload to Kafka (<server>.public.customers, .orders, <server>.clickstream)."""
+    from cdc.generator import WorkloadConfig
+    from cdc.producer import send_workload
+
+    settings = librdkafka_settings(kafka_options(kafka_option, kafka_settings))
+    workload = WorkloadConfig(
+        events=events,
+        seed=seed,
+        malformed_rate=malformed_rate,
+        partitions=partitions,
+        server=server,
+    )
+    with console.status(f"producing {events} records to {bootstrap}"):
+        report = send_workload(workload, bootstrap, settings)
+    rows = [[topic, count] for topic, count in sorted(report.per_topic.items())]
+    _print_table("Produced", ["topic", "records"], rows)
+    rate = report.records / report.seconds if report.seconds else 0.0
+    console.print(f"{report.records} records in {report.seconds:.1f} s ({rate:,.0f} records/s)")
 
 
 @cli.command()
@@ -167,13 +277,41 @@ def run(
     help="Directory for the demo's source files and warehouse (default: a new temporary one).",
 )
 @spark_options
-def demo(events: int, seed: int, warehouse: Path | None, spark_mode: str, master: str) -> None:
+@click.option(
+    "--kafka",
+    "use_kafka",
+    is_flag=True,
+    default=False,
+    help="Send the workload through Kafka instead of files (starts a local broker unless "
+    "--bootstrap is given).",
+)
+@click.option("--bootstrap", default=None, help="With --kafka: an existing broker, HOST:PORT.")
+def demo(
+    events: int,
+    seed: int,
+    warehouse: Path | None,
+    use_kafka: bool,
+    bootstrap: str | None,
+    spark_mode: str,
+    master: str,
+) -> None:
     """Generate a shop workload and run it through every layer, then query gold."""
+    from lakehouse.broker import LocalBroker, default_home, free_port
     from lakehouse.demo import run_demo
 
+    if bootstrap and not use_kafka:
+        raise LakehouseError("--bootstrap needs --kafka.")
     root = warehouse or Path(tempfile.mkdtemp(prefix="lakehouse-demo-"))
-    with _spark(spark_mode, master) as spark:
-        summary = run_demo(spark, root, events, seed, _progress)
+    with ExitStack() as cleanup:
+        if use_kafka and not bootstrap:
+            broker = LocalBroker(home=default_home(), port=free_port())
+            with console.status("starting the local Kafka broker"):
+                broker.start()
+            cleanup.callback(broker.stop)
+            _progress(f"local Kafka broker at {broker.bootstrap} (stopped at the end)")
+            bootstrap = broker.bootstrap
+        with _spark(spark_mode, master) as spark:
+            summary = run_demo(spark, root, events, seed, _progress, bootstrap)
     _print_table("Tables", ["table", "rows"], summary.counts)
     console.print(f"quarantined records: {summary.quarantined}")
     verdict = "silver equals the reference fold of bronze" if summary.verified else "DIFFERENCES"
@@ -267,7 +405,7 @@ def _spark(spark_mode: str, master: str) -> Iterator[Any]:
 def main() -> None:
     """Entry point: user errors become one line on stderr and exit status 2."""
     logging.getLogger("py4j").setLevel(logging.CRITICAL)
-    for name in ("DataFrameQueryContextLogger", "SQLQueryContextLogger"):
+    for name in ("DataFrameQueryContextLogger", "SQLQueryContextLogger", "cdc.kafka"):
         logging.getLogger(name).setLevel(logging.CRITICAL)
     try:
         cli(standalone_mode=False)

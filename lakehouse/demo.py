@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from cdc.generator import WorkloadConfig, generate, write_files
+from cdc.producer import ProduceReport, send_workload
 from cdc.sources import SourceSpec
 from lakehouse.audit import verify_warehouse
 from lakehouse.catalog import run_sql
@@ -33,6 +35,15 @@ class DemoSummary:
     warehouse: str
 
 
+def workload_source(report: ProduceReport, bootstrap: str) -> SourceSpec:
+    """A Kafka source that reads exactly the records of one :func:`send_workload` run."""
+    options = {
+        "subscribe": ",".join(sorted(report.start_offsets)),
+        "startingOffsets": json.dumps(report.start_offsets),
+    }
+    return SourceSpec("kafka", bootstrap, kafka_options=options)
+
+
 def write_workload(out_dir: Path, config: WorkloadConfig) -> tuple[int, int]:
     """Generate and write a workload; return (files, records)."""
     records = generate(config)
@@ -41,13 +52,26 @@ def write_workload(out_dir: Path, config: WorkloadConfig) -> tuple[int, int]:
 
 
 def run_demo(
-    spark: SparkSession, root: Path, events: int, seed: int, progress: Progress
+    spark: SparkSession,
+    root: Path,
+    events: int,
+    seed: int,
+    progress: Progress,
+    kafka_bootstrap: str | None = None,
 ) -> DemoSummary:
-    source_dir = root / "source"
-    progress(f"generating {events} records into {source_dir}")
-    write_workload(source_dir, WorkloadConfig(events=events, seed=seed, malformed_rate=0.01))
+    """Generate a workload into files (or send it to Kafka at ``kafka_bootstrap``), run every
+    layer once, verify silver and query gold."""
+    workload = WorkloadConfig(events=events, seed=seed, malformed_rate=0.01)
+    if kafka_bootstrap is None:
+        source_dir = root / "source"
+        progress(f"generating {events} records into {source_dir}")
+        write_workload(source_dir, workload)
+        source = SourceSpec("files", str(source_dir))
+    else:
+        progress(f"producing {events} records to Kafka at {kafka_bootstrap}")
+        source = workload_source(send_workload(workload, kafka_bootstrap), kafka_bootstrap)
     warehouse = Warehouse.from_path(root / "warehouse")
-    run_once(spark, SourceSpec("files", str(source_dir)), warehouse, SHOP_CONFIG, progress)
+    run_once(spark, source, warehouse, SHOP_CONFIG, progress)
     progress("verifying silver against the reference fold of bronze")
     checks = verify_warehouse(spark, warehouse, SHOP_CONFIG)
     counts: list[tuple[str, int]] = [

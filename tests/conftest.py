@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import os
-import socket
 from collections.abc import Iterator
 
 import pytest
 from pyspark.sql import SparkSession
 
-from lakehouse.broker import LocalBroker
+from lakehouse.broker import LocalBroker, free_port
 from lakehouse.spark import get_spark
 
 
@@ -29,10 +28,7 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if configured:
         yield configured
         return
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    broker = LocalBroker(home=tmp_path_factory.mktemp("kafka-broker"), port=port)
+    broker = LocalBroker(home=tmp_path_factory.mktemp("kafka-broker"), port=free_port())
     broker.start()
     try:
         yield broker.bootstrap
