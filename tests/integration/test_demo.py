@@ -124,4 +124,4 @@ def test_run_rejects_unknown_source(bogus_source: subprocess.CompletedProcess[st
 def test_user_error_is_one_line_in_a_pipe(bogus_source: subprocess.CompletedProcess[str]) -> None:
     assert bogus_source.returncode == 2
     assert bogus_source.stderr.count("\n") == 1, bogus_source.stderr
-    assert bogus_source.stderr.rstrip("\n").endswith("'kafka:HOST:PORT'."), bogus_source.stderr
+    assert bogus_source.stderr.rstrip("\n").endswith("comma-separated)."), bogus_source.stderr

@@ -1,0 +1,203 @@
+"""The pipeline from Kafka: the same workload through files and through Kafka gives the same
+bronze records, silver and gold; and a run killed with SIGKILL while it consumes, restarted
+until done, holds each Kafka record exactly once and a silver that equals the fold of bronze.
+
+The workload is produced once per module to the ``kafka_bootstrap`` broker; every run reads
+exactly those records (subscribe list + per-partition ``startingOffsets`` from the produce
+report), so the module also works against a shared broker (``KAFKA_BOOTSTRAP_SERVERS``).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+
+from cdc.generator import WorkloadConfig, generate, write_files
+from cdc.producer import ProduceReport, send_workload
+from cdc.sources import SourceSpec
+from lakehouse.audit import verify_warehouse
+from lakehouse.config import SHOP_CONFIG
+from lakehouse.demo import workload_source
+from lakehouse.layout import LAYERS, QUARANTINE_TABLE, Warehouse
+from lakehouse.pipeline import run_once
+from tests.runs import LAKEHOUSE, Run, assert_same_rows, bronze_multiset, described, load
+
+pytestmark = [pytest.mark.kafka, pytest.mark.integration, pytest.mark.timeout(1800)]
+
+SEED = 11
+EVENTS = 4000
+BATCH_CAP = 250  # maxOffsetsPerTrigger: about 16 bronze micro-batches to interrupt
+KILLS = 6
+BUDGET_SECONDS = 1500
+# Columns that hold Kafka offsets: equal between the paths only when the topics start empty.
+OFFSET_COLUMNS = {"_bronze_offset", "offset"}
+QUARANTINE_RUN_COLUMNS = ("_quarantined_at", "_batch_id")
+
+
+@dataclass(frozen=True)
+class Produced:
+    workload: WorkloadConfig
+    report: ProduceReport
+    bootstrap: str
+
+    @property
+    def source(self) -> SourceSpec:
+        return workload_source(self.report, self.bootstrap)
+
+    def cli_source_args(self, cap: int) -> list[str]:
+        options = {**self.source.kafka_options, "maxOffsetsPerTrigger": str(cap)}
+        args = ["--source", f"kafka:{self.bootstrap}"]
+        for key, value in options.items():
+            args += ["--kafka-option", f"{key}={value}"]
+        return args
+
+
+@pytest.fixture(scope="module")
+def produced(kafka_bootstrap: str) -> Produced:
+    workload = WorkloadConfig(events=EVENTS, seed=SEED, malformed_rate=0.01)
+    report = send_workload(workload, kafka_bootstrap)
+    assert report.records == EVENTS
+    return Produced(workload, report, kafka_bootstrap)
+
+
+@pytest.fixture(scope="module")
+def kafka_warehouse(
+    spark: SparkSession, produced: Produced, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """One run from Kafka (several micro-batches), in this process."""
+    root = tmp_path_factory.mktemp("from-kafka")
+    source = produced.source
+    capped = SourceSpec(
+        "kafka",
+        source.location,
+        kafka_options={**source.kafka_options, "maxOffsetsPerTrigger": "1000"},
+    )
+    run_once(spark, capped, Warehouse.from_path(root), SHOP_CONFIG)
+    return root
+
+
+def comparable(frame: DataFrame, name: str, same_offsets: bool) -> DataFrame:
+    dropped = [] if same_offsets else [c for c in frame.columns if c in OFFSET_COLUMNS]
+    if name == QUARANTINE_TABLE:
+        dropped += QUARANTINE_RUN_COLUMNS
+    return frame.drop(*dropped)
+
+
+def starts_empty(report: ProduceReport) -> bool:
+    return all(o == 0 for parts in report.start_offsets.values() for o in parts.values())
+
+
+def test_kafka_and_files_give_the_same_warehouse(
+    spark: SparkSession, produced: Produced, kafka_warehouse: Path, tmp_path: Path
+) -> None:
+    files_root = tmp_path / "from-files"
+    write_files(generate(produced.workload), tmp_path / "source", lines_per_file=1000)
+    source = SourceSpec("files", str(tmp_path / "source"), max_files_per_trigger=1)
+    run_once(spark, source, Warehouse.from_path(files_root), SHOP_CONFIG)
+
+    same_offsets = starts_empty(produced.report)
+    names = {layer: Warehouse.from_path(files_root).table_names(layer) for layer in LAYERS}
+    for layer in LAYERS:
+        assert Warehouse.from_path(kafka_warehouse).table_names(layer) == names[layer]
+    assert {"customers", "orders", "clickstream", QUARANTINE_TABLE} <= set(names["silver"])
+    assert {"revenue_per_minute", "user_sessions"} <= set(names["gold"])
+    for name in names["bronze"]:
+        columns = ["topic", "partition", "key", "value", "timestamp", "timestampType", "headers"]
+        if same_offsets:
+            columns.append("offset")
+        want = load(spark, files_root, "bronze", name).select(*columns)
+        got = load(spark, kafka_warehouse, "bronze", name).select(*columns)
+        assert_same_rows("bronze", name, want, got)
+    for layer in ("silver", "gold"):
+        for name in names[layer]:
+            want = comparable(load(spark, files_root, layer, name), name, same_offsets)
+            got = comparable(load(spark, kafka_warehouse, layer, name), name, same_offsets)
+            assert_same_rows(layer, name, want, got)
+
+    checks = verify_warehouse(spark, Warehouse.from_path(kafka_warehouse), SHOP_CONFIG)
+    assert checks and all(check.ok for check in checks), [c for c in checks if not c.ok]
+
+
+def run_args(produced: Produced, warehouse: Path) -> list[str]:
+    args = [str(LAKEHOUSE), "run", "--warehouse", str(warehouse), "--once"]
+    return args + produced.cli_source_args(BATCH_CAP)
+
+
+def produced_offsets(produced: Produced) -> Counter[tuple[str, int, int]]:
+    """(topic, partition, offset) of every record the module produced."""
+    records = generate(produced.workload)
+    counts = Counter((r.topic, r.partition) for r in records)
+    start = produced.report.start_offsets
+    return Counter(
+        (topic, partition, start[topic][str(partition)] + i)
+        for (topic, partition), n in counts.items()
+        for i in range(n)
+    )
+
+
+def test_runs_killed_while_consuming_keep_each_record_exactly_once(
+    spark: SparkSession, produced: Produced, kafka_warehouse: Path, tmp_path: Path
+) -> None:
+    deadline = time.monotonic() + BUDGET_SECONDS
+    warehouse = tmp_path / "killed"
+    rng = random.Random(SEED)
+    kills: list[str] = []
+    runs: list[Run] = []
+    try:
+        while len(kills) < KILLS:
+            run = Run(run_args(produced, warehouse))
+            runs.append(run)
+            started = run.wait_for("bronze", 1, deadline)
+            assert started is not None, run.output()
+            # Kill during consumption: bronze micro-batches take about a second each here.
+            time.sleep(rng.uniform(1.0, 6.0))
+            if run.process.poll() is not None:
+                assert run.process.returncode == 0, run.output()
+                break
+            kills.append(run.phase_now() or "start-up")
+            run.kill()
+        final = Run(run_args(produced, warehouse))
+        runs.append(final)
+        assert final.finish(deadline) == 0, final.output()
+    finally:
+        for started_run in runs:
+            if started_run.process.poll() is None:
+                started_run.kill()
+    assert len(kills) >= 5 and kills.count("bronze") >= 3, kills
+
+    expected = produced_offsets(produced)
+    got: Counter[tuple[str, int, int]] = Counter()
+    for name in Warehouse.from_path(warehouse).table_names("bronze"):
+        rows = load(spark, warehouse, "bronze", name).select("topic", "partition", "offset")
+        got.update((r.topic, r.partition, r.offset) for r in rows.collect())
+    duplicated = Counter({row: n for row, n in got.items() if n > 1})
+    assert not duplicated, f"records ingested twice: {described(duplicated)}"
+    assert got == expected, (
+        f"missing {described(expected - got)}, extra {described(got - expected)}"
+    )
+    for name in Warehouse.from_path(kafka_warehouse).table_names("bronze"):
+        want = bronze_multiset(load(spark, kafka_warehouse, "bronze", name))
+        assert bronze_multiset(load(spark, warehouse, "bronze", name)) == want, name
+
+    for name in Warehouse.from_path(kafka_warehouse).table_names("silver"):
+        want = comparable(load(spark, kafka_warehouse, "silver", name), name, True)
+        assert_same_rows(
+            "silver", name, want, comparable(load(spark, warehouse, "silver", name), name, True)
+        )
+    verify = subprocess.run(
+        [str(LAKEHOUSE), "verify", "--warehouse", str(warehouse)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=max(1.0, deadline - time.monotonic()),
+    )
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    print(f"kills landed in: {kills}; start offsets {json.dumps(produced.report.start_offsets)}")
