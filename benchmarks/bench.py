@@ -21,6 +21,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from benchmarks.baseline import baseline_applier
+from benchmarks.kafka_bench import kafka_results
 from bronze.job import start_bronze
 from cdc.generator import WorkloadConfig
 from cdc.sources import SourceSpec, read_source
@@ -41,6 +42,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--seed", type=int, default=2026)
+    parser.add_argument(
+        "--kafka-events", type=int, default=200_000, help="records for the Kafka figures (0: skip)"
+    )
     args = parser.parse_args()
 
     source = _workload(args.events, args.seed)
@@ -85,6 +89,8 @@ def main() -> None:
         ],
         "silver_vs_baseline_speed": round(baseline_seconds / silver_seconds, 3),
     }
+    if args.kafka_events:
+        result["kafka"] = kafka_results(spark, args.kafka_events, args.seed, WORK)
     _print(result)
     RESULTS.mkdir(parents=True, exist_ok=True)
     stamp = result["date"].replace(":", "").replace("-", "")
@@ -143,7 +149,19 @@ def _print(result: dict[str, Any]) -> None:
             f"{row['records_per_second']:>12,}"
         )
     print(f"silver apply speed vs baseline: {result['silver_vs_baseline_speed']:.2f}x")
-
-
-if __name__ == "__main__":
-    main()
+    kafka = result.get("kafka")
+    if kafka:
+        print(f"\nKafka ({kafka['records']:,} records, local broker), records/s:")
+        for label, name in (
+            ("produce (idempotent)", "produce_records_per_second"),
+            ("raw consume (ceiling)", "raw_consume_records_per_second"),
+            ("Kafka -> bronze (Spark)", "kafka_to_bronze_records_per_second"),
+        ):
+            print(f"  {label:<28}{kafka[name]:>10,}")
+        print(f"  Kafka -> bronze vs raw: {kafka['bronze_vs_raw_consume']:.2f}x")
+        fresh = kafka["freshness"]
+        print(
+            f"  freshness produce -> silver at {fresh['produce_rate_per_second']:.0f} records/s: "
+            f"p50 {fresh['p50_seconds']:.2f} s, p99 {fresh['p99_seconds']:.2f} s "
+            f"({fresh['applied_on_their_own']:,} of {fresh['records']:,} applied on their own)"
+        )
