@@ -1,5 +1,7 @@
 """Exceptions for user-facing problems; the command line prints them as one line."""
 
+import re
+
 
 class LakehouseError(Exception):
     """A problem the user can fix; the message says what is wrong and what to do."""
@@ -26,4 +28,22 @@ class PipelineError(LakehouseError):
 
 
 class SourceUnavailableError(LakehouseError):
-    """A source (Kafka broker, topic) cannot be reached, read or authenticated against."""
+    """A source cannot be read: broker unreachable, unknown topic, or authentication refused."""
+
+
+class DataLossError(LakehouseError):
+    """Records a query still needed are gone from the source (retention, deleted topic)."""
+
+
+_RAISED_HERE = re.compile(r"^lakehouse\.errors\.\w+: (.+)$", re.MULTILINE)
+
+
+def user_error_line(text: str) -> str | None:
+    """The message of the last :class:`LakehouseError` named in ``text``, else None.
+
+    Errors raised inside Python code that Spark runs (a Python data source, a UDF) reach the
+    driver as a Spark exception whose text holds the Python traceback; this finds our one-line
+    message in it.
+    """
+    messages = _RAISED_HERE.findall(text)
+    return messages[-1].strip() if messages else None
