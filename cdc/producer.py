@@ -44,6 +44,11 @@ def client_settings(bootstrap: str, settings: Mapping[str, str] | None) -> dict[
     return {**(settings or {}), "bootstrap.servers": bootstrap, "logger": KAFKA_LOG}
 
 
+#: Topic settings for new workload topics: the generator's record timestamps lie in the past
+#: (a simulated clock), so time-based retention would delete them at once.
+KEEP_FOREVER = {"retention.ms": "-1"}
+
+
 @dataclass
 class ProduceReport:
     """What was sent: records per topic and the wall time."""
@@ -110,7 +115,8 @@ def ensure_topics(
     settings: Mapping[str, str] | None = None,
     timeout_s: float = 30.0,
 ) -> None:
-    """Create the topics that do not exist yet with the given partition counts.
+    """Create the topics that do not exist yet with the given partition counts and unlimited
+    retention (:data:`KEEP_FOREVER`).
 
     Raises:
         SourceUnavailableError: the broker did not answer within ``timeout_s``.
@@ -119,7 +125,7 @@ def ensure_topics(
     admin = AdminClient(client_settings(bootstrap, settings))
     existing = _list_topics(admin, bootstrap, timeout_s)
     missing = [
-        NewTopic(topic, num_partitions=count, replication_factor=1)
+        NewTopic(topic, num_partitions=count, replication_factor=1, config=KEEP_FOREVER)
         for topic, count in sorted(partitions.items())
         if topic not in existing
     ]
