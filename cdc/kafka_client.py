@@ -61,10 +61,11 @@ Watermarks = dict[tuple[str, int], tuple[int, int]]
 
 class BrokerClient:
     """A librdkafka consumer used only for assign/seek/consume and metadata; never subscribes
-    or commits. It remembers the last error librdkafka reported, to explain a timeout."""
+    or commits. It remembers the errors librdkafka reports, to explain a timeout."""
 
     def __init__(self, options: KafkaSourceOptions) -> None:
         self.options = options
+        self._refused: KafkaError | None = None
         self._last_error: KafkaError | None = None
         config: dict[str, Any] = dict(options.client_config)
         config["error_cb"] = self._remember
@@ -78,7 +79,10 @@ class BrokerClient:
             ) from None
 
     def _remember(self, error: KafkaError) -> None:
-        self._last_error = error
+        if error.code() in _REFUSED:
+            self._refused = error
+        elif error.code() != KafkaError._ALL_BROKERS_DOWN:
+            self._last_error = error
 
     def close(self) -> None:
         self.consumer.close()
@@ -120,8 +124,9 @@ class BrokerClient:
         """A one-line error for a failed broker call, explained by librdkafka's last error when
         the call only timed out."""
         cause = error
-        if error.code() in _UNREACHABLE and self._last_error is not None:
-            cause = self._last_error
+        if error.code() in _UNREACHABLE:
+            self.consumer.poll(0)  # serves error_cb: why connections failed (auth, TLS, refused)
+            cause = self._refused or self._last_error or error
         reason = self.options.scrub(cause.str())
         servers = self.options.bootstrap_servers
         if cause.code() in _REFUSED:
