@@ -238,24 +238,28 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
 
 
 def to_arrow(records: list[Message], include_headers: bool) -> pa.RecordBatch:
-    """Records as one Arrow batch; ``timestampType`` is Kafka's id (0 create, 1 log append)."""
+    """Records as one Arrow batch; ``timestampType`` is Kafka's id (0 create, 1 log append).
+
+    Columns are built from Python lists of plain ints and bytes, which pyarrow converts fast;
+    the timestamp column is cast from epoch milliseconds in Arrow.
+    """
     stamps = [record.timestamp() for record in records]
-    columns: list[list[Any]] = [
-        [record.key() for record in records],
-        [record.value() for record in records],
-        [record.topic() for record in records],
-        [record.partition() for record in records],
-        [record.offset() for record in records],
-        [ms * 1000 if kind in _TIMESTAMP_TYPES else None for kind, ms in stamps],
-        [_TIMESTAMP_TYPES.get(kind, -1) for kind, _ in stamps],
+    kinds = [kind for kind, _ in stamps]
+    unknown = pa.array([kind not in _TIMESTAMP_TYPES for kind in kinds])
+    millis = pa.array([ms for _, ms in stamps], pa.int64(), mask=unknown)
+    arrays = [
+        pa.array([record.key() for record in records], pa.binary()),
+        pa.array([record.value() for record in records], pa.binary()),
+        pa.array([record.topic() for record in records], pa.string()),
+        pa.array([record.partition() for record in records], pa.int32()),
+        pa.array([record.offset() for record in records], pa.int64()),
+        millis.cast(pa.timestamp("ms", tz="UTC")).cast(pa.timestamp("us", tz="UTC")),
+        pa.array([_TIMESTAMP_TYPES.get(kind, -1) for kind in kinds], pa.int32()),
     ]
-    if include_headers:
-        columns.append([_headers(record) for record in records])
     schema = arrow_schema(include_headers)
-    return pa.RecordBatch.from_arrays(
-        [pa.array(values, type=f.type) for values, f in zip(columns, schema, strict=True)],
-        schema=schema,
-    )
+    if include_headers:
+        arrays.append(pa.array([_headers(record) for record in records], schema.field(7).type))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
 def _headers(record: Message) -> list[dict[str, Any]] | None:
