@@ -159,9 +159,9 @@ def test_rows_are_exactly_what_was_produced(
         )
     assert producer.flush(30) == 0
 
-    batches = run_available_now(
-        spark, options(kafka_bootstrap, subscribe=topic, includeHeaders="true"), tmp_path / "ck"
-    )
+    # minPartitions splits each partition's range: reads must start and stop mid-partition.
+    source = options(kafka_bootstrap, subscribe=topic, includeHeaders="true", minPartitions="7")
+    batches = run_available_now(spark, source, tmp_path / "ck")
 
     rows = [row for batch in batches for row in batch]
     assert len(rows) == 60
