@@ -61,10 +61,11 @@ Watermarks = dict[tuple[str, int], tuple[int, int]]
 
 class BrokerClient:
     """A librdkafka consumer used only for assign/seek/consume and metadata; never subscribes
-    or commits. It remembers the last error librdkafka reported, to explain a timeout."""
+    or commits. It remembers the errors librdkafka reports, to explain a timeout."""
 
     def __init__(self, options: KafkaSourceOptions) -> None:
         self.options = options
+        self._refused: KafkaError | None = None
         self._last_error: KafkaError | None = None
         config: dict[str, Any] = dict(options.client_config)
         config["error_cb"] = self._remember
@@ -78,7 +79,10 @@ class BrokerClient:
             ) from None
 
     def _remember(self, error: KafkaError) -> None:
-        self._last_error = error
+        if error.code() in _REFUSED:
+            self._refused = error
+        elif error.code() != KafkaError._ALL_BROKERS_DOWN:
+            self._last_error = error
 
     def close(self) -> None:
         self.consumer.close()
@@ -120,8 +124,9 @@ class BrokerClient:
         """A one-line error for a failed broker call, explained by librdkafka's last error when
         the call only timed out."""
         cause = error
-        if error.code() in _UNREACHABLE and self._last_error is not None:
-            cause = self._last_error
+        if error.code() in _UNREACHABLE:
+            self.consumer.poll(0)  # serves error_cb: why connections failed (auth, TLS, refused)
+            cause = self._refused or self._last_error or error
         reason = self.options.scrub(cause.str())
         servers = self.options.bootstrap_servers
         if cause.code() in _REFUSED:
@@ -233,24 +238,28 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
 
 
 def to_arrow(records: list[Message], include_headers: bool) -> pa.RecordBatch:
-    """Records as one Arrow batch; ``timestampType`` is Kafka's id (0 create, 1 log append)."""
+    """Records as one Arrow batch; ``timestampType`` is Kafka's id (0 create, 1 log append).
+
+    Columns are built from Python lists of plain ints and bytes, which pyarrow converts fast;
+    the timestamp column is cast from epoch milliseconds in Arrow.
+    """
     stamps = [record.timestamp() for record in records]
-    columns: list[list[Any]] = [
-        [record.key() for record in records],
-        [record.value() for record in records],
-        [record.topic() for record in records],
-        [record.partition() for record in records],
-        [record.offset() for record in records],
-        [ms * 1000 if kind in _TIMESTAMP_TYPES else None for kind, ms in stamps],
-        [_TIMESTAMP_TYPES.get(kind, -1) for kind, _ in stamps],
+    kinds = [kind for kind, _ in stamps]
+    unknown = pa.array([kind not in _TIMESTAMP_TYPES for kind in kinds])
+    millis = pa.array([ms for _, ms in stamps], pa.int64(), mask=unknown)
+    arrays = [
+        pa.array([record.key() for record in records], pa.binary()),
+        pa.array([record.value() for record in records], pa.binary()),
+        pa.array([record.topic() for record in records], pa.string()),
+        pa.array([record.partition() for record in records], pa.int32()),
+        pa.array([record.offset() for record in records], pa.int64()),
+        millis.cast(pa.timestamp("ms", tz="UTC")).cast(pa.timestamp("us", tz="UTC")),
+        pa.array([_TIMESTAMP_TYPES.get(kind, -1) for kind in kinds], pa.int32()),
     ]
-    if include_headers:
-        columns.append([_headers(record) for record in records])
     schema = arrow_schema(include_headers)
-    return pa.RecordBatch.from_arrays(
-        [pa.array(values, type=f.type) for values, f in zip(columns, schema, strict=True)],
-        schema=schema,
-    )
+    if include_headers:
+        arrays.append(pa.array([_headers(record) for record in records], schema.field(7).type))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
 def _headers(record: Message) -> list[dict[str, Any]] | None:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import itertools
+import logging
 
 import pytest
 
+from cdc.kafka_client import data_loss
 from cdc.kafka_offsets import OffsetRange, cap_ends, from_json, split_ranges, to_json
 from cdc.kafka_options import DEFAULT_GROUP_ID, REDACTED, is_secret, parse_options
-from lakehouse.errors import ConfigError, user_error_line
+from lakehouse.errors import ConfigError, DataLossError, user_error_line
 
 pytestmark = pytest.mark.unit
 
@@ -160,3 +162,16 @@ def test_user_error_line_finds_our_message_in_a_spark_trace() -> None:
     )
     assert user_error_line(trace) == "Kafka source: cannot reach the broker."
     assert user_error_line("plain Spark failure") is None
+
+
+def test_data_loss_fails_or_warns_without_secrets(caplog: pytest.LogCaptureFixture) -> None:
+    strict = parse_options({**BASE, "kafka.sasl.password": "hunter2"})
+    with pytest.raises(DataLossError, match=r"^Kafka source: data loss: offsets of a\[1\] from 3 "):
+        data_loss(strict, "a", 1, 3, 9)
+    lenient = parse_options({**BASE, "failOnDataLoss": "false", "kafka.sasl.password": "hunter2"})
+    with caplog.at_level(logging.WARNING, logger="cdc.kafka_source"):
+        data_loss(lenient, "a", 1, 3, 9)
+        data_loss(lenient, "b", 0, 5, None)
+    assert "skipping lost records: offsets of a[1] from 3 are no longer available" in caplog.text
+    assert "partition b[0] disappeared" in caplog.text
+    assert "hunter2" not in caplog.text
