@@ -116,7 +116,8 @@ def parse_line(line: str, source: str) -> tuple[Any, ...]:
         offset,
         timestamp_ms * 1000,
         CREATE_TIME,
-        [{"key": str(k), "value": json_bytes(v)} for k, v in headers.items()],
+        # Like Spark's Kafka source: null, not an empty list, for a record without headers.
+        [{"key": str(k), "value": json_bytes(v)} for k, v in headers.items()] or None,
         source,
     )
 

@@ -59,7 +59,7 @@ def kafka_stream_options(source: SourceSpec) -> dict[str, str]:
         "includeHeaders": "true",
         "failOnDataLoss": "true",
     }
-    if not {"subscribe", "subscribePattern", "assign"} & set(source.kafka_options):
+    if not {"subscribe", "subscribePattern"} & set(source.kafka_options):
         options["subscribePattern"] = ALL_USER_TOPICS
     return {**options, **source.kafka_options}
 
@@ -68,13 +68,13 @@ def read_source(spark: SparkSession, source: SourceSpec) -> DataFrame:
     """Open ``source`` as a stream with the columns of Spark's Kafka source plus ``_source``."""
     if source.kind == "files":
         return read_file_stream(spark, source.location, source.max_files_per_trigger)
+    options = kafka_stream_options(source)
     if source.kafka_format is None:
-        from cdc.kafka_source import register_kafka_source
+        from cdc.kafka_source import read_kafka_stream
 
-        kafka_format = register_kafka_source(spark)
+        frame = read_kafka_stream(spark, options)
     else:
-        kafka_format = source.kafka_format
-    frame = spark.readStream.format(kafka_format).options(**kafka_stream_options(source)).load()
+        frame = spark.readStream.format(source.kafka_format).options(**options).load()
     return frame.withColumn(SOURCE_COLUMN, F.lit(f"kafka:{source.location}"))
 
 

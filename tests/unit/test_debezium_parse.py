@@ -665,7 +665,7 @@ def test_parse_line_valid_record() -> None:
 
 def test_parse_line_null_key_and_value() -> None:
     line = '{"topic":"t","partition":0,"offset":1,"timestamp":5,"key":null,"value":null}'
-    assert parse_line(line, "s") == (None, None, "t", 0, 1, 5_000, CREATE_TIME, [], "s")
+    assert parse_line(line, "s") == (None, None, "t", 0, 1, 5_000, CREATE_TIME, None, "s")
 
 
 def test_parse_line_headers() -> None:
