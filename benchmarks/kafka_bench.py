@@ -124,7 +124,7 @@ def freshness(
     source = SourceSpec("kafka", bootstrap, kafka_options=options)
     every = Trigger.parse(trigger)
     specs = [SHOP_CONFIG.spec_for_topic(topic) for topic in topics]
-    queries = [start_bronze(read_source(spark, source), warehouse, every)]
+    queries = [start_bronze(read_source(spark, source, continuous=True), warehouse, every)]
     stop = threading.Event()
     try:
         _wait_for_tables(warehouse, [table_name_for_topic(topic) for topic in topics])

@@ -34,6 +34,7 @@ _SOURCE_OPTIONS = (
     "subscribePattern",
     "startingOffsets",
     "maxOffsetsPerTrigger",
+    "capFirstBatch",
     "failOnDataLoss",
     "includeHeaders",
     "timeoutMs",
@@ -90,6 +91,7 @@ class KafkaSourceOptions:
     subscribe_pattern: str | None = None
     starting_offsets: StartingOffsets = "earliest"
     max_offsets_per_trigger: int | None = None
+    cap_first_batch: bool = False
     fail_on_data_loss: bool = True
     include_headers: bool = False
     timeout_ms: int = DEFAULT_TIMEOUT_MS
@@ -102,6 +104,7 @@ class KafkaSourceOptions:
             f"subscribe_pattern={self.subscribe_pattern!r}, "
             f"starting_offsets={self.starting_offsets!r}, "
             f"max_offsets_per_trigger={self.max_offsets_per_trigger}, "
+            f"cap_first_batch={self.cap_first_batch}, "
             f"fail_on_data_loss={self.fail_on_data_loss}, "
             f"include_headers={self.include_headers}, timeout_ms={self.timeout_ms}, "
             f"min_partitions={self.min_partitions})"
@@ -154,6 +157,7 @@ def parse_options(options: Mapping[str, str]) -> KafkaSourceOptions:
         subscribe_pattern=pattern,
         starting_offsets=_starting_offsets(lowered.get("startingoffsets", "earliest")),
         max_offsets_per_trigger=_positive_int(lowered, "maxOffsetsPerTrigger"),
+        cap_first_batch=_boolean(lowered, "capFirstBatch", default=False),
         fail_on_data_loss=_boolean(lowered, "failOnDataLoss", default=True),
         include_headers=_boolean(lowered, "includeHeaders", default=False),
         timeout_ms=_positive_int(lowered, "timeoutMs") or DEFAULT_TIMEOUT_MS,

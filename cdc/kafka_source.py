@@ -8,7 +8,8 @@ Options (Spark's names; see :mod:`cdc.kafka_options`): ``kafka.bootstrap.servers
 ``subscribe`` (comma list) or ``subscribePattern`` (full-match regex; never matches topics
 starting with ``_``); ``startingOffsets`` ``earliest`` (default: unlike Spark's ``latest``,
 because bronze must hold the whole topic), ``latest`` or JSON ``{"t":{"0":23,"1":-2}}``;
-``maxOffsetsPerTrigger``; ``failOnDataLoss`` (default true); ``includeHeaders`` (default
+``maxOffsetsPerTrigger``; ``capFirstBatch`` (default false, see below); ``failOnDataLoss``
+(default true); ``includeHeaders`` (default
 false); ``timeoutMs`` (default 30000, bounds every broker call); ``minPartitions``; and any
 librdkafka setting as ``kafka.<setting>``.
 
@@ -19,10 +20,10 @@ appear while a query runs are read from their earliest offset.
 ``maxOffsetsPerTrigger`` and ``trigger(availableNow=True)``: in PySpark 4.0 a Python source is
 asked for ``latestOffset()`` without the batch start, and under ``availableNow`` Spark asks only
 once per run and reads everything up to that answer in a single batch; the source cannot tell
-the triggers apart. So the first ``latestOffset()`` of each query run is not capped (under
-``availableNow`` the run reads everything available at its start, in one batch, then stops)
-and every later one is: with a processing-time trigger, the first batch after a (re)start reads
-the whole backlog and the following batches respect the cap.
+the triggers apart. So by default the first ``latestOffset()`` of each query run is not capped
+(under ``availableNow`` the run reads everything available at its start, in one batch, then
+stops) and every later one is. With a processing-time trigger set ``capFirstBatch=true``: then
+the first batch after a (re)start is capped too (``lakehouse run --processing-time`` does).
 """
 
 from __future__ import annotations
@@ -168,7 +169,8 @@ class KafkaStreamReader(DataSourceStreamReader):
                 data_loss(self.options, topic, partition, offset, None)
                 begin[(topic, partition)] = latest[(topic, partition)] = offset
         cap = self.options.max_offsets_per_trigger
-        ends = cap_ends(begin, latest, cap) if cap is not None and self._capped else latest
+        capped = self._capped or self.options.cap_first_batch
+        ends = cap_ends(begin, latest, cap) if cap is not None and capped else latest
         self._capped = True
         return to_json(ends)
 

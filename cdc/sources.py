@@ -51,8 +51,12 @@ class SourceSpec:
         return f"{self.kind}:{self.location}"
 
 
-def kafka_stream_options(source: SourceSpec) -> dict[str, str]:
-    """Options for the Kafka stream: all user topics from the earliest offset, with headers."""
+def kafka_stream_options(source: SourceSpec, continuous: bool = False) -> dict[str, str]:
+    """Options for the Kafka stream: all user topics from the earliest offset, with headers.
+
+    ``continuous`` (a processing-time trigger): ``maxOffsetsPerTrigger`` also caps the first
+    batch after a start, which this project's source leaves uncapped for ``availableNow``.
+    """
     options = {
         "kafka.bootstrap.servers": source.location,
         "startingOffsets": "earliest",
@@ -61,14 +65,17 @@ def kafka_stream_options(source: SourceSpec) -> dict[str, str]:
     }
     if not {"subscribe", "subscribePattern"} & set(source.kafka_options):
         options["subscribePattern"] = ALL_USER_TOPICS
+    if continuous and source.kafka_format is None:
+        options["capFirstBatch"] = "true"
     return {**options, **source.kafka_options}
 
 
-def read_source(spark: SparkSession, source: SourceSpec) -> DataFrame:
-    """Open ``source`` as a stream with the columns of Spark's Kafka source plus ``_source``."""
+def read_source(spark: SparkSession, source: SourceSpec, continuous: bool = False) -> DataFrame:
+    """Open ``source`` as a stream with the columns of Spark's Kafka source plus ``_source``;
+    ``continuous``: for a processing-time trigger (see :func:`kafka_stream_options`)."""
     if source.kind == "files":
         return read_file_stream(spark, source.location, source.max_files_per_trigger)
-    options = kafka_stream_options(source)
+    options = kafka_stream_options(source, continuous)
     if source.kafka_format is None:
         from cdc.kafka_source import read_kafka_stream
 

@@ -82,7 +82,7 @@ def run_continuously(
     """
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in STOP_SIGNALS}
-    source_frame = read_source(spark, source)
+    source_frame = read_source(spark, source, continuous=True)
     running: dict[str, StreamingQuery] = {"bronze": start_bronze(source_frame, warehouse, trigger)}
     progress(f"bronze: streaming from {source.describe()} (Ctrl-C stops)")
     try:

@@ -236,6 +236,24 @@ def test_cap_holds_across_a_restart_and_offsets_continue_exactly(
         assert mine == list(range(len(mine)))  # no gaps
 
 
+def test_cap_first_batch_caps_the_backlog_after_a_restart(
+    spark: SparkSession, kafka_bootstrap: str, admin: AdminClient, tmp_path: Path
+) -> None:
+    """With capFirstBatch=true (processing-time runs) no batch exceeds the cap, restart or not."""
+    topic = new_topic(admin, 2)
+    source = options(
+        kafka_bootstrap, subscribe=topic, maxOffsetsPerTrigger="10", capFirstBatch="true"
+    )
+    produce(kafka_bootstrap, topic, 25, partitions=2)
+    sizes: list[int] = []
+    for more in (0, 15):
+        produce(kafka_bootstrap, topic, more, partitions=2, first=25)
+        with running(spark, source, tmp_path / "ck") as (query, batches):
+            query.processAllAvailable()
+        sizes += [len(b) for b in batches if b]
+    assert sum(sizes) == 40 and max(sizes) <= 10 and len(sizes) >= 4, sizes
+
+
 def test_available_now_with_cap_reads_everything_available_at_start(
     spark: SparkSession, kafka_bootstrap: str, admin: AdminClient, tmp_path: Path
 ) -> None:

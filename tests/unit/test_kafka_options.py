@@ -23,6 +23,7 @@ def test_defaults() -> None:
     assert options.subscribe_pattern is None
     assert options.starting_offsets == "earliest"
     assert options.max_offsets_per_trigger is None
+    assert options.cap_first_batch is False
     assert options.fail_on_data_loss is True
     assert options.include_headers is False
     assert options.timeout_ms == 30_000
