@@ -658,7 +658,7 @@ def test_parse_line_valid_record() -> None:
         41,
         1_700_000_000_123_000,
         CREATE_TIME,
-        [],
+        None,
         "f.jsonl",
     )
 
