@@ -15,20 +15,32 @@ def latest_per_key(
 ) -> DataFrame:
     """One row per key: the event with the highest order.
 
-    For each column in ``toast_columns`` the result also has ``_fill_<column>`` and
+    For each column in ``toast_columns`` (partial columns: TOAST placeholders, or nulls under
+    ``ignore_null_updates``) the result also has ``_fill_<column>`` and
     ``_fill_order_<column>``: the value and order of the latest event of the batch that
-    carried a real value for it (not the TOAST placeholder, not a delete). The MERGE uses them
-    when the winner lists the column in ``_unavailable``, unless the table's row is newer.
+    carried a real value for it (not listed in ``_unavailable``, not a delete), and
+    ``_last_delete``: the order of the key's latest delete in the batch. The MERGE fills a
+    column the winner lists in ``_unavailable`` from them; ``changes`` must hold only events
+    newer than the table's row or tombstone of their key.
     """
     others = [c for c in changes.columns if c not in keys]
     aggregates: list[Column] = [F.max_by(F.struct(*others), order_of()).alias("_winner")]
+    if toast_columns:
+        deletes = F.when(F.col("_op") == "d", order_of())
+        aggregates.append(F.max(deletes).alias(LAST_DELETE))
     for name in toast_columns:
         real = ~F.array_contains("_unavailable", name) & (F.col("_op") != "d")
         real_order = F.when(real, order_of())
         aggregates.append(F.max_by(F.col(name), real_order).alias(fill_value(name)))
         aggregates.append(F.max(real_order).alias(fill_order(name)))
     fills = [c for name in toast_columns for c in (fill_value(name), fill_order(name))]
+    if toast_columns:
+        fills.append(LAST_DELETE)
     return changes.groupBy(*keys).agg(*aggregates).select(*keys, "_winner.*", *fills)
+
+
+#: Column of ``latest_per_key``'s result: order of the key's latest delete in the batch.
+LAST_DELETE = "_last_delete"
 
 
 def fill_value(column: str) -> str:
