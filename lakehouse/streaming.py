@@ -12,7 +12,8 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 
-from lakehouse.errors import ConfigError, PipelineError
+from lakehouse import errors
+from lakehouse.errors import ConfigError, LakehouseError, PipelineError
 
 APP_ID_FILE = "_lakehouse_app_id"
 
@@ -73,11 +74,30 @@ def idempotent_write_options(app_id: str, batch_id: int) -> dict[str, Any]:
 
 
 def await_query(query: StreamingQuery) -> None:
-    """Wait for a query to end and turn its failure into a LakehouseError."""
+    """Wait for a query to end and turn its failure into a LakehouseError: the one a
+    ``foreachBatch`` function raised (e.g. a ConfigError), else a PipelineError."""
     try:
         query.awaitTermination()
     except StreamingQueryException as error:
+        raised = _raised_in_batch(str(error))
+        if raised is not None:
+            raise raised from error
         first_line = str(error).strip().splitlines()[0]
         raise PipelineError(
             f"Streaming query {query.name or query.id} failed: {first_line}"
         ) from error
+
+
+_RAISED = re.compile(r"^lakehouse\.errors\.([A-Za-z]+): (.+)$", re.MULTILINE)
+
+
+def _raised_in_batch(text: str) -> LakehouseError | None:
+    """The LakehouseError at the end of the Python traceback Spark quotes, if there is one."""
+    matches = _RAISED.findall(text)
+    if not matches:
+        return None
+    name, message = matches[-1]
+    error_class = getattr(errors, name, None)
+    if isinstance(error_class, type) and issubclass(error_class, LakehouseError):
+        return error_class(message)
+    return None

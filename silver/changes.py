@@ -52,7 +52,7 @@ def fill_order(column: str) -> str:
 
 
 def newer_than(winners: DataFrame, current: DataFrame | None, keys: Sequence[str]) -> DataFrame:
-    """Keep the winners whose order is above the key's current order (live row or tombstone).
+    """Keep the events whose order is above their key's current order (live row or tombstone).
 
     ``current`` has the key columns and ``_current`` (an order struct), possibly several rows
     per key.

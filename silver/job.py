@@ -93,6 +93,7 @@ def apply_batch(
     spark = batch.sparkSession
     texts = as_text(batch)
     layout = discover_layout(texts, spec)
+    kept = kept_layout(layout, spec)
     events = with_settings(parse_changes(texts, spec, layout), spec, layout).localCheckpoint()
     counts = events.select(
         F.count(F.lit(1)).alias("records"),
@@ -111,7 +112,6 @@ def apply_batch(
     floor = latest_truncation(spark, tables.truncations)
     if floor is not None:
         changes = changes.where(order_of() > order_literal(floor, _order_type(changes)))
-    kept = kept_layout(layout, spec)
     applied = _apply_changes(spark, changes, kept, counts.toast_columns, tables, app_id, batch_id)
     return BatchReport(counts.records, counts.quarantined, counts.tombstones, applied)
 
