@@ -266,6 +266,14 @@ def test_ignore_null_updates_keeps_previous_values(lake: Lake) -> None:
             pg(7, "c", 4, 70, "d", "o"),
             pg(8, "d", 4, 80),
             pg(9, "c", 4, 90, None, "o2"),  # the delete is newer than the batch's "d"
+            # No previous version: the insert keeps its null, and so does the update after it
+            # (found by the property test: the update's own placeholder was kept).
+            pg(10, "c", 5, 100, None, None),
+            pg(11, "u", 5, 110, "e", TOAST_PLACEHOLDER),
+            pg(12, "c", 6, 120, "f", "p"),
+            pg(13, "d", 6, 130),
+            pg(14, "c", 6, 140, None, None),
+            pg(15, "u", 6, 150, "f2", TOAST_PLACEHOLDER),
         ],
         1,
     )
@@ -275,8 +283,10 @@ def test_ignore_null_updates_keeps_previous_values(lake: Lake) -> None:
         (2, "b", "m", "u"),
         (3, None, None, "c"),
         (4, None, "o2", "c"),
+        (5, "e", None, "u"),
+        (6, "f2", None, "u"),
     ]
-    assert merge_counts(lake.history()[-1][1]) == (2, 2, 0)
+    assert merge_counts(lake.history()[-1][1]) == (4, 2, 0)
     lake.assert_equals_model()
 
 
