@@ -57,17 +57,17 @@ def fill_order(column: str) -> str:
     return f"_fill_order_{column}"
 
 
-def newer_than(winners: DataFrame, current: DataFrame | None, keys: Sequence[str]) -> DataFrame:
+def newer_than(events: DataFrame, current: DataFrame | None, keys: Sequence[str]) -> DataFrame:
     """Keep the events whose order is above their key's current order (live row or tombstone).
 
     ``current`` has the key columns and ``_current`` (an order struct), possibly several rows
     per key.
     """
     if current is None:
-        return winners
+        return events
     latest = current.groupBy(*keys).agg(F.max("_current").alias("_current"))
     return (
-        winners.join(latest, list(keys), "left")
+        events.join(latest, list(keys), "left")
         .where(F.col("_current").isNull() | (order_of() > F.col("_current")))
         .drop("_current")
     )

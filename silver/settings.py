@@ -30,12 +30,15 @@ def with_settings(events: DataFrame, spec: TableSpec, layout: RowLayout) -> Data
     """Apply the condition and partial-update settings to the output of ``parse_changes``.
 
     Only usable upserts (no ``_reason``) are affected; conditions read the event's own row
-    (TOAST placeholders and nulls as received).
+    (TOAST placeholders and nulls as received). A batch without row columns (only tombstones,
+    truncates or unreadable records) has no upsert and is returned unchanged.
 
     Raises:
         ConfigError: a condition reads a column the batch does not have, or compares a column
             with a literal of another type.
     """
+    if not layout.columns:
+        return events
     columns = (*layout.key_names, *(c.name for c in layout.columns))
     types = {name: events.schema[name].dataType for name in dict.fromkeys(columns)}
     upsert = F.col("_reason").isNull() & F.col("_op").isin(*UPSERT_OPS)

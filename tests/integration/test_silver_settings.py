@@ -145,6 +145,10 @@ def test_apply_as_deletes_adds_to_debezium_deletes(lake: Lake) -> None:
     assert lake.rows(("id", "_bronze_offset"), lake.tables.tombstones) == [(1, 1), (3, 4)]
     assert [op for op, _ in lake.history()] == ["CREATE TABLE", "MERGE"]
     assert merge_counts(lake.history()[-1][1]) == (1, 0, 0)
+
+    # A batch with no row columns (only a Kafka tombstone) has nothing to test the condition on.
+    tombstone = Record(CUSTOMERS.topic, 0, 5, 1_005, pg_key(3), None)
+    assert lake.apply([tombstone], 1) == BatchReport(1, 0, 1, 0)
     lake.assert_equals_model()
 
 
