@@ -9,17 +9,19 @@ with ``[[tables]]`` entries and a ``[gold]`` table overrides the defaults.
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
+from lakehouse.conditions import Condition, parse_condition
 from lakehouse.errors import ConfigError
 from lakehouse.identifiers import entity_name_for_topic, require_identifier
 from lakehouse.layout import QUARANTINE_TABLE
 
 TableFormat = Literal["debezium", "events"]
 TABLE_FORMATS: tuple[TableFormat, ...] = ("debezium", "events")
+ConditionSetting = Literal["apply_as_deletes", "apply_as_truncates"]
 
 
 _DURATION_UNITS = ("second", "minute", "hour", "day")
@@ -36,7 +38,8 @@ def _require_duration(text: str) -> None:
 
 @dataclass(frozen=True)
 class TableSpec:
-    """How one topic becomes one silver table (names as in Databricks AUTO CDC)."""
+    """How one topic becomes one silver table (names as in Databricks AUTO CDC; each setting is
+    described in docs/silver-semantics.md). Invalid or contradictory settings raise ConfigError."""
 
     name: str
     topic: str
@@ -45,6 +48,11 @@ class TableSpec:
     sequence_by: tuple[str, ...] | None = None
     schema: str | None = None
     tombstone_retention_days: int = 7
+    apply_as_deletes: str | None = None
+    apply_as_truncates: str | None = None
+    column_list: tuple[str, ...] | None = None
+    except_column_list: tuple[str, ...] | None = None
+    ignore_null_updates: bool = False
 
     def __post_init__(self) -> None:
         require_identifier(self.name, "table name")
@@ -64,6 +72,50 @@ class TableSpec:
             )
         if self.tombstone_retention_days < 0:
             raise ConfigError("tombstone_retention_days must be 0 or more.")
+        self._check_change_settings()
+
+    def condition(self, setting: ConditionSetting) -> Condition | None:
+        """The parsed ``apply_as_deletes`` or ``apply_as_truncates`` condition, if set.
+
+        Raises:
+            ConfigError: the condition is outside the grammar of :mod:`lakehouse.conditions`.
+        """
+        text = self.apply_as_deletes if setting == "apply_as_deletes" else self.apply_as_truncates
+        return None if text is None else parse_condition(text, f"{setting} of table {self.name!r}")
+
+    def keeps_column(self, column: str) -> bool:
+        """Whether silver keeps value column ``column`` (``column_list`` / ``except_column_list``;
+        key and metadata columns are always kept)."""
+        if self.column_list is not None:
+            return column in self.column_list
+        return column not in (self.except_column_list or ())
+
+    def _check_change_settings(self) -> None:
+        if self.schema is not None and self.format != "events":
+            raise ConfigError(
+                f"Table {self.name!r}: 'schema' is for format 'events' only; a Debezium table's "
+                "columns come from its change events. Remove 'schema'."
+            )
+        self.condition("apply_as_deletes")
+        self.condition("apply_as_truncates")
+        if self.column_list is not None and self.except_column_list is not None:
+            raise ConfigError(
+                f"Table {self.name!r}: set either 'column_list' (the columns to keep) or "
+                "'except_column_list' (the columns to drop), not both."
+            )
+        for column in (*(self.column_list or ()), *(self.except_column_list or ())):
+            require_identifier(column, f"column of table {self.name!r}")
+        self.check_always_kept(self.keys or ())
+
+    def check_always_kept(self, columns: Sequence[str]) -> None:
+        """Raise ConfigError if ``except_column_list`` names one of ``columns`` (the key and
+        metadata columns, which silver always keeps)."""
+        for column in self.except_column_list or ():
+            if column in columns:
+                raise ConfigError(
+                    f"Table {self.name!r}: 'except_column_list' lists {column!r}, but key and "
+                    "metadata columns are always kept. Remove it from the list."
+                )
 
 
 @dataclass(frozen=True)
@@ -160,6 +212,11 @@ _TABLE_TYPES: Mapping[str, type] = {
     "sequence_by": list,
     "schema": str,
     "tombstone_retention_days": int,
+    "apply_as_deletes": str,
+    "apply_as_truncates": str,
+    "column_list": list,
+    "except_column_list": list,
+    "ignore_null_updates": bool,
 }
 
 
@@ -170,7 +227,7 @@ def _table_from(entry: Mapping[str, Any]) -> TableSpec:
     values = dict(entry)
     for setting, value in values.items():
         _require_type(setting, value, _TABLE_TYPES[setting], "[[tables]]")
-    for listed in ("keys", "sequence_by"):
+    for listed in ("keys", "sequence_by", "column_list", "except_column_list"):
         if listed in values:
             for item in values[listed]:
                 _require_type(listed, item, str, "[[tables]]")
@@ -180,7 +237,12 @@ def _table_from(entry: Mapping[str, Any]) -> TableSpec:
 
 def _require_type(setting: str, value: Any, expected: type, where: str) -> None:
     if not isinstance(value, expected) or isinstance(value, bool) is not (expected is bool):
-        names = {str: "a string", int: "an integer", list: "a list of strings"}
+        names = {
+            str: "a string",
+            int: "an integer",
+            list: "a list of strings",
+            bool: "true or false",
+        }
         raise ConfigError(
             f"Setting {setting!r} in {where} must be {names.get(expected, expected.__name__)}, "
             f"not {value!r}."

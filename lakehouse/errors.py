@@ -35,15 +35,18 @@ class DataLossError(LakehouseError):
     """Records a query still needed are gone from the source (retention, deleted topic)."""
 
 
-_RAISED_HERE = re.compile(r"^lakehouse\.errors\.\w+: (.+)$", re.MULTILINE)
+_RAISED_HERE = re.compile(r"^lakehouse\.errors\.(\w+): (.+)$", re.MULTILINE)
 
 
-def user_error_line(text: str) -> str | None:
-    """The message of the last :class:`LakehouseError` named in ``text``, else None.
+def raised_error(text: str) -> LakehouseError | None:
+    """The last :class:`LakehouseError` named in ``text``, rebuilt, else None.
 
-    Errors raised inside Python code that Spark runs (a Python data source, a UDF) reach the
-    driver as a Spark exception whose text holds the Python traceback; this finds our one-line
-    message in it.
+    Errors raised inside Python code that Spark runs (a ``foreachBatch`` function, a Python data
+    source) reach the driver as a Spark exception whose text quotes the Python traceback; this
+    recovers our error, class and one-line message, from it.
     """
-    messages = _RAISED_HERE.findall(text)
-    return messages[-1].strip() if messages else None
+    for name, message in reversed(_RAISED_HERE.findall(text)):
+        error_class = globals().get(name)
+        if isinstance(error_class, type) and issubclass(error_class, LakehouseError):
+            return error_class(message.strip())
+    return None

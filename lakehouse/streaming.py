@@ -12,7 +12,7 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 
-from lakehouse.errors import ConfigError, PipelineError, user_error_line
+from lakehouse.errors import ConfigError, PipelineError, raised_error
 
 APP_ID_FILE = "_lakehouse_app_id"
 
@@ -73,15 +73,16 @@ def idempotent_write_options(app_id: str, batch_id: int) -> dict[str, Any]:
 
 
 def await_query(query: StreamingQuery) -> None:
-    """Wait for a query to end and turn its failure into a LakehouseError.
-
-    The message carries our own error's line when the query failed in Python code of this
-    project (such as the Kafka source), else the first line of Spark's error.
-    """
+    """Wait for a query to end and turn its failure into a LakehouseError: the one raised in
+    this project's Python code that Spark ran (a ``foreachBatch`` function, the Kafka source),
+    else a PipelineError with the first line of Spark's error."""
     try:
         query.awaitTermination()
     except StreamingQueryException as error:
-        first_line = user_error_line(str(error)) or str(error).strip().splitlines()[0]
+        raised = raised_error(str(error))
+        if raised is not None:
+            raise raised from error
+        first_line = str(error).strip().splitlines()[0]
         raise PipelineError(
             f"Streaming query {query.name or query.id} failed: {first_line}"
         ) from error

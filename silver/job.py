@@ -23,6 +23,7 @@ from silver.parse import (
     order_of,
     parse_changes,
 )
+from silver.settings import kept_layout, with_settings
 from silver.tables import (
     QUARANTINE_COLUMNS,
     TOMBSTONE_METADATA,
@@ -92,7 +93,8 @@ def apply_batch(
     spark = batch.sparkSession
     texts = as_text(batch)
     layout = discover_layout(texts, spec)
-    events = parse_changes(texts, spec, layout).localCheckpoint()
+    kept = kept_layout(layout, spec)
+    events = with_settings(parse_changes(texts, spec, layout), spec, layout).localCheckpoint()
     counts = events.select(
         F.count(F.lit(1)).alias("records"),
         F.count("_reason").alias("quarantined"),
@@ -110,7 +112,7 @@ def apply_batch(
     floor = latest_truncation(spark, tables.truncations)
     if floor is not None:
         changes = changes.where(order_of() > order_literal(floor, _order_type(changes)))
-    applied = _apply_changes(spark, changes, layout, counts.toast_columns, tables, app_id, batch_id)
+    applied = _apply_changes(spark, changes, kept, counts.toast_columns, tables, app_id, batch_id)
     return BatchReport(counts.records, counts.quarantined, counts.tombstones, applied)
 
 
@@ -127,10 +129,12 @@ def _apply_changes(
     if not keys:  # no keyed record in the batch: every change was quarantined
         return 0
     columns = [c.name for c in layout.value_columns]
-    winners = latest_per_key(changes, keys, toast_columns)
-    # Comparing with the table first keeps batches of stale or duplicate events from
-    # committing empty MERGE versions.
-    effective = newer_than(winners, current_orders(spark, tables, keys), keys).localCheckpoint()
+    toast_columns = [c for c in toast_columns if c in columns]
+    # Dropping the events not newer than the key's live row or tombstone keeps batches of
+    # stale or duplicate events from committing empty MERGE versions, and keeps them from
+    # filling partial columns (a version older than the table's is no previous version).
+    fresh = newer_than(changes, current_orders(spark, tables, keys), keys)
+    effective = latest_per_key(fresh, keys, toast_columns).localCheckpoint()
     totals = effective.select(
         F.count(F.lit(1)).alias("applied"), F.count_if(F.col("_op") == "d").alias("deletes")
     ).first()

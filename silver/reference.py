@@ -12,9 +12,17 @@ How it works:
    ``missing sequence``).
 2. The events are sorted by their order ``(sequence, bronze partition, bronze offset)``.
 3. They are applied in that order to a ``key -> row`` dictionary: an upsert replaces the row
-   (TOAST placeholders take the value of the row being replaced), a delete removes the key, a
-   truncate removes every row. Because the fold is sorted, everything applied before an event
-   is older than it, which is exactly the contract's "lower order is ignored" rule.
+   (TOAST placeholders, and nulls under ``ignore_null_updates``, take the value of the row
+   being replaced), a delete removes the key, a truncate removes every row. Because the fold
+   is sorted, everything applied before an event is older than it, which is exactly the
+   contract's "lower order is ignored" rule. An upsert meeting ``apply_as_truncates`` or
+   ``apply_as_deletes`` is applied as a truncate or a delete.
+4. The table keeps the key columns, the columns ``column_list`` / ``except_column_list``
+   select, and the metadata columns.
+
+The conditions are parsed by ``lakehouse.conditions`` (a small grammar, shared so that both
+sides read the same text the same way) and evaluated here in plain Python, independently of
+the Spark column expressions the job builds from the same tree.
 
 Rows use the contract's canonical values: timestamps as int epoch microseconds (UTC), dates as
 int days since the epoch, decimals as strings with exactly ``scale`` fraction digits, binary
@@ -29,9 +37,11 @@ import datetime as dt
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any, Literal
+
+from lakehouse.conditions import And, Compare, Condition, IsNull, Not, parse_condition
 
 __all__ = [
     "METADATA_COLUMNS",
@@ -112,12 +122,21 @@ class FoldSpec:
     ``column_types`` (``events`` only): the declared columns and their types, one of
     ``string, int, bigint, double, boolean, timestamp, date``; when given, the table has
     exactly these columns (plus any undeclared key and ``sequence_by`` columns).
+    ``apply_as_deletes`` / ``apply_as_truncates``: conditions (``lakehouse.conditions``
+    grammar) on an upsert's image that make it a delete / a truncate (truncate first).
+    ``column_list`` / ``except_column_list``: the non-key columns the table keeps.
+    ``ignore_null_updates``: a null column of an upsert takes the previous version's value.
     """
 
     format: Literal["debezium", "events"] = "debezium"
     keys: tuple[str, ...] | None = None
     sequence_by: tuple[str, ...] | None = None
     column_types: Mapping[str, str] | None = None
+    apply_as_deletes: str | None = None
+    apply_as_truncates: str | None = None
+    column_list: tuple[str, ...] | None = None
+    except_column_list: tuple[str, ...] | None = None
+    ignore_null_updates: bool = False
 
 
 @dataclass(frozen=True)
@@ -178,6 +197,8 @@ def fold(records: Iterable[BronzeRecord], spec: FoldSpec) -> FoldResult:
     for name in METADATA_COLUMNS:
         columns.pop(name, None)
 
+    truncates, deletes = _condition(spec.apply_as_truncates), _condition(spec.apply_as_deletes)
+    events = [_with_conditions(event, truncates, deletes) for event in events]
     events.sort(key=lambda e: e.sort_key)
 
     state: dict[tuple[Any, ...], dict[str, Any]] = {}
@@ -189,11 +210,7 @@ def fold(records: Iterable[BronzeRecord], spec: FoldSpec) -> FoldResult:
             state.pop(event.key, None)
         else:
             assert event.key is not None
-            previous = state.get(event.key)
-            row = dict(event.image)
-            if previous is not None:
-                for name in event.toast_columns:
-                    row[name] = previous.get(name)
+            row = _upserted_row(event, state.get(event.key), columns, spec)
             row["_sequence"] = event.sequence
             row["_op"] = event.op
             row["_source_ts"] = event.source_ts
@@ -202,9 +219,80 @@ def fold(records: Iterable[BronzeRecord], spec: FoldSpec) -> FoldResult:
             row["_bronze_offset"] = event.record.offset
             state[event.key] = row
 
-    all_columns = [*columns, *METADATA_COLUMNS]
+    key_columns = {name for event in events for name in event.key_columns}
+    kept = [name for name in columns if name in key_columns or _keeps(spec, name)]
+    all_columns = [*kept, *METADATA_COLUMNS]
     rows = {key: {name: row.get(name) for name in all_columns} for key, row in state.items()}
     return FoldResult(rows=rows, quarantined=quarantined, skipped_tombstones=skipped_tombstones)
+
+
+def _upserted_row(
+    event: _Event, previous: dict[str, Any] | None, columns: Iterable[str], spec: FoldSpec
+) -> dict[str, Any]:
+    """The image of an upsert; its partial columns (TOAST placeholders, and with
+    ``ignore_null_updates`` nulls) take the previous version's value if there is one."""
+    row = dict(event.image)
+    partial = set(event.toast_columns)
+    if spec.ignore_null_updates:
+        partial.update(name for name in columns if row.get(name) is None)
+    if previous is not None:
+        for name in partial:
+            row[name] = previous.get(name)
+    return row
+
+
+# --------------------------------------------------------------------------------------------
+# Table settings: conditions and kept columns
+# --------------------------------------------------------------------------------------------
+
+
+def _condition(text: str | None) -> Condition | None:
+    return None if text is None else parse_condition(text, "the fold")
+
+
+def _with_conditions(
+    event: _Event, truncates: Condition | None, deletes: Condition | None
+) -> _Event:
+    """An upsert whose image meets ``truncates`` becomes a truncate, else one that meets
+    ``deletes`` a delete."""
+    if event.kind != "upsert":
+        return event
+    if truncates is not None and _holds(truncates, event.image) is True:
+        return replace(event, kind="truncate")
+    if deletes is not None and _holds(deletes, event.image) is True:
+        return replace(event, kind="delete")
+    return event
+
+
+def _holds(condition: Condition, row: Mapping[str, Any]) -> bool | None:
+    """SQL three-valued truth of ``condition`` on a canonical row (None: unknown). A value
+    equals a literal only if both have the same JSON type (``1`` is not ``TRUE`` or ``'1'``)."""
+    if isinstance(condition, Compare):
+        value = row.get(condition.column)
+        if value is None:
+            return None
+        equal = type(value) is type(condition.value) and value == condition.value
+        return equal is not condition.negated
+    if isinstance(condition, IsNull):
+        return (row.get(condition.column) is None) is not condition.negated
+    if isinstance(condition, Not):
+        inner = _holds(condition.operand, row)
+        return None if inner is None else not inner
+    left, right = _holds(condition.left, row), _holds(condition.right, row)
+    if isinstance(condition, And):
+        if left is False or right is False:
+            return False
+        return None if left is None or right is None else True
+    if left is True or right is True:
+        return True
+    return None if left is None or right is None else False
+
+
+def _keeps(spec: FoldSpec, column: str) -> bool:
+    """Whether the table keeps non-key column ``column``."""
+    if spec.column_list is not None:
+        return column in spec.column_list
+    return column not in (spec.except_column_list or ())
 
 
 # --------------------------------------------------------------------------------------------
@@ -232,6 +320,7 @@ class _Event:
     image: dict[str, Any] = field(default_factory=dict)  # canonical after image (upserts)
     toast_columns: tuple[str, ...] = ()  # string columns holding the TOAST placeholder
     columns: tuple[str, ...] = ()  # the table columns this event shows
+    key_columns: tuple[str, ...] = ()  # the names of the key columns
 
     @property
     def sort_key(self) -> tuple[Any, ...]:
@@ -262,6 +351,8 @@ def _check_spec(spec: FoldSpec) -> None:
     for name, type_name in (spec.column_types or {}).items():
         if type_name not in _EVENT_COLUMN_TYPES:
             raise ValueError(f"column {name!r}: unsupported type {type_name!r}")
+    if spec.column_list is not None and spec.except_column_list is not None:
+        raise ValueError("column_list and except_column_list exclude each other")
 
 
 def _read_events_record(record: BronzeRecord, spec: FoldSpec) -> _Event:
@@ -293,6 +384,7 @@ def _read_events_record(record: BronzeRecord, spec: FoldSpec) -> _Event:
         source_ts=None,
         image=image,
         columns=tuple(value),
+        key_columns=spec.keys,
     )
 
 
@@ -372,6 +464,7 @@ def _read_debezium_record(record: BronzeRecord, spec: FoldSpec) -> _Event:
                 **dict.fromkeys(after_raw or {}),
             }
         ),
+        key_columns=key_columns,
     )
 
 

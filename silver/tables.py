@@ -13,7 +13,7 @@ from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructType
 
-from silver.changes import fill_order, fill_value
+from silver.changes import LAST_DELETE, fill_order, fill_value, first_value
 from silver.parse import METADATA_COLUMNS, order_of
 
 Assignments = dict[str, str | Column]
@@ -133,22 +133,30 @@ def merge_silver(
 ) -> None:
     """Apply the newest events: deletes remove, upserts replace.
 
-    A TOAST placeholder column (listed in ``s._unavailable``) takes the newer of the table's
-    value and the batch's latest real value (``_fill_*``, see ``latest_per_key``).
+    A partial column (listed in ``s._unavailable``: a TOAST placeholder, or a null under
+    ``ignore_null_updates``) takes its previous version's value, from the batch's latest real
+    value after the key's last delete (``_fill_*``, see ``latest_per_key``), else from the
+    table's row if the batch has no delete of the key, else (no previous version) the value the
+    key's first event after the delete received (``_first_*``). ``effective`` holds only events
+    newer than the table's row of their key.
     """
     newer = order_of("s.") > order_of("t.")
     is_delete = F.col("s._op") == "d"
     updates: Assignments = _copy_from_source((*keys, *columns, *METADATA_COLUMNS))
     inserts: Assignments = dict(updates)
     for column in toast_columns:
-        placeholder = F.array_contains("s._unavailable", column)
-        filled = F.col(f"s.{fill_order(column)}").isNotNull()
+        partial = F.array_contains("s._unavailable", column)
+        filled = partial & F.col(f"s.{fill_order(column)}").isNotNull()
         fill = F.col(f"s.{fill_value(column)}")
-        batch_is_newer = filled & (F.col(f"s.{fill_order(column)}") > order_of("t."))
-        updates[column] = F.when(
-            placeholder, F.when(batch_is_newer, fill).otherwise(F.col(f"t.{column}"))
-        ).otherwise(F.col(f"s.{column}"))
-        inserts[column] = F.when(placeholder & filled, fill).otherwise(F.col(f"s.{column}"))
+        first = F.col(f"s.{first_value(column)}")
+        table_row = partial & F.col(f"s.{LAST_DELETE}").isNull()
+        updates[column] = (
+            F.when(filled, fill)
+            .when(table_row, F.col(f"t.{column}"))
+            .when(partial, first)
+            .otherwise(F.col(f"s.{column}"))
+        )
+        inserts[column] = F.when(filled, fill).when(partial, first).otherwise(F.col(f"s.{column}"))
     (
         DeltaTable.forPath(effective.sparkSession, path)
         .alias("t")

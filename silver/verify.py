@@ -57,6 +57,11 @@ def fold_spec(spec: TableSpec, silver_schema: StructType | None) -> FoldSpec:
         keys=spec.keys,
         sequence_by=spec.sequence_by,
         column_types=column_types,
+        apply_as_deletes=spec.apply_as_deletes,
+        apply_as_truncates=spec.apply_as_truncates,
+        column_list=spec.column_list,
+        except_column_list=spec.except_column_list,
+        ignore_null_updates=spec.ignore_null_updates,
     )
 
 

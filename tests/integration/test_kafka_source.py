@@ -24,7 +24,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from cdc.kafka_source import KAFKA_FORMAT, SPARK_KAFKA_SCHEMA, read_kafka_stream
 from cdc.records import KAFKA_SCHEMA
-from lakehouse.errors import ConfigError, PipelineError, user_error_line
+from lakehouse.errors import ConfigError, LakehouseError, raised_error
 from lakehouse.streaming import await_query
 
 pytestmark = [pytest.mark.kafka, pytest.mark.integration]
@@ -105,7 +105,7 @@ def failure(spark: SparkSession, source: dict[str, str], checkpoint: Path) -> st
     """Run until the query fails; return the one-line message ``await_query`` reports."""
     query, _ = start(spark, source, checkpoint, {"availableNow": True})
     try:
-        with pytest.raises(PipelineError) as raised:
+        with pytest.raises(LakehouseError) as raised:
             await_query(query)
     finally:
         query.stop()
@@ -392,7 +392,7 @@ def test_bad_option_values_give_one_clear_line(spark: SparkSession, kafka_bootst
     # Straight through Spark, the same line is inside Spark's error text.
     with pytest.raises(Exception) as raised:
         spark.readStream.format(KAFKA_FORMAT).options(**bad).load()
-    assert user_error_line(str(raised.value)) == (
+    assert str(raised_error(str(raised.value))) == (
         "Kafka source: option maxOffsetsPerTrigger must be a positive integer, not '-1'."
     )
 
