@@ -190,7 +190,10 @@ def load_config(path: str | Path | None) -> PipelineConfig:
 
 def _maintenance_from(settings: Any) -> MaintenanceSpec:
     if not isinstance(settings, Mapping):
-        raise ConfigError("[maintenance] must be a table of settings, e.g. [maintenance] ...")
+        raise ConfigError(
+            "'maintenance' must be a table: write [maintenance] on its own line, then its "
+            "settings (vacuum_retention_hours, bronze_retention_days)."
+        )
     _reject_unknown(settings, {f.name for f in fields(MaintenanceSpec)}, "[maintenance]")
     for setting, value in settings.items():
         _require_type(setting, value, int, "[maintenance]")

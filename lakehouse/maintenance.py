@@ -92,13 +92,14 @@ def maintain(
     if settings.bronze_retention_days is not None:
         cutoff = now - timedelta(days=settings.bronze_retention_days)
         for spec in specs:
-            name = f"bronze.{table_name_for_topic(spec.topic)}"
-            removed = _trim_bronze(spark, warehouse, config, spec, cutoff, report, progress)
-            by_name[name].rows_removed += removed
+            trimmed = trim_bronze(spark, warehouse, config, spec, cutoff, progress)
+            by_name[trimmed.table].rows_removed += trimmed.dropped
+            report.refused += [trimmed.refusal] if trimmed.refusal else []
+            report.notes += [trimmed.note] if trimmed.note else []
     for spec in specs:
         path = warehouse.tombstones(spec.name)
         if table_exists(spark, path):
-            removed = _collect_tombstones(spark, path, spec, now)
+            removed = collect_tombstones(spark, path, spec.tombstone_retention_days, now)
             by_name[f"_system.tombstones.{spec.name}"].rows_removed += removed
     hours = settings.vacuum_retention_hours
     if hours < DELTA_SAFE_RETENTION_HOURS:
@@ -127,8 +128,10 @@ def maintained_tables(warehouse: Warehouse) -> Iterator[tuple[str, str]]:
                     yield f"_system.{kind}.{child.name}", str(child)
 
 
-def _collect_tombstones(spark: SparkSession, path: str, spec: TableSpec, now: datetime) -> int:
-    cutoff = now - timedelta(days=spec.tombstone_retention_days)
+def collect_tombstones(spark: SparkSession, path: str, retention_days: int, now: datetime) -> int:
+    """Delete the tombstones whose delete happened at the source (``_source_ts``) more than
+    ``retention_days`` before ``now``; return how many."""
+    cutoff = now - timedelta(days=retention_days)
     expired = F.col("_source_ts") < F.lit(cutoff)
     count = spark.read.format("delta").load(path).where(expired).count()
     if count:
@@ -138,22 +141,31 @@ def _collect_tombstones(spark: SparkSession, path: str, spec: TableSpec, now: da
     return count
 
 
-def _trim_bronze(
+@dataclass(frozen=True)
+class Trimmed:
+    """Outcome of bronze retention for one bronze table."""
+
+    table: str
+    dropped: int = 0
+    refusal: str | None = None
+    note: str | None = None
+
+
+def trim_bronze(
     spark: SparkSession,
     warehouse: Warehouse,
     config: PipelineConfig,
     spec: TableSpec,
     cutoff: datetime,
-    report: MaintenanceReport,
-    progress: Progress,
-) -> int:
+    progress: Progress = lambda _: None,
+) -> Trimmed:
     """Drop the entity's bronze records ingested before ``cutoff`` if silver does not need
-    them; return how many were dropped (0 and a line in ``report.refused`` if it does)."""
+    them to be rebuilt; otherwise drop nothing and say why (``refusal``)."""
     path = warehouse.table("bronze", table_name_for_topic(spec.topic))
     name = f"bronze.{table_name_for_topic(spec.topic)}"
     old = F.col("_ingested_at") < F.lit(cutoff)
     if spark.read.format("delta").load(path).where(old).isEmpty():
-        return 0
+        return Trimmed(name)
     progress(f"maintain: bringing silver.{spec.name} up to date before trimming {name}")
     run_from_bronze(spark, warehouse, config, progress, [spec.name])
     events, keys = _marked_events(spark.read.format("delta").load(path), spec, old)
@@ -176,15 +188,15 @@ def _trim_bronze(
         why = "; ".join(
             f"{conflicts[reason]} {text}" for reason, text in REASONS.items() if conflicts[reason]
         )
-        report.refused.append(
-            f"{name}: kept its {counts.dropped} readable records ingested before "
-            f"{cutoff.isoformat()}: without them a rebuild would change {conflicts['keys']} "
-            f"key(s) of silver.{spec.name} ({why}). Keep bronze longer (raise "
-            "bronze_retention_days) or remove the setting."
+        return Trimmed(
+            name,
+            refusal=(
+                f"{name} keeps its {counts.dropped} readable records ingested before "
+                f"{cutoff.isoformat()}: without them a rebuild would change "
+                f"{conflicts['keys']} key(s) of silver.{spec.name} ({why}). Keep bronze longer "
+                "(raise bronze_retention_days) or remove the setting."
+            ),
         )
-        return 0
-    if counts.kept:
-        report.notes.append(f"{name}: kept {counts.kept} old records that silver quarantined.")
     dropped = events.where("_dropped").select(
         F.col("_bronze_partition").alias("partition"), F.col("_bronze_offset").alias("offset")
     )
@@ -202,7 +214,10 @@ def _trim_bronze(
             .whenMatchedDelete()
             .execute()
         )
-    return int(counts.dropped)
+    note = (
+        f"{name}: kept {counts.kept} old records that silver quarantined." if counts.kept else None
+    )
+    return Trimmed(name, dropped=int(counts.dropped), note=note)
 
 
 def _marked_events(
