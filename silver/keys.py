@@ -106,6 +106,8 @@ def entity_key(
 def records_of_key(bronze: DataFrame, spec: TableSpec, key: EntityKey) -> DataFrame:
     """Distinct ``(partition, offset)`` of the bronze records that belong to ``key``."""
     events = _parse(bronze, spec)
+    if not set(key.values) <= set(events.columns):  # no record has a key (empty table)
+        return bronze.select("partition", "offset").limit(0)
     by_key = events.where(key.matches()).select(*EVENT_COORDINATES)
     if spec.format == "debezium" and not spec.keys:
         keyless = events.where(_any_null(list(key.values))).select(*EVENT_COORDINATES)

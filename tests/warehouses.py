@@ -62,7 +62,13 @@ def load(spark: SparkSession, warehouse: Warehouse, layer: Any, name: str) -> Da
 
 def rows(frame: DataFrame) -> Counter[tuple[Any, ...]]:
     """The rows of ``frame`` as a multiset of canonical tuples (column order as in the frame)."""
-    return Counter(tuple(row.values()) for row in canonical_rows(frame))
+    return Counter(_hashable(tuple(row.values())) for row in canonical_rows(frame))
+
+
+def _hashable(value: Any) -> Any:
+    if isinstance(value, list | tuple):
+        return tuple(_hashable(v) for v in value)
+    return value
 
 
 def comparable(spark: SparkSession, warehouse: Warehouse, layer: Any, name: str) -> DataFrame:

@@ -22,7 +22,13 @@ from lakehouse.config import SHOP_CONFIG, MaintenanceSpec, PipelineConfig, Table
 from lakehouse.delta_ops import FileStats, file_stats
 from lakehouse.errors import ConfigError
 from lakehouse.layout import Warehouse
-from lakehouse.maintenance import MaintenanceReport, maintain, maintained_tables, trim_bronze
+from lakehouse.maintenance import (
+    MaintenanceReport,
+    Trimmed,
+    maintain,
+    maintained_tables,
+    trim_bronze,
+)
 from lakehouse.pipeline import run_once
 from lakehouse.replay import replay
 from tests.helpers import pg_envelope, pg_key
@@ -38,6 +44,7 @@ from tests.warehouses import (
 pytestmark = pytest.mark.integration
 
 TOPIC = "shop.public.customers"
+BRONZE = "bronze.shop_public_customers"
 ENTITIES = ("customers", "orders")  # the entities that have delete tombstones
 
 
@@ -225,7 +232,15 @@ def test_bronze_retention_drops_superseded_records(spark: SparkSession, tmp_path
     spec = SHOP_CONFIG.spec_for_topic(TOPIC)
 
     # Nothing is old yet: nothing to do.
-    assert trim_bronze(spark, warehouse, SHOP_CONFIG, spec, first_at).dropped == 0
+    assert trim_bronze(spark, warehouse, SHOP_CONFIG, spec, first_at) == Trimmed(BRONZE)
+    # Everything is old: the latest events of keys 1, 2 and 4 would go. Refused.
+    late = bronze.agg(F.max("_ingested_at")).first()[0] + timedelta(microseconds=1)  # type: ignore[index]
+    refused = trim_bronze(spark, warehouse, SHOP_CONFIG, spec, late)
+    assert refused.dropped == 0 and refused.refusal is not None
+    assert "would change 3 key(s) of silver.customers" in refused.refusal, refused.refusal
+    assert "3 their latest event is among them" in refused.refusal
+    assert load(spark, warehouse, "bronze", "shop_public_customers").count() == 10
+    # Only the first arrival is old: keys 1 and 2 were updated since, key 3 deleted. Dropped.
     trimmed = trim_bronze(spark, warehouse, SHOP_CONFIG, spec, second_at)
 
     assert trimmed.refusal is None and trimmed.dropped == 6
@@ -246,24 +261,6 @@ def test_bronze_retention_drops_superseded_records(spark: SparkSession, tmp_path
     replay(spark, copy, SHOP_CONFIG)
     assert_same_tables(spark, warehouse, copy, ("silver",))
     assert Counter(quarantine_before) == rows(comparable(spark, copy, "silver", "quarantine"))
-
-
-def test_bronze_retention_refuses_a_key_whose_latest_event_is_old(
-    spark: SparkSession, tmp_path: Path
-) -> None:
-    arrive(spark, tmp_path, "first", FIRST)
-    arrive(spark, tmp_path, "second", SECOND[:2])  # key 1 and 2 updated; nothing new for 4
-    warehouse = Warehouse.from_path(tmp_path / "wh")
-    arrive(spark, tmp_path, "third", SECOND[2:])
-    bronze = load(spark, warehouse, "bronze", "shop_public_customers")
-    cutoff = bronze.where(F.col("offset") >= 9).agg(F.min("_ingested_at")).first()[0]  # type: ignore[index]
-    spec = SHOP_CONFIG.spec_for_topic(TOPIC)
-    # Dropping everything before the last arrival would drop keys 1 and 2's latest events.
-    trimmed = trim_bronze(spark, warehouse, SHOP_CONFIG, spec, cutoff)
-    assert trimmed.dropped == 0 and trimmed.refusal is not None
-    assert "would change 2 key(s) of silver.customers" in trimmed.refusal
-    assert "2 their latest event is among them" in trimmed.refusal
-    assert load(spark, warehouse, "bronze", "shop_public_customers").count() == 10
 
 
 # --- configuration -------------------------------------------------------------------------
