@@ -66,6 +66,8 @@ def rows(frame: DataFrame) -> Counter[tuple[Any, ...]]:
 
 
 def _hashable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return tuple((k, _hashable(v)) for k, v in value.items())
     if isinstance(value, list | tuple):
         return tuple(_hashable(v) for v in value)
     return value
