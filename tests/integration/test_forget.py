@@ -218,7 +218,7 @@ def test_replay_after_forget_equals_the_warehouse(
     spark: SparkSession, forgotten: Forgotten, tmp_path: Path
 ) -> None:
     replayed = copy_warehouse(Path(forgotten.warehouse.root), tmp_path / "replayed")
-    replay(spark, replayed, SHOP_CONFIG)
+    replay(spark, replayed, SHOP_CONFIG, "orders")  # the only entity whose bronze changed
     compared = assert_same_tables(spark, forgotten.warehouse, replayed)
     assert "silver.orders" in compared and f"gold.{REVENUE_TABLE}" in compared
 
@@ -244,7 +244,6 @@ def test_bad_keys_are_refused_before_anything_changes(
     [
         ("{'id': 1}", "--key is not valid JSON"),
         ('{"id": [1]}', "use a string or number"),
-        ('{"order": 7}', "must name exactly its key column(s) id"),
     ],
 )
 def test_bad_key_on_the_command_line_is_one_error_line(
