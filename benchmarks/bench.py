@@ -2,8 +2,9 @@
 
 One run, one generated workload (default 1,000,000 records over about 100k keys): bronze ingest
 from the file source, our silver apply over the resulting bronze tables, then the baseline
-(per-batch dedupe + plain MERGE) over the same bronze tables. Prints a table and writes JSON to
-``benchmarks/results/``.
+(per-batch dedupe + plain MERGE) over the same bronze tables; then ``lakehouse maintain``
+(silver's data files before and after) and ``lakehouse replay`` (rebuild of silver and gold from
+bronze). Prints a table and writes JSON to ``benchmarks/results/``.
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ from lakehouse.config import SHOP_CONFIG, TableSpec
 from lakehouse.demo import write_workload
 from lakehouse.identifiers import table_name_for_topic
 from lakehouse.layout import Warehouse
+from lakehouse.maintenance import maintain
 from lakehouse.pipeline import entity_specs
+from lakehouse.replay import replay
 from lakehouse.spark import get_spark
 from lakehouse.streaming import Trigger, await_query
 from silver.job import start_silver
@@ -67,11 +70,14 @@ def main() -> None:
 
     silver_seconds = _timed(lambda: _each(specs, lambda s: _run_silver(spark, warehouse, s)))
     baseline_seconds = _timed(lambda: _each(specs, lambda s: _run_baseline(spark, warehouse, s)))
+    maintenance = _maintain(spark, warehouse)
+    replay_seconds = _timed(lambda: replay(spark, warehouse, SHOP_CONFIG))
 
     rows = [
         ("bronze ingest (files -> bronze)", args.events, bronze_seconds),
         ("silver apply (ours)", bronze_rows, silver_seconds),
         ("silver apply (baseline: dedupe + MERGE)", bronze_rows, baseline_seconds),
+        ("replay (silver + gold rebuilt from bronze)", bronze_rows, replay_seconds),
     ]
     result = {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -88,6 +94,7 @@ def main() -> None:
             for stage, n, t in rows
         ],
         "silver_vs_baseline_speed": round(baseline_seconds / silver_seconds, 3),
+        "maintain": maintenance,
     }
     if args.kafka_events:
         result["kafka"] = kafka_results(spark, args.kafka_events, args.seed, WORK)
@@ -134,6 +141,18 @@ def _run_baseline(spark: SparkSession, warehouse: Warehouse, spec: TableSpec) ->
     await_query(query)
 
 
+def _maintain(spark: SparkSession, warehouse: Warehouse) -> dict[str, float | int]:
+    """Run ``lakehouse maintain`` (default settings); silver's data files before and after."""
+    started = time.perf_counter()
+    report = maintain(spark, warehouse, SHOP_CONFIG, datetime.now(UTC))
+    silver = [t for t in report.tables if t.table.startswith("silver.")]
+    return {
+        "seconds": round(time.perf_counter() - started, 2),
+        "silver_files_before": sum(t.before.files for t in silver),
+        "silver_files_after": sum(t.after.files for t in silver if t.after),
+    }
+
+
 def _timed(action: Callable[[], object]) -> float:
     started = time.perf_counter()
     action()
@@ -149,6 +168,11 @@ def _print(result: dict[str, Any]) -> None:
             f"{row['records_per_second']:>12,}"
         )
     print(f"silver apply speed vs baseline: {result['silver_vs_baseline_speed']:.2f}x")
+    maintenance = result["maintain"]
+    print(
+        f"lakehouse maintain: {maintenance['seconds']:.1f} s, silver data files "
+        f"{maintenance['silver_files_before']} -> {maintenance['silver_files_after']}"
+    )
     kafka = result.get("kafka")
     if kafka:
         print(f"\nKafka ({kafka['records']:,} records, local broker), records/s:")
@@ -165,3 +189,7 @@ def _print(result: dict[str, Any]) -> None:
             f"p50 {fresh['p50_seconds']:.2f} s, p99 {fresh['p99_seconds']:.2f} s "
             f"({fresh['applied_on_their_own']:,} of {fresh['records']:,} applied on their own)"
         )
+
+
+if __name__ == "__main__":
+    main()

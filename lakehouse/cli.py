@@ -424,3 +424,7 @@ def main() -> None:
 
 def _first_line(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else text
+
+
+# The operations commands (replay, forget, maintain) live in their own module.
+from lakehouse import cli_ops as _cli_ops  # noqa: E402, F401

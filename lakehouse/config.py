@@ -146,11 +146,43 @@ class GoldSpec:
 
 
 @dataclass(frozen=True)
+class MaintenanceSpec:
+    """Settings of ``lakehouse maintain`` (the ``[maintenance]`` table of the config file).
+
+    ``vacuum_retention_hours``: VACUUM keeps files that versions of the last that many hours
+    need (Delta's safety default is 168; below it, lagging streams and time travel can fail).
+    ``bronze_retention_days``: drop bronze records ingested longer ago than that, if silver
+    can still be rebuilt without them (None: keep bronze forever).
+    """
+
+    vacuum_retention_hours: int = 168
+    bronze_retention_days: int | None = None
+
+    def __post_init__(self) -> None:
+        if _not_int(self.vacuum_retention_hours) or self.vacuum_retention_hours < 0:
+            raise ConfigError(
+                f"Invalid vacuum_retention_hours {self.vacuum_retention_hours!r}: "
+                "use a whole number of hours, 0 or more (Delta's default is 168)."
+            )
+        days = self.bronze_retention_days
+        if days is not None and (_not_int(days) or days < 1):
+            raise ConfigError(
+                f"Invalid bronze_retention_days {days!r}: use a whole number of days, 1 or more, "
+                "or leave it out to keep bronze forever."
+            )
+
+
+def _not_int(value: object) -> bool:
+    return isinstance(value, bool) or not isinstance(value, int)
+
+
+@dataclass(frozen=True)
 class PipelineConfig:
     """Everything a pipeline run needs besides the source and the warehouse."""
 
     tables: tuple[TableSpec, ...] = ()
     gold: GoldSpec = field(default_factory=GoldSpec)
+    maintenance: MaintenanceSpec = field(default_factory=MaintenanceSpec)
 
     def __post_init__(self) -> None:
         names = [table.name for table in self.tables]
@@ -195,13 +227,29 @@ def load_config(path: str | Path | None) -> PipelineConfig:
         raise ConfigError(f"Config file {path} not found.") from error
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"Config file {path} is not valid TOML: {error}.") from error
-    _reject_unknown(document, {"tables", "gold"}, "the config file")
+    _reject_unknown(document, {"tables", "gold", "maintenance"}, "the config file")
     tables = tuple(_table_from(entry) for entry in document.get("tables", []))
     gold_settings = document.get("gold", {})
     _reject_unknown(gold_settings, {f.name for f in fields(GoldSpec)}, "[gold]")
     for setting, value in gold_settings.items():
         _require_type(setting, value, str, "[gold]")
-    return PipelineConfig(tables=tables, gold=GoldSpec(**gold_settings))
+    return PipelineConfig(
+        tables=tables,
+        gold=GoldSpec(**gold_settings),
+        maintenance=_maintenance_from(document.get("maintenance", {})),
+    )
+
+
+def _maintenance_from(settings: Any) -> MaintenanceSpec:
+    if not isinstance(settings, Mapping):
+        raise ConfigError(
+            "'maintenance' must be a table: write [maintenance] on its own line, then its "
+            "settings (vacuum_retention_hours, bronze_retention_days)."
+        )
+    _reject_unknown(settings, {f.name for f in fields(MaintenanceSpec)}, "[maintenance]")
+    for setting, value in settings.items():
+        _require_type(setting, value, int, "[maintenance]")
+    return MaintenanceSpec(**settings)
 
 
 _TABLE_TYPES: Mapping[str, type] = {

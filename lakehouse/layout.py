@@ -17,12 +17,24 @@ QUARANTINE_TABLE = "quarantine"
 
 @dataclass(frozen=True)
 class Warehouse:
-    """A warehouse root: tables at ``<root>/<layer>/<name>``, internal state under ``_system``."""
+    """A warehouse root: tables at ``<root>/<layer>/<name>``, internal state under ``_system``.
+
+    ``bronze_root``, when set, is where the bronze layer is read from instead of ``root``: a
+    staging warehouse that rebuilds silver and gold from another warehouse's bronze.
+    """
 
     root: str
+    bronze_root: str | None = None
 
     def table(self, layer: Layer, name: str) -> str:
-        return f"{self.root}/{layer}/{require_identifier(name, 'table name')}"
+        return f"{self._layer_root(layer)}/{layer}/{require_identifier(name, 'table name')}"
+
+    def _layer_root(self, layer: Layer) -> str:
+        return self.bronze_root if layer == "bronze" and self.bronze_root else self.root
+
+    def staging(self, root: str) -> Warehouse:
+        """A warehouse at ``root`` that reads this warehouse's bronze (and writes the rest)."""
+        return Warehouse(root=root, bronze_root=self.bronze_root or self.root)
 
     def tombstones(self, entity: str) -> str:
         return f"{self.root}/_system/tombstones/{require_identifier(entity, 'entity name')}"
@@ -35,7 +47,7 @@ class Warehouse:
 
     def table_names(self, layer: Layer) -> list[str]:
         """Names of the Delta tables present in a layer (local file systems)."""
-        layer_dir = Path(self.root) / layer
+        layer_dir = Path(self._layer_root(layer)) / layer
         if not layer_dir.is_dir():
             return []
         return sorted(

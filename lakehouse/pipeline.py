@@ -5,8 +5,9 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
@@ -14,8 +15,15 @@ from pyspark.sql.streaming.query import StreamingQuery
 from bronze.job import start_bronze
 from bronze.table import bronze_topic
 from cdc.sources import SourceSpec, read_source
-from gold.jobs import REVENUE_QUERY, SESSIONS_QUERY, start_revenue, start_sessions
-from lakehouse.config import PipelineConfig, TableSpec
+from gold.jobs import (
+    REVENUE_QUERY,
+    REVENUE_TABLE,
+    SESSIONS_QUERY,
+    SESSIONS_TABLE,
+    start_revenue,
+    start_sessions,
+)
+from lakehouse.config import GoldSpec, PipelineConfig, TableSpec
 from lakehouse.layout import Warehouse
 from lakehouse.streaming import Trigger, await_query
 from silver.job import start_silver
@@ -54,13 +62,33 @@ def run_once(
     """Process everything available now through every layer, then return."""
     started = time.monotonic()
     report = RunReport()
-    trigger = Trigger()
     progress(f"bronze: ingesting {source.describe()}")
-    _finish(start_bronze(read_source(spark, source), warehouse, trigger), report)
+    _finish(start_bronze(read_source(spark, source), warehouse, Trigger()), report)
+    report.queries += run_from_bronze(spark, warehouse, config, progress).queries
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def run_from_bronze(
+    spark: SparkSession,
+    warehouse: Warehouse,
+    config: PipelineConfig,
+    progress: Progress = lambda _: None,
+    entities: Collection[str] | None = None,
+) -> RunReport:
+    """Bring silver and gold up to date with what bronze holds now (no source is read).
+
+    ``entities`` limits the run to those silver entities and the gold jobs that read them
+    (None: every entity). Replay runs this on a staging warehouse with fresh checkpoints.
+    """
+    started = time.monotonic()
+    report = RunReport()
+    trigger = Trigger()
     for spec in entity_specs(spark, warehouse, config):
-        progress(f"silver: applying {spec.topic} to silver.{spec.name}")
-        _finish(start_silver(spark, warehouse, spec, trigger), report)
-    for query in _start_gold(spark, warehouse, config, trigger, progress, set()):
+        if entities is None or spec.name in entities:
+            progress(f"silver: applying {spec.topic} to silver.{spec.name}")
+            _finish(start_silver(spark, warehouse, spec, trigger), report)
+    for query in _start_gold(spark, warehouse, config, trigger, progress, set(), entities):
         _finish(query, report)
     report.seconds = time.monotonic() - started
     return report
@@ -114,20 +142,39 @@ def _start_gold(
     trigger: Trigger,
     progress: Progress,
     running: set[str],
+    inputs: Collection[str] | None = None,
 ) -> list[StreamingQuery]:
-    """Start the gold jobs whose silver input exists and that are not running yet."""
+    """Start the gold jobs whose silver input exists (and is in ``inputs``, if given) and that
+    are not running yet."""
     silver = set(warehouse.table_names("silver"))
-    gold = config.gold
-    jobs = [
-        (REVENUE_QUERY, gold.orders_table, "revenue per window", start_revenue),
-        (SESSIONS_QUERY, gold.clicks_table, "user sessions", start_sessions),
-    ]
     queries = []
-    for name, table, what, start in jobs:
-        if table in silver and name not in running:
-            progress(f"gold: {what} from silver.{table}")
-            queries.append(start(spark, warehouse, gold, trigger))
+    for job in gold_jobs(config):
+        wanted = inputs is None or job.input in inputs
+        if wanted and job.input in silver and job.query not in running:
+            progress(f"gold: {job.what} from silver.{job.input}")
+            queries.append(job.start(spark, warehouse, config.gold, trigger))
     return queries
+
+
+class GoldJob(NamedTuple):
+    """A gold streaming job: its query (and checkpoint) name, gold table and silver input."""
+
+    query: str
+    table: str
+    input: str
+    what: str
+    start: Callable[[SparkSession, Warehouse, GoldSpec, Trigger], StreamingQuery]
+
+
+def gold_jobs(config: PipelineConfig) -> list[GoldJob]:
+    """Every gold job of the pipeline with the silver table it reads."""
+    gold = config.gold
+    return [
+        GoldJob(
+            REVENUE_QUERY, REVENUE_TABLE, gold.orders_table, "revenue per window", start_revenue
+        ),
+        GoldJob(SESSIONS_QUERY, SESSIONS_TABLE, gold.clicks_table, "user sessions", start_sessions),
+    ]
 
 
 def _finish(query: StreamingQuery, report: RunReport) -> None:

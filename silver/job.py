@@ -66,8 +66,12 @@ def start_silver(
     checkpoint = warehouse.checkpoint(f"silver_{spec.name}")
     tables = entity_tables(warehouse, spec)
     app_id = query_app_id(checkpoint)
-    source = spark.readStream.format("delta").load(
-        warehouse.table("bronze", table_name_for_topic(spec.topic))
+    # Bronze only changes other than by appends when `lakehouse forget` or bronze retention
+    # delete records, after this job has applied them: such commits are skipped, not replayed.
+    source = (
+        spark.readStream.format("delta")
+        .option("skipChangeCommits", "true")
+        .load(warehouse.table("bronze", table_name_for_topic(spec.topic)))
     )
     writer = (
         source.writeStream.queryName(f"silver_{spec.name}")

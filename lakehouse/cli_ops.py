@@ -1,0 +1,186 @@
+"""Operations commands of the ``lakehouse`` command line: replay, forget, maintain.
+
+They register on :data:`lakehouse.cli.cli` when :mod:`lakehouse.cli` is imported.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+import click
+
+from lakehouse.cli import (
+    CONFIG,
+    EXISTING_WAREHOUSE,
+    _print_table,
+    _progress,
+    _spark,
+    cli,
+    console,
+    spark_options,
+)
+
+
+@cli.command()
+@EXISTING_WAREHOUSE
+@click.option(
+    "--table",
+    default=None,
+    help="Rebuild only this silver table (entity) and the gold tables that read it.",
+)
+@CONFIG
+@spark_options
+def replay(
+    warehouse: Path, table: str | None, config_path: Path | None, spark_mode: str, master: str
+) -> None:
+    """Rebuild silver and gold from bronze from scratch, then swap the rebuilt tables in.
+
+    The rebuild runs the pipeline's jobs with fresh checkpoints into a staging area; the live
+    tables are replaced only when it is complete. Stop the pipeline first.
+    """
+    from lakehouse.config import load_config
+    from lakehouse.layout import Warehouse
+    from lakehouse.replay import replay as replay_tables
+
+    config = load_config(config_path)
+    with _spark(spark_mode, master) as spark:
+        report = replay_tables(spark, Warehouse.from_path(warehouse), config, table, _progress)
+    _print_table("Rebuilt from bronze", ["table", "rows"], [list(t) for t in report.tables])
+    console.print(f"replayed {', '.join(report.entities)} in {report.seconds:.1f} s")
+
+
+@cli.command()
+@EXISTING_WAREHOUSE
+@click.option("--table", required=True, help="The silver table (entity) the key belongs to.")
+@click.option(
+    "--key",
+    "key_text",
+    required=True,
+    help="The key as a JSON object of key columns, e.g. '{\"id\": 42}'.",
+)
+@click.option(
+    "--reason",
+    default="privacy request",
+    show_default=True,
+    help="Why; recorded in the history of every table the deletion rewrites.",
+)
+@CONFIG
+@spark_options
+def forget(
+    warehouse: Path,
+    table: str,
+    key_text: str,
+    reason: str,
+    config_path: Path | None,
+    spark_mode: str,
+    master: str,
+) -> None:
+    """Remove every trace of one key from bronze, silver and gold, then VACUUM and check.
+
+    Bronze is rewritten (its append-only guard is lifted for that commit only) and the reason
+    is recorded in the table history. Afterwards no readable table version holds the key;
+    older versions of the touched tables can no longer be read (VACUUM with retention 0).
+    """
+    from lakehouse.config import load_config
+    from lakehouse.forget import forget as forget_key
+    from lakehouse.layout import Warehouse
+    from silver.keys import parse_key
+
+    values = parse_key(key_text)
+    config = load_config(config_path)
+    with _spark(spark_mode, master) as spark:
+        report = forget_key(
+            spark, Warehouse.from_path(warehouse), config, table, values, reason, _progress
+        )
+    removed = [list(row) for row in report.removed]
+    _print_table(f"Removed key {report.key}", ["table", "rows removed"], removed)
+    if report.recomputed:
+        console.print(f"recomputed: {', '.join(report.recomputed)}")
+    console.print(f"vacuumed (retention 0): {', '.join(report.vacuumed)}")
+    console.print(
+        f"checked {report.versions_checked} table versions ({report.versions_readable} still "
+        "readable): none holds the key"
+    )
+    console.print(f"reason recorded in the table history: {reason}", markup=False)
+    console.print("the source (Kafka topic or files) is outside the warehouse: delete it there too")
+
+
+@cli.command()
+@EXISTING_WAREHOUSE
+@CONFIG
+@click.option(
+    "--vacuum-retention-hours",
+    type=int,
+    default=None,
+    help="Override [maintenance] vacuum_retention_hours (default 168).",
+)
+@click.option(
+    "--bronze-retention-days",
+    type=int,
+    default=None,
+    help="Override [maintenance] bronze_retention_days (default: keep bronze forever).",
+)
+@spark_options
+def maintain(
+    warehouse: Path,
+    config_path: Path | None,
+    vacuum_retention_hours: int | None,
+    bronze_retention_days: int | None,
+    spark_mode: str,
+    master: str,
+) -> None:
+    """OPTIMIZE and VACUUM every table, drop expired tombstones, apply bronze retention.
+
+    Exit status 1 if bronze retention had to keep records that silver still needs.
+    """
+    from lakehouse.config import load_config
+    from lakehouse.layout import Warehouse
+    from lakehouse.maintenance import maintain as run_maintenance
+
+    config = load_config(config_path)
+    overrides = {
+        "vacuum_retention_hours": vacuum_retention_hours,
+        "bronze_retention_days": bronze_retention_days,
+    }
+    settings = replace(config.maintenance, **{k: v for k, v in overrides.items() if v is not None})
+    config = replace(config, maintenance=settings)
+    with _spark(spark_mode, master) as spark:
+        report = run_maintenance(
+            spark, Warehouse.from_path(warehouse), config, datetime.now(UTC), _progress
+        )
+    rows = [
+        [
+            t.table,
+            _change(t.before.files, t.after.files if t.after else None),
+            _change(t.before.bytes, t.after.bytes if t.after else None, _size),
+            _change(t.before.files_on_disk, t.after.files_on_disk if t.after else None),
+            t.rows_removed,
+        ]
+        for t in report.tables
+    ]
+    _print_table("Maintenance", ["table", "files", "bytes", "files on disk", "rows removed"], rows)
+    for note in report.notes:
+        console.print(f"note: {note}", markup=False)
+    for refusal in report.refused:
+        console.print(f"bronze retention refused: {refusal}", markup=False)
+    if report.refused:
+        sys.exit(1)
+
+
+def _change(before: int, after: int | None, render: Callable[[int], str] = str) -> str:
+    return f"{render(before)} -> {render(after)}" if after is not None else render(before)
+
+
+def _size(count: int) -> str:
+    if count < 1024:
+        return f"{count} B"
+    value, unit = count / 1024, "KiB"
+    for bigger in ("MiB", "GiB"):
+        if value < 1024:
+            break
+        value, unit = value / 1024, bigger
+    return f"{value:.1f} {unit}"

@@ -1,0 +1,149 @@
+"""Delta table operations shared by replay, forget and maintain (I/O only).
+
+Table properties are changed with ``ALTER TABLE delta.`<path>` ...`` (the Python API has no
+property setter); the path is checked and quoted, and the property and values are constants.
+Everything else uses the ``DeltaTable`` Python API.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from delta.tables import DeltaTable
+from pyspark.sql import DataFrame, SparkSession
+
+from lakehouse.errors import ConfigError
+
+#: Delta refuses VACUUM below this retention unless its safety check is disabled.
+DELTA_SAFE_RETENTION_HOURS = 168
+RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
+USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+APPEND_ONLY = "delta.appendOnly"
+
+
+@dataclass(frozen=True)
+class FileStats:
+    """Data files of a table's current version, and of its directory on disk."""
+
+    files: int
+    bytes: int
+    files_on_disk: int
+
+
+@contextmanager
+def session_setting(spark: SparkSession, key: str, value: str) -> Iterator[None]:
+    """Set a Spark session setting for the block, then restore its previous value."""
+    previous = spark.conf.get(key, None)
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        if previous is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, previous)
+
+
+def commit_message(spark: SparkSession, text: str) -> AbstractContextManager[None]:
+    """Record ``text`` as ``userMetadata`` in the history of every commit made in the block."""
+    return session_setting(spark, USER_METADATA, text)
+
+
+def quoted_path(path: str) -> str:
+    """``delta.`<path>``` for a SQL statement.
+
+    Raises:
+        ConfigError: the path contains a backquote, which cannot be quoted safely.
+    """
+    if "`" in path:
+        raise ConfigError(
+            f"Table path {path!r} contains a backquote (`); move the warehouse to a path "
+            "without one."
+        )
+    return f"delta.`{path}`"
+
+
+def is_append_only(spark: SparkSession, path: str) -> bool:
+    detail = DeltaTable.forPath(spark, path).detail().select("properties").first()
+    properties = detail.properties if detail is not None else {}
+    return str(properties.get(APPEND_ONLY, "false")).lower() == "true"
+
+
+def set_append_only(spark: SparkSession, path: str, enabled: bool) -> None:
+    """Set ``delta.appendOnly`` on the table at ``path``."""
+    value = "true" if enabled else "false"
+    spark.sql(f"ALTER TABLE {quoted_path(path)} SET TBLPROPERTIES ('{APPEND_ONLY}' = '{value}')")
+
+
+@contextmanager
+def rewritable(spark: SparkSession, path: str, reason: str) -> Iterator[None]:
+    """Lift ``delta.appendOnly`` for the block and restore it afterwards, even on failure.
+
+    Every commit of the block, including both property changes, records ``reason``.
+    """
+    with commit_message(spark, reason):
+        set_append_only(spark, path, False)
+        try:
+            yield
+        finally:
+            set_append_only(spark, path, True)
+
+
+def vacuum(spark: SparkSession, path: str, retention_hours: float) -> None:
+    """VACUUM with ``retention_hours``; Delta's minimum-retention check is disabled for this
+    call only when the retention is below Delta's safe default."""
+    check_off = (
+        session_setting(spark, RETENTION_CHECK, "false")
+        if retention_hours < DELTA_SAFE_RETENTION_HOURS
+        else nullcontext()
+    )
+    with check_off:
+        DeltaTable.forPath(spark, path).vacuum(float(retention_hours))
+
+
+def optimize(spark: SparkSession, path: str) -> None:
+    """Compact the small files of the table's current version (bin-packing)."""
+    DeltaTable.forPath(spark, path).optimize().executeCompaction()
+
+
+def file_stats(spark: SparkSession, path: str) -> FileStats:
+    detail = DeltaTable.forPath(spark, path).detail().select("numFiles", "sizeInBytes").first()
+    assert detail is not None
+    return FileStats(int(detail.numFiles), int(detail.sizeInBytes), files_on_disk(path))
+
+
+def files_on_disk(path: str) -> int:
+    """Parquet files under a table directory (data and change data, not the log); local paths."""
+    root = Path(_local(path))
+    return sum(1 for f in root.rglob("*.parquet") if "_delta_log" not in f.parts)
+
+
+def versions(spark: SparkSession, path: str) -> list[int]:
+    """Every version still listed in the table's log, oldest first."""
+    rows = DeltaTable.forPath(spark, path).history().select("version").collect()
+    return sorted(int(r.version) for r in rows)
+
+
+def readable_version(spark: SparkSession, path: str, version: int) -> DataFrame | None:
+    """The table as of ``version`` if every data file of that version still exists, else None
+    (VACUUM removed some: the version can no longer be read)."""
+    frame = spark.read.format("delta").option("versionAsOf", version).load(path)
+    if all(Path(_local(f)).exists() for f in frame.inputFiles()):
+        return frame
+    return None
+
+
+def forget_cached_logs(spark: SparkSession) -> None:
+    """Drop the session's cached Delta logs, after table directories were swapped on disk."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
+
+
+def _local(uri: str) -> str:
+    parsed = urlparse(uri)
+    return unquote(parsed.path) if parsed.scheme == "file" else uri

@@ -1,0 +1,77 @@
+"""The silver entities of a warehouse and the tables and state derived from each."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from lakehouse.config import PipelineConfig, TableSpec
+from lakehouse.errors import TableNotFoundError
+from lakehouse.layout import Warehouse
+from lakehouse.pipeline import GoldJob, entity_specs, gold_jobs
+from lakehouse.streaming import APP_ID_FILE
+
+#: Suffix of an entity's SCD type 2 history table (``silver/<entity>_history``).
+HISTORY_SUFFIX = "_history"
+
+
+def resolve_entities(
+    spark: SparkSession, warehouse: Warehouse, config: PipelineConfig, table: str | None
+) -> list[TableSpec]:
+    """Every entity fed by the warehouse's bronze, or only ``table``.
+
+    Raises:
+        TableNotFoundError: the warehouse has no bronze tables, or none feeds ``table``.
+    """
+    specs = entity_specs(spark, warehouse, config)
+    if not specs:
+        raise TableNotFoundError(
+            f"No bronze tables in {warehouse.root}: point --warehouse at a warehouse that "
+            "'lakehouse run' has written."
+        )
+    if table is None:
+        return specs
+    chosen = [spec for spec in specs if spec.name == table]
+    if not chosen:
+        names = ", ".join(spec.name for spec in specs)
+        raise TableNotFoundError(
+            f"Unknown table {table!r}: the silver tables of this warehouse are {names}. "
+            "Pass one of them."
+        )
+    return chosen
+
+
+def dependent_gold(config: PipelineConfig, entities: Collection[str]) -> list[GoldJob]:
+    """The gold jobs that read one of ``entities``."""
+    return [job for job in gold_jobs(config) if job.input in entities]
+
+
+def history_table(warehouse: Warehouse, entity: str) -> str | None:
+    """Path of the entity's history table, if the warehouse has one."""
+    name = f"{entity}{HISTORY_SUFFIX}"
+    return warehouse.table("silver", name) if name in warehouse.table_names("silver") else None
+
+
+def derived_paths(
+    warehouse: Warehouse, config: PipelineConfig, entities: Collection[str]
+) -> list[str]:
+    """Paths (relative to the warehouse root) of what the pipeline computes from the entities'
+    bronze: silver tables, tombstones, truncation marks, the gold tables that read them, and the
+    checkpoints and idempotency ids of those jobs. (Other tables a rebuild produces, such as
+    history tables, are found in its staging tree.)"""
+    paths = []
+    for entity in entities:
+        checkpoint = warehouse.checkpoint(f"silver_{entity}")
+        paths += [
+            warehouse.table("silver", entity),
+            warehouse.tombstones(entity),
+            warehouse.truncations(entity),
+            checkpoint,
+            f"{checkpoint}.{APP_ID_FILE}",
+        ]
+    for job in dependent_gold(config, entities):
+        checkpoint = warehouse.checkpoint(job.query)
+        paths += [warehouse.table("gold", job.table), checkpoint, f"{checkpoint}.{APP_ID_FILE}"]
+    return [str(Path(path).relative_to(warehouse.root)) for path in paths]

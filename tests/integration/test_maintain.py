@@ -1,0 +1,284 @@
+"""Maintenance: OPTIMIZE and VACUUM shrink the file count without changing data, tombstones
+expire by age, and bronze retention drops old records only when silver does not need them."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from delta.tables import DeltaTable
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from cdc.generator import write_files
+from cdc.records import Record
+from cdc.sources import SourceSpec
+from lakehouse.config import SHOP_CONFIG, MaintenanceSpec, PipelineConfig, TableSpec, load_config
+from lakehouse.delta_ops import FileStats, file_stats
+from lakehouse.errors import ConfigError
+from lakehouse.layout import Warehouse
+from lakehouse.maintenance import (
+    MaintenanceReport,
+    Trimmed,
+    maintain,
+    maintained_tables,
+    trim_bronze,
+)
+from lakehouse.pipeline import run_once
+from lakehouse.replay import replay
+from tests.helpers import pg_envelope, pg_key
+from tests.warehouses import (
+    assert_same_tables,
+    comparable,
+    copy_warehouse,
+    incremental_warehouse,
+    load,
+    rows,
+)
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "shop.public.customers"
+BRONZE = "bronze.shop_public_customers"
+ENTITIES = ("customers", "orders")  # the entities that have delete tombstones
+
+
+def micros(moment: datetime) -> int:
+    return int(moment.timestamp() * 1_000_000)
+
+
+def at_micros(value: int) -> datetime:
+    return datetime.fromtimestamp(value / 1_000_000, UTC)
+
+
+@dataclass(frozen=True)
+class Maintained:
+    pristine: Warehouse
+    warehouse: Warehouse
+    before: dict[str, FileStats]
+    tombstone_cutoff: int  # epoch micros
+    report: MaintenanceReport
+
+
+@pytest.fixture(scope="module")
+def maintained(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Maintained:
+    """One ``maintain`` run on a copy of the shared warehouse, with VACUUM retention 0, a
+    tombstone retention that expires about half of the tombstones, and a bronze retention of
+    one day at a moment when every bronze record is older than that."""
+    pristine = Warehouse.from_path(incremental_warehouse(spark, tmp_path_factory))
+    warehouse = copy_warehouse(Path(pristine.root), tmp_path_factory.mktemp("maintain") / "wh")
+    deleted_at = sorted(
+        int(r.t)
+        for entity in ENTITIES
+        for r in spark.read.format("delta")
+        .load(warehouse.tombstones(entity))
+        .select(F.unix_micros("_source_ts").alias("t"))
+        .collect()
+    )
+    assert len(deleted_at) >= 4
+    median = deleted_at[len(deleted_at) // 2]
+    ingested = max(
+        int(
+            load(spark, warehouse, "bronze", name)
+            .agg(F.max(F.unix_micros("_ingested_at")))
+            .first()[0]
+        )  # type: ignore[index]
+        for name in warehouse.table_names("bronze")
+    )
+    days = math.ceil((ingested - median) / 86_400e6) + 2
+    now = at_micros(median) + timedelta(days=days)  # so that now - days is the median
+    config = PipelineConfig(
+        tables=(
+            *SHOP_CONFIG.tables,
+            *(
+                TableSpec(name, f"shop.public.{name}", tombstone_retention_days=days)
+                for name in ENTITIES
+            ),
+        ),
+        maintenance=MaintenanceSpec(vacuum_retention_hours=0, bronze_retention_days=1),
+    )
+    before = {name: file_stats(spark, path) for name, path in maintained_tables(warehouse)}
+    report = maintain(spark, warehouse, config, now)
+    return Maintained(pristine, warehouse, before, median, report)
+
+
+def test_optimize_and_vacuum_leave_one_file_per_table(maintained: Maintained) -> None:
+    results = {t.table: t for t in maintained.report.tables}
+    assert set(results) == set(maintained.before)
+    fragmented = [name for name, stats in maintained.before.items() if stats.files > 1]
+    assert len(fragmented) >= 3, maintained.before
+    for name, result in results.items():
+        assert result.before == maintained.before[name]
+        assert result.after is not None
+        assert result.after.files <= 1, (name, result.after)
+        assert result.after.files_on_disk == result.after.files, (name, result.after)
+    assert sum(r.after.files_on_disk for r in results.values() if r.after) < sum(
+        s.files_on_disk for s in maintained.before.values()
+    )
+    assert any("below Delta's 168 h" in note for note in maintained.report.notes)
+
+
+def test_data_is_unchanged(spark: SparkSession, maintained: Maintained) -> None:
+    assert_same_tables(
+        spark, maintained.pristine, maintained.warehouse, ("bronze", "silver", "gold")
+    )
+
+
+def test_tombstones_older_than_their_retention_are_dropped(
+    spark: SparkSession, maintained: Maintained
+) -> None:
+    removed = {t.table: t.rows_removed for t in maintained.report.tables}
+    total_expired = 0
+    for entity in ENTITIES:
+        before = spark.read.format("delta").load(maintained.pristine.tombstones(entity))
+        after = spark.read.format("delta").load(maintained.warehouse.tombstones(entity))
+        young = before.where(F.unix_micros("_source_ts") >= maintained.tombstone_cutoff)
+        assert rows(after) == rows(young), entity
+        expired = before.count() - young.count()
+        assert removed[f"_system.tombstones.{entity}"] == expired
+        total_expired += expired
+        history = DeltaTable.forPath(spark, maintained.warehouse.tombstones(entity)).history()
+        messages = [r.userMetadata for r in history.collect() if r.operation == "DELETE"]
+        assert messages == ([messages[0]] if expired else []), messages
+    kept = sum(
+        spark.read.format("delta").load(maintained.warehouse.tombstones(e)).count()
+        for e in ENTITIES
+    )
+    assert total_expired > 0 and kept > 0
+
+
+def test_bronze_retention_refuses_when_silver_needs_the_records(maintained: Maintained) -> None:
+    refused = maintained.report.refused
+    assert len(refused) == 3, refused
+    for bronze, entity in (
+        ("shop_clickstream", "clickstream"),
+        ("shop_public_customers", "customers"),
+        ("shop_public_orders", "orders"),
+    ):
+        [line] = [r for r in refused if r.startswith(f"bronze.{bronze} keeps")]
+        assert f"key(s) of silver.{entity}" in line and "their latest event is among them" in line
+    removed = {t.table: t.rows_removed for t in maintained.report.tables}
+    assert all(
+        removed[f"bronze.{name}"] == 0 for name in maintained.warehouse.table_names("bronze")
+    )
+
+
+# --- bronze retention that can drop records ------------------------------------------------
+
+
+def customer(id_: int, name: str) -> dict[str, Any]:
+    return {"id": id_, "name": name, "notes": None}
+
+
+def records(offsets: range, *events: tuple[Any, Any]) -> list[Record]:
+    start = 1_767_225_600_000
+    return [
+        Record(TOPIC, 0, offset, start + offset, key, value)
+        for offset, (key, value) in zip(offsets, events, strict=True)
+    ]
+
+
+FIRST = records(
+    range(0, 7),
+    (pg_key(1), pg_envelope("c", (1, 10), customer(1, "Ann"))),
+    (pg_key(2), pg_envelope("c", (2, 20), customer(2, "Bo"))),
+    (pg_key(3), pg_envelope("c", (3, 30), customer(3, "Cy"))),
+    (pg_key(2), pg_envelope("u", (4, 40), customer(2, "Bo2"), customer(2, "Bo"))),
+    (pg_key(3), pg_envelope("d", (5, 50), None, customer(3, "Cy"))),
+    (pg_key(3), None),  # Kafka tombstone after the delete
+    (pg_key(9), {"payload": {"after": {"id": 9}}}),  # no op: quarantined
+)
+SECOND = records(
+    range(7, 10),
+    (pg_key(1), pg_envelope("u", (6, 60), customer(1, "Ann2"), customer(1, "Ann"))),
+    (pg_key(2), pg_envelope("u", (7, 70), customer(2, "Bo3"), customer(2, "Bo2"))),
+    (pg_key(4), pg_envelope("c", (8, 80), customer(4, "Di"))),
+)
+THIRD = records(
+    range(10, 11),
+    (pg_key(4), pg_envelope("u", (9, 90), customer(4, "Di2"), customer(4, "Di"))),
+)
+
+
+def arrive(spark: SparkSession, root: Path, part: str, batch: list[Record]) -> None:
+    """Write ``batch`` as a new file of the source directory and run the pipeline once."""
+    written = write_files(batch, root / "parts" / part)
+    (root / "source").mkdir(exist_ok=True)
+    for path in written:
+        path.rename(root / "source" / f"{part}-{path.name}")
+    run_once(
+        spark,
+        SourceSpec("files", str(root / "source")),
+        Warehouse.from_path(root / "wh"),
+        SHOP_CONFIG,
+    )
+
+
+def test_bronze_retention_drops_superseded_records(spark: SparkSession, tmp_path: Path) -> None:
+    arrive(spark, tmp_path, "first", FIRST)
+    arrive(spark, tmp_path, "second", SECOND)
+    warehouse = Warehouse.from_path(tmp_path / "wh")
+    bronze = load(spark, warehouse, "bronze", "shop_public_customers")
+    second_at = bronze.where(F.col("offset") >= 7).agg(F.min("_ingested_at")).first()[0]  # type: ignore[index]
+    first_at = bronze.where(F.col("offset") < 7).agg(F.max("_ingested_at")).first()[0]  # type: ignore[index]
+    assert first_at < second_at
+    silver_before = rows(comparable(spark, warehouse, "silver", "customers"))
+    quarantine_before = rows(comparable(spark, warehouse, "silver", "quarantine"))
+    spec = SHOP_CONFIG.spec_for_topic(TOPIC)
+
+    # Nothing is old yet: nothing to do.
+    assert trim_bronze(spark, warehouse, SHOP_CONFIG, spec, first_at) == Trimmed(BRONZE)
+    # Everything is old: the latest events of keys 1, 2 and 4 would go. Refused.
+    late = bronze.agg(F.max("_ingested_at")).first()[0] + timedelta(microseconds=1)  # type: ignore[index]
+    refused = trim_bronze(spark, warehouse, SHOP_CONFIG, spec, late)
+    assert refused.dropped == 0 and refused.refusal is not None
+    assert "would change 3 key(s) of silver.customers" in refused.refusal, refused.refusal
+    assert "3 their latest event is among them" in refused.refusal
+    assert load(spark, warehouse, "bronze", "shop_public_customers").count() == 10
+    # Only the first arrival is old: keys 1 and 2 were updated since, key 3 deleted. Dropped.
+    trimmed = trim_bronze(spark, warehouse, SHOP_CONFIG, spec, second_at)
+
+    assert trimmed.refusal is None and trimmed.dropped == 6
+    assert trimmed.note is not None and "kept 1 old records that silver quarantined" in trimmed.note
+    bronze = load(spark, warehouse, "bronze", "shop_public_customers")
+    assert sorted(r.offset for r in bronze.select("offset").collect()) == [6, 7, 8, 9]
+    table = DeltaTable.forPath(spark, warehouse.table("bronze", "shop_public_customers"))
+    last = table.history(2).select("operation", "userMetadata").collect()[-1]
+    assert last.operation == "MERGE" and last.userMetadata.startswith("bronze retention: drop")
+    assert table.detail().first().properties["delta.appendOnly"] == "true"  # type: ignore[union-attr]
+    assert rows(comparable(spark, warehouse, "silver", "customers")) == silver_before
+
+    # The pipeline goes on after the rewrite, and a rebuild from what is left is the same.
+    arrive(spark, tmp_path, "third", THIRD)
+    names = dict((r.id, r.name) for r in load(spark, warehouse, "silver", "customers").collect())
+    assert names == {1: "Ann2", 2: "Bo3", 4: "Di2"}
+    copy = copy_warehouse(tmp_path / "wh", tmp_path / "replayed")
+    replay(spark, copy, SHOP_CONFIG)
+    assert_same_tables(spark, warehouse, copy, ("silver",))
+    assert Counter(quarantine_before) == rows(comparable(spark, copy, "silver", "quarantine"))
+
+
+# --- configuration -------------------------------------------------------------------------
+
+
+@pytest.mark.unit
+def test_maintenance_settings_are_read_and_validated(tmp_path: Path) -> None:
+    path = tmp_path / "pipeline.toml"
+    path.write_text("[maintenance]\nvacuum_retention_hours = 24\nbronze_retention_days = 30\n")
+    assert load_config(path).maintenance == MaintenanceSpec(24, 30)
+    assert load_config(None).maintenance == MaintenanceSpec(168, None)
+    for text, phrase in (
+        ("[maintenance]\nvacuum_retention_hours = -1\n", "0 or more"),
+        ("[maintenance]\nbronze_retention_days = 0\n", "1 or more"),
+        ("[maintenance]\nbronze_retention_days = '7'\n", "must be an integer"),
+        ("[maintenance]\nvacuum_hours = 1\n", "Unknown setting(s) vacuum_hours"),
+        ("maintenance = 3\n", "must be a table"),
+    ):
+        path.write_text(text)
+        with pytest.raises(ConfigError, match=phrase.replace("(", r"\(").replace(")", r"\)")):
+            load_config(path)

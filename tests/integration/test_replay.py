@@ -1,0 +1,143 @@
+"""Replay: silver and gold rebuilt from bronze equal, row for row, what incremental processing
+produced (silver, gold and quarantine), for the whole warehouse and for one table."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from gold.jobs import REVENUE_TABLE, SESSIONS_TABLE
+from lakehouse import swap
+from lakehouse.config import SHOP_CONFIG
+from lakehouse.errors import TableNotFoundError
+from lakehouse.layout import QUARANTINE_TABLE, Warehouse
+from lakehouse.replay import replay
+from tests.warehouses import (
+    assert_same_tables,
+    copy_warehouse,
+    incremental_warehouse,
+    table_identity,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
+
+LAKEHOUSE = Path(sys.executable).parent / "lakehouse"
+
+
+def query_id(warehouse: Warehouse, job: str) -> str:
+    """The id of the streaming query whose checkpoint this is."""
+    metadata = Path(warehouse.checkpoint(job)) / "metadata"
+    return str(json.loads(metadata.read_text(encoding="utf-8"))["id"])
+
+
+@pytest.fixture(scope="module")
+def pristine(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Warehouse:
+    return Warehouse.from_path(incremental_warehouse(spark, tmp_path_factory))
+
+
+def test_replay_equals_incremental_processing(
+    spark: SparkSession, pristine: Warehouse, tmp_path: Path
+) -> None:
+    warehouse = copy_warehouse(Path(pristine.root), tmp_path / "wh")
+    bronze_before = {
+        name: table_identity(spark, warehouse.table("bronze", name))
+        for name in warehouse.table_names("bronze")
+    }
+    commits = (Path(warehouse.checkpoint("silver_orders")) / "commits").iterdir()
+    assert len(list(commits)) >= 2  # the incremental run had several batches
+
+    report = replay(spark, warehouse, SHOP_CONFIG)
+
+    assert report.entities == ["clickstream", "customers", "orders"]
+    rebuilt = {name for name, _ in report.tables}
+    assert {"silver.orders", f"gold.{REVENUE_TABLE}", f"gold.{SESSIONS_TABLE}"} <= rebuilt
+    compared = assert_same_tables(spark, pristine, warehouse)
+    assert f"silver.{QUARANTINE_TABLE}" in compared and f"gold.{SESSIONS_TABLE}" in compared
+    assert {
+        name: table_identity(spark, warehouse.table("bronze", name)) for name in bronze_before
+    } == bronze_before
+    # Fresh checkpoints (new streaming queries) replaced the old ones.
+    for job in ("silver_orders", "gold_revenue_per_minute"):
+        assert query_id(warehouse, job) != query_id(pristine, job), job
+    assert not (Path(warehouse.root) / swap.STAGING).exists()
+
+
+@pytest.mark.slow
+def test_replay_of_one_table_through_the_command_line(
+    spark: SparkSession, pristine: Warehouse, tmp_path: Path
+) -> None:
+    warehouse = copy_warehouse(Path(pristine.root), tmp_path / "wh")
+    untouched = {
+        path: table_identity(spark, path)
+        for path in (
+            warehouse.table("silver", "customers"),
+            warehouse.table("silver", "clickstream"),
+            warehouse.table("gold", SESSIONS_TABLE),
+        )
+    }
+    rebuilt = {
+        path: table_identity(spark, path)
+        for path in (warehouse.table("silver", "orders"), warehouse.table("gold", REVENUE_TABLE))
+    }
+
+    result = subprocess.run(
+        [str(LAKEHOUSE), "replay", "--warehouse", warehouse.root, "--table", "orders"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=900,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    printed = {
+        cells[0]: int(cells[1])
+        for line in result.stdout.splitlines()
+        if line.startswith("│")
+        and len(cells := [c.strip() for c in line.strip("│").split("│")]) == 2
+        and cells[1].isdigit()
+    }
+    assert set(printed) == {"silver.orders", f"gold.{REVENUE_TABLE}", "silver.quarantine"}
+    orders = spark.read.format("delta").load(warehouse.table("silver", "orders")).count()
+    assert printed["silver.orders"] == orders > 0
+    assert "- silver: applying shop.public.orders to silver.orders" in result.stdout
+    assert "customers" not in result.stdout.split("replay: swapping")[0].split("rebuilding")[1]
+    for path, identity in untouched.items():
+        assert table_identity(spark, path) == identity, path
+    for path, identity in rebuilt.items():
+        assert table_identity(spark, path)[0] != identity[0], f"{path} was not rebuilt"
+    assert_same_tables(spark, pristine, warehouse)
+
+
+def test_a_failed_replay_leaves_the_warehouse_as_it_was(
+    spark: SparkSession, pristine: Warehouse, tmp_path: Path
+) -> None:
+    warehouse = copy_warehouse(Path(pristine.root), tmp_path / "wh")
+    tables = [
+        warehouse.table(layer, name)
+        for layer in ("silver", "gold")
+        for name in warehouse.table_names(layer)
+    ]
+    before = {path: table_identity(spark, path) for path in tables}
+    with pytest.raises(TableNotFoundError, match=r"Unknown table 'payments'.*customers, orders"):
+        replay(spark, warehouse, SHOP_CONFIG, "payments")
+
+    def fail_at_orders(message: str) -> None:
+        if message.startswith("silver: applying shop.public.orders"):
+            raise RuntimeError("simulated crash during the rebuild")
+
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        replay(spark, warehouse, SHOP_CONFIG, progress=fail_at_orders)
+
+    staging = Path(warehouse.root) / swap.STAGING
+    assert (staging / "silver" / "customers" / "_delta_log").is_dir()  # the rebuild had begun
+    assert {path: table_identity(spark, path) for path in tables} == before
+    assert_same_tables(spark, pristine, warehouse)
+    assert swap.recover(warehouse.root) is False  # an unsealed rebuild is discarded
+    assert not staging.exists()

@@ -1,0 +1,114 @@
+"""A shop warehouse built incrementally, shared by the operations tests, and table comparisons.
+
+The workload arrives in :data:`ARRIVALS` parts; after each, ``run_once`` processes what is new,
+so silver and gold are the result of several micro-batches (MERGE updates, change-feed
+retractions, many small files), as in production. It is built once per test session (per
+xdist worker) under the session's base temporary directory; tests work on copies.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from delta.tables import DeltaTable
+from pyspark.sql import DataFrame, SparkSession
+
+from cdc.generator import WorkloadConfig, generate, write_files
+from cdc.sources import SourceSpec
+from lakehouse.config import SHOP_CONFIG
+from lakehouse.layout import QUARANTINE_TABLE, Warehouse
+from lakehouse.pipeline import run_once
+from silver.verify import canonical_rows
+
+EVENTS = 3000
+ARRIVALS = 2
+SEED = 11
+#: Quarantine columns that record when a run quarantined a record, not what it was.
+QUARANTINE_RUN_COLUMNS = ("_quarantined_at", "_batch_id")
+
+
+def incremental_warehouse(spark: SparkSession, factory: pytest.TempPathFactory) -> Path:
+    """The root of the shared warehouse (build it if this session has not yet). Read only."""
+    base = factory.getbasetemp() / "ops-incremental"
+    root = base / "warehouse"
+    if (base / "_COMPLETE").exists():
+        return root
+    shutil.rmtree(base, ignore_errors=True)
+    parts = base / "parts"
+    records = generate(WorkloadConfig(events=EVENTS, seed=SEED, malformed_rate=0.01))
+    files = write_files(records, parts, lines_per_file=-(-EVENTS // ARRIVALS))
+    source = base / "source"
+    source.mkdir()
+    for part in files:
+        part.rename(source / part.name)
+        run_once(spark, SourceSpec("files", str(source)), Warehouse.from_path(root), SHOP_CONFIG)
+    (base / "_COMPLETE").touch()
+    return root
+
+
+def copy_warehouse(root: Path, target: Path) -> Warehouse:
+    """A private copy of a warehouse (tables, checkpoints and state) at ``target``."""
+    shutil.copytree(root, target)
+    return Warehouse.from_path(target)
+
+
+def load(spark: SparkSession, warehouse: Warehouse, layer: Any, name: str) -> DataFrame:
+    return spark.read.format("delta").load(warehouse.table(layer, name))
+
+
+def rows(frame: DataFrame) -> Counter[tuple[Any, ...]]:
+    """The rows of ``frame`` as a multiset of canonical tuples (column order as in the frame)."""
+    return Counter(_hashable(tuple(row.values())) for row in canonical_rows(frame))
+
+
+def _hashable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return tuple((k, _hashable(v)) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return tuple(_hashable(v) for v in value)
+    return value
+
+
+def comparable(spark: SparkSession, warehouse: Warehouse, layer: Any, name: str) -> DataFrame:
+    """A table without the columns that depend on when it was computed."""
+    frame = load(spark, warehouse, layer, name)
+    if layer == "silver" and name == QUARANTINE_TABLE:
+        frame = frame.drop(*QUARANTINE_RUN_COLUMNS)
+    return frame
+
+
+def assert_same_tables(
+    spark: SparkSession,
+    want: Warehouse,
+    got: Warehouse,
+    layers: tuple[Any, ...] = ("silver", "gold"),
+) -> list[str]:
+    """Every table of ``layers`` exists in both and holds the same rows (schema included);
+    return the names compared."""
+    compared = []
+    for layer in layers:
+        names = want.table_names(layer)
+        assert got.table_names(layer) == names, layer
+        for name in names:
+            expected = comparable(spark, want, layer, name)
+            actual = comparable(spark, got, layer, name)
+            assert actual.schema == expected.schema, f"{layer}.{name}: schema differs"
+            want_rows, got_rows = rows(expected), rows(actual)
+            assert got_rows == want_rows, (
+                f"{layer}.{name}: missing {list((want_rows - got_rows).items())[:3]}, "
+                f"extra {list((got_rows - want_rows).items())[:3]}"
+            )
+            compared.append(f"{layer}.{name}")
+    return compared
+
+
+def table_identity(spark: SparkSession, path: str) -> tuple[str, int]:
+    """A Delta table's id and latest version: both stay the same while nothing writes it."""
+    detail = DeltaTable.forPath(spark, path).detail().select("id").first()
+    latest = DeltaTable.forPath(spark, path).history(1).select("version").first()
+    assert detail is not None and latest is not None
+    return str(detail.id), int(latest.version)
