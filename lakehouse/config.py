@@ -20,6 +20,8 @@ from lakehouse.layout import QUARANTINE_TABLE
 
 TableFormat = Literal["debezium", "events"]
 TABLE_FORMATS: tuple[TableFormat, ...] = ("debezium", "events")
+IncompatibleTypePolicy = Literal["fail", "quarantine"]
+INCOMPATIBLE_TYPE_POLICIES: tuple[IncompatibleTypePolicy, ...] = ("fail", "quarantine")
 
 
 _DURATION_UNITS = ("second", "minute", "hour", "day")
@@ -45,6 +47,8 @@ class TableSpec:
     sequence_by: tuple[str, ...] | None = None
     schema: str | None = None
     tombstone_retention_days: int = 7
+    #: A source column type silver cannot widen to: stop the stream, or quarantine the records.
+    on_incompatible_type: IncompatibleTypePolicy = "fail"
 
     def __post_init__(self) -> None:
         require_identifier(self.name, "table name")
@@ -64,6 +68,11 @@ class TableSpec:
             )
         if self.tombstone_retention_days < 0:
             raise ConfigError("tombstone_retention_days must be 0 or more.")
+        if self.on_incompatible_type not in INCOMPATIBLE_TYPE_POLICIES:
+            raise ConfigError(
+                f"Invalid on_incompatible_type {self.on_incompatible_type!r} for table "
+                f"{self.name!r}. Must be one of {', '.join(INCOMPATIBLE_TYPE_POLICIES)}."
+            )
 
 
 @dataclass(frozen=True)
@@ -160,6 +169,7 @@ _TABLE_TYPES: Mapping[str, type] = {
     "sequence_by": list,
     "schema": str,
     "tombstone_retention_days": int,
+    "on_incompatible_type": str,
 }
 
 

@@ -24,7 +24,7 @@ from pyspark.sql.types import (
 )
 
 from lakehouse.config import TableSpec
-from silver.reference import BronzeRecord, FoldSpec, fold
+from silver.reference import METADATA_COLUMNS, BronzeRecord, FoldSpec, fold
 from silver.tables import table_exists
 
 MAX_REPORTED = 20
@@ -57,7 +57,19 @@ def fold_spec(spec: TableSpec, silver_schema: StructType | None) -> FoldSpec:
         keys=spec.keys,
         sequence_by=spec.sequence_by,
         column_types=column_types,
+        table_types=_table_types(spec, silver_schema),
     )
+
+
+def _table_types(spec: TableSpec, silver_schema: StructType | None) -> dict[str, str] | None:
+    """A Debezium table's column types, which decide which record types it holds."""
+    if spec.format != "debezium" or silver_schema is None:
+        return None
+    return {
+        f.name: f.dataType.simpleString()
+        for f in silver_schema.fields
+        if f.name not in METADATA_COLUMNS
+    }
 
 
 def check_table(
