@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pyspark.sql import Column, DataFrame
@@ -93,8 +93,8 @@ def discover_layout(texts: DataFrame, spec: TableSpec) -> RowLayout:
     if spec.format == "events":
         return _events_layout(texts, spec)
     samples = _debezium_samples(texts)
-    row_groups = [s.row for s in samples if s.row is not None]
-    key_groups = [s.key for s in samples if s.key is not None]
+    row_groups = [s.row.codecs for s in samples if not s.row_inferred]
+    key_groups = [s.key.codecs for s in samples if not s.key_inferred]
     if any(s.row_inferred for s in samples):
         row_groups.insert(0, _inferred_envelope_row(texts))
     if any(s.key_inferred for s in samples):
@@ -113,8 +113,8 @@ class SchemaVersion:
     of the whole batch; a key column their schema lacks is read as null, so such records are
     quarantined as ``missing key``). ``selector``: which rows of the batch they are (None: all).
     ``first``: (bronze partition, offset) of their first record (None for an ``events`` table,
-    whose batch is one version). ``inferred``: the types were
-    inferred from JSON values because the records carry no Connect schema (or no declared one).
+    whose batch is one version). ``inferred``: the types were inferred from JSON values
+    because the records carry no Connect schema (or no declared one).
     """
 
     layout: RowLayout
@@ -126,36 +126,47 @@ class SchemaVersion:
 def discover_versions(texts: DataFrame, spec: TableSpec) -> list[SchemaVersion]:
     """The schema versions of a micro-batch, ordered by their first record in bronze.
 
-    Every row of the batch (Kafka tombstones too) belongs to exactly one version, so parsing
-    each version's rows with its layout and taking the union parses the whole batch once.
+    Distinct schemas that decode every column they share the same way (e.g. before and after a
+    column was added) make one version, so a batch needs more than one only across a type
+    change. Every row of the batch (Kafka tombstones too) belongs to exactly one version, so
+    parsing each version's rows with its layout and taking the union parses the whole batch.
     """
     if spec.format == "events":
         return [SchemaVersion(_events_layout(texts, spec), None, None, spec.schema is None)]
     samples = sorted(_debezium_samples(texts), key=lambda s: s.first)
-    inferred_row = _inferred_envelope_row(texts) if any(s.row_inferred for s in samples) else []
-    inferred_key = _inferred_record_key(texts) if any(s.key_inferred for s in samples) else []
-    rows = [inferred_row if s.row_inferred else s.row or [] for s in samples]
-    keys = [inferred_key if s.key_inferred else s.key or [] for s in samples]
-    key_names = tuple(c.name for c in merge_codecs(keys))
-    versions = []
-    for index, sample in enumerate(samples):
-        if spec.keys:
-            layout = _with_configured_keys(tuple(rows[index]), spec.keys)
+    if any(s.row_inferred for s in samples):
+        row = _Decoding.inferred(_inferred_envelope_row(texts))
+        samples = [replace(s, row=row) if s.row_inferred else s for s in samples]
+    if any(s.key_inferred for s in samples):
+        key = _Decoding.inferred(_inferred_record_key(texts))
+        samples = [replace(s, key=key) if s.key_inferred else s for s in samples]
+    groups: list[list[_Sample]] = []
+    for sample in samples:
+        group = next((g for g in groups if all(sample.agrees(other) for other in g)), None)
+        if group is None:
+            groups.append([sample])
         else:
-            layout = RowLayout(
-                keys=_with_key_names(keys[index], key_names), columns=tuple(rows[index])
-            )
-        others = [s.hash for s in samples if s is not sample]
+            group.append(sample)
+    key_names = tuple(c.name for c in merge_codecs([s.key.codecs for s in samples]))
+    versions = []
+    for index, group in enumerate(groups):
+        columns = tuple(merge_codecs([s.row.codecs for s in group]))
+        if spec.keys:
+            layout = _with_configured_keys(columns, spec.keys)
+        else:
+            keys = merge_codecs([s.key.codecs for s in group])
+            layout = RowLayout(keys=_with_key_names(keys, key_names), columns=columns)
+        others = [s.hash for g in groups if g is not group for s in g]
         # The first version also takes the rows no sample stands for (Kafka tombstones).
         selector = (
             None
             if not others
             else ~_schema_hash().isin(others)
             if index == 0
-            else _schema_hash() == F.lit(sample.hash)
+            else _schema_hash().isin([s.hash for s in group])
         )
-        inferred = sample.row_inferred or sample.key_inferred
-        versions.append(SchemaVersion(_checked(layout), selector, sample.first, inferred))
+        inferred = any(s.row_inferred or s.key_inferred for s in group)
+        versions.append(SchemaVersion(_checked(layout), selector, group[0].first, inferred))
     if not versions:  # only tombstones: nothing to decode
         empty = _with_configured_keys((), spec.keys) if spec.keys else RowLayout((), ())
         versions.append(SchemaVersion(_checked(empty), None, None, False))
@@ -163,16 +174,51 @@ def discover_versions(texts: DataFrame, spec: TableSpec) -> list[SchemaVersion]:
 
 
 @dataclass(frozen=True)
+class _Decoding:
+    """The codecs of a row or key schema and, per column, what decides how it is decoded (its
+    Connect field schema without name and nullability, or its inferred JSON type)."""
+
+    codecs: list[ColumnCodec]
+    signatures: dict[str, str]
+
+    @staticmethod
+    def connect(struct: Mapping[str, Any] | None) -> _Decoding:
+        fields = (struct or {}).get("fields", [])
+        ignored = ("field", "optional", "default", "doc")
+        return _Decoding(
+            codecs=row_codecs(struct or {}),
+            signatures={
+                str(f["field"]): json.dumps(
+                    {k: v for k, v in f.items() if k not in ignored}, sort_keys=True
+                )
+                for f in fields
+            },
+        )
+
+    @staticmethod
+    def inferred(codecs: list[ColumnCodec]) -> _Decoding:
+        return _Decoding(codecs, {c.name: f"json {c.raw_type.simpleString()}" for c in codecs})
+
+    def agrees(self, other: _Decoding) -> bool:
+        """Whether every column both have is decoded the same way."""
+        shared = self.signatures.keys() & other.signatures.keys()
+        return all(self.signatures[n] == other.signatures[n] for n in shared)
+
+
+@dataclass(frozen=True)
 class _Sample:
-    """One distinct (value schema, key schema) of a batch: codecs read from its Connect
-    schemas (None: the records have no schema, their codecs are inferred)."""
+    """One distinct (value schema, key schema) of a batch. ``row_inferred``/``key_inferred``:
+    the records have no such schema, their decoding is inferred from the batch's values."""
 
     hash: int
     first: tuple[int, int]
-    row: list[ColumnCodec] | None
-    key: list[ColumnCodec] | None
+    row: _Decoding
+    key: _Decoding
     row_inferred: bool
     key_inferred: bool
+
+    def agrees(self, other: _Sample) -> bool:
+        return self.row.agrees(other.row) and self.key.agrees(other.key)
 
 
 def _schema_hash() -> Column:
@@ -199,14 +245,13 @@ def _debezium_samples(texts: DataFrame) -> list[_Sample]:
         value_schema = _wrapped_schema(group.sample.v)
         key_schema = _loads(group.sample.k).get("schema")
         row_schema = envelope_row_schema(value_schema) if value_schema else None
+        is_struct = isinstance(key_schema, dict) and key_schema.get("type") == "struct"
         samples.append(
             _Sample(
                 hash=group.h,
                 first=(group.first.partition, group.first.offset),
-                row=row_codecs(row_schema) if row_schema is not None else None,
-                key=row_codecs(key_schema)
-                if isinstance(key_schema, dict) and key_schema.get("type") == "struct"
-                else None,
+                row=_Decoding.connect(row_schema),
+                key=_Decoding.connect(key_schema if is_struct else None),
                 row_inferred=value_schema is None,
                 key_inferred=key_schema is None,
             )

@@ -53,9 +53,9 @@ MINUTE = 60_000_000
 # --------------------------------------------------------------------------------------------
 
 
-def field(name: str, type_: str, **extra: Any) -> dict[str, Any]:
+def field(column: str, type_: str, **extra: Any) -> dict[str, Any]:
     """A Connect struct field (``name`` in ``extra``: a logical type)."""
-    return {"type": type_, "optional": name != "id", **extra, "field": name}
+    return {"type": type_, "optional": column != "id", **extra, "field": column}
 
 
 def decimal_field(name: str, precision: int, scale: int) -> dict[str, Any]:

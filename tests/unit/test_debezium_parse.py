@@ -829,7 +829,7 @@ session_gap = "5 minutes"
         ),
         (
             '[[tables]]\nname = "a"\ntopic = "t"\nkey = ["id"]\n',
-            r"Unknown setting\(s\) key in \[\[tables\]\]\. Allowed: format, keys, name, schema, ",
+            r"Unknown setting\(s\) key in \[\[tables\]\]\. Allowed: (\w+, )*keys, name, ",
         ),
         ("[gold]\nwindow = 1\n", r"Unknown setting\(s\) window in \[gold\]\. Allowed: "),
         ('[[tables]]\nname = "a"\n', r"Each \[\[tables\]\] entry needs 'name' and 'topic'\."),
