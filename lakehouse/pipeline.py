@@ -128,14 +128,16 @@ class RunningQueries:
             LakehouseError: a query failed for another reason than a schema change.
         """
         for name in list(self._queries):
-            for _ in range(MAX_SCHEMA_RESTARTS):
+            restarts = 0
+            while True:
                 query = self._queries[name]
                 try:
                     query.processAllAvailable()
                     break
                 except StreamingQueryException as error:
-                    if not stopped_by_schema_change(error):
+                    if restarts == MAX_SCHEMA_RESTARTS or not stopped_by_schema_change(error):
                         raise failure(query, error) from error
+                restarts += 1
                 self._restart(name)
 
     def stop(self) -> None:

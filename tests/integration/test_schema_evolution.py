@@ -2,9 +2,10 @@
 
 The first test is a running pipeline: the continuous runner's queries (bronze from a file
 source, silver, the gold revenue job on silver's change feed) on a processing-time trigger,
-caught up with ``processAllAvailable`` after each new source file. The source adds a column,
-then widens two types; silver's query keeps running, the gold query is restarted from its
-checkpoint by the runner, and the results agree with the reference fold and with silver.
+caught up with ``processAllAvailable`` after each new source file. The source adds a column;
+silver's query keeps running, the gold query is restarted from its checkpoint by the runner.
+Then ``run_once`` (``lakehouse run --once``) continues from the same checkpoints across type
+widenings. Silver agrees with the reference fold, gold with silver.
 
 The other tests run single micro-batches through ``apply_batch`` (and one through the streaming
 job, for the error line the user sees).
@@ -33,7 +34,7 @@ from lakehouse.config import PipelineConfig, TableSpec
 from lakehouse.errors import SchemaChangeError
 from lakehouse.identifiers import table_name_for_topic
 from lakehouse.layout import Warehouse
-from lakehouse.pipeline import RunningQueries, start_ready
+from lakehouse.pipeline import RunningQueries, run_once, start_ready
 from lakehouse.streaming import Trigger, run_to_end
 from silver.job import apply_batch, entity_tables, start_silver
 from silver.verify import check_table
@@ -215,41 +216,45 @@ def test_schema_evolution_in_a_running_stream(spark: SparkSession, tmp_path: Pat
             (4, None, Decimal("7.00")),  # an older record: it has no such column
         ]
         assert running.query("silver_orders").runId == silver_run  # never restarted
-        restarted_gold = running.query(REVENUE_QUERY).runId
-        assert restarted_gold != gold_run  # stopped by the schema change, continued
+        # Stopped by the schema change, continued from its checkpoint.
+        assert running.query(REVENUE_QUERY).runId != gold_run
         assert gold_revenue(spark, warehouse.table("gold", REVENUE_TABLE)) == expected_revenue(
             spark, silver
         )
 
-        # Two types widen: numeric(10,2) -> numeric(12,2) and integer -> bigint.
-        write_source_file(
-            source,
-            "3-widened",
-            [
-                order(5, "u", 2, 30, V3, total="1234567890.12", qty=2**40, created_at=BASE_US),
-                order(6, "c", 5, 13, V1, total="3.00", qty=4, created_at=BASE_US + MINUTE),
-            ],
-        )
-        running.catch_up()
-
-        types = dtypes(spark, silver)
-        assert (types["total"], types["qty"]) == ("decimal(12,2)", "bigint")
-        assert silver_rows(spark, silver, "id", "total", "qty") == [
-            (1, Decimal("11.00"), 1),
-            (2, Decimal("1234567890.12"), 2**40),
-            (3, Decimal("5.25"), 3),
-            (4, Decimal("7.00"), 1),
-            (5, Decimal("3.00"), 4),
-        ]
-        assert running.query("silver_orders").runId == silver_run
-        assert running.query(REVENUE_QUERY).runId != restarted_gold
         assert all(running.query(name).isActive for name in running.names())
-        assert gold_revenue(spark, warehouse.table("gold", REVENUE_TABLE)) == expected_revenue(
-            spark, silver
-        )
-        assert_verified(spark, warehouse, SPEC)
     finally:
         running.stop()
+
+    # ``run --once`` continues from the same checkpoints. Two types widen, numeric(10,2) ->
+    # numeric(12,2) and integer -> bigint (without the schema log, the gold job could never
+    # read silver again); an old-schema record comes after the change.
+    write_source_file(
+        source,
+        "3-widened",
+        [
+            order(5, "u", 2, 30, V3, total="1234567890.12", qty=2**40, created_at=BASE_US),
+            order(6, "c", 5, 13, V1, total="3.00", qty=4, created_at=BASE_US + MINUTE),
+        ],
+    )
+    said: list[str] = []
+    report = run_once(spark, SourceSpec("files", str(source)), warehouse, config, said.append)
+
+    types = dtypes(spark, silver)
+    assert (types["total"], types["qty"]) == ("decimal(12,2)", "bigint")
+    assert silver_rows(spark, silver, "id", "total", "qty") == [
+        (1, Decimal("11.00"), 1),
+        (2, Decimal("1234567890.12"), 2**40),
+        (3, Decimal("5.25"), 3),
+        (4, Decimal("7.00"), 1),
+        (5, Decimal("3.00"), 4),
+    ]
+    assert REVENUE_QUERY in report.queries
+    assert f"{REVENUE_QUERY}: its input changed schema; continuing from its checkpoint" in said
+    assert gold_revenue(spark, warehouse.table("gold", REVENUE_TABLE)) == expected_revenue(
+        spark, silver
+    )
+    assert_verified(spark, warehouse, SPEC)
 
 
 # --------------------------------------------------------------------------------------------
