@@ -21,14 +21,30 @@ REVENUE_QUERY = f"gold_{REVENUE_TABLE}"
 SESSIONS_QUERY = f"gold_{SESSIONS_TABLE}"
 
 
-def silver_changes(spark: SparkSession, path: str) -> DataFrame:
-    """The change feed of a silver table as a stream, from its first version."""
-    return (
+#: Where, under a query's checkpoint, Delta keeps the schema log of its change-feed input.
+SCHEMA_LOG = "_schema_log"
+
+
+def silver_changes(spark: SparkSession, path: str, checkpoint: str | None = None) -> DataFrame:
+    """The change feed of a silver table as a stream, from its first version.
+
+    With the query's ``checkpoint``, the stream follows silver's schema changes: Delta keeps a
+    schema log under the checkpoint and reads each version with the schema it was written
+    with. A new column or a widened type stops the query once with Delta's
+    ``DELTA_STREAMING_METADATA_EVOLUTION``; started again from its checkpoint (the pipeline
+    does that), it reads on with the new schema. Without the log, a widened type would stop
+    the stream for good. Silver only widens types, so every type change is accepted.
+    """
+    reader = (
         spark.readStream.format("delta")
         .option("readChangeFeed", "true")
         .option("startingVersion", 0)
-        .load(path)
     )
+    if checkpoint is not None:
+        reader = reader.option("schemaTrackingLocation", f"{checkpoint}/{SCHEMA_LOG}").option(
+            "allowSourceColumnTypeChange", "always"
+        )
+    return reader.load(path)
 
 
 def start_revenue(
@@ -36,7 +52,7 @@ def start_revenue(
 ) -> StreamingQuery:
     """Revenue and order count per tumbling window of order event time."""
     checkpoint = warehouse.checkpoint(REVENUE_QUERY)
-    changes = silver_changes(spark, warehouse.table("silver", spec.orders_table))
+    changes = silver_changes(spark, warehouse.table("silver", spec.orders_table), checkpoint)
     writer = (
         changes.writeStream.queryName(REVENUE_QUERY)
         .option("checkpointLocation", checkpoint)
@@ -84,7 +100,7 @@ def start_sessions(
     checkpoint = warehouse.checkpoint(SESSIONS_QUERY)
     clicks = warehouse.table("silver", spec.clicks_table)
     writer = (
-        silver_changes(spark, clicks)
+        silver_changes(spark, clicks, checkpoint)
         .writeStream.queryName(SESSIONS_QUERY)
         .option("checkpointLocation", checkpoint)
         .foreachBatch(

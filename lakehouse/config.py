@@ -22,6 +22,8 @@ from lakehouse.layout import QUARANTINE_TABLE
 TableFormat = Literal["debezium", "events"]
 TABLE_FORMATS: tuple[TableFormat, ...] = ("debezium", "events")
 ConditionSetting = Literal["apply_as_deletes", "apply_as_truncates"]
+IncompatibleTypePolicy = Literal["fail", "quarantine"]
+INCOMPATIBLE_TYPE_POLICIES: tuple[IncompatibleTypePolicy, ...] = ("fail", "quarantine")
 
 
 _DURATION_UNITS = ("second", "minute", "hour", "day")
@@ -53,6 +55,8 @@ class TableSpec:
     column_list: tuple[str, ...] | None = None
     except_column_list: tuple[str, ...] | None = None
     ignore_null_updates: bool = False
+    #: A source column type silver cannot widen to: stop the stream, or quarantine the records.
+    on_incompatible_type: IncompatibleTypePolicy = "fail"
 
     def __post_init__(self) -> None:
         require_identifier(self.name, "table name")
@@ -73,6 +77,11 @@ class TableSpec:
         if self.tombstone_retention_days < 0:
             raise ConfigError("tombstone_retention_days must be 0 or more.")
         self._check_change_settings()
+        if self.on_incompatible_type not in INCOMPATIBLE_TYPE_POLICIES:
+            raise ConfigError(
+                f"Invalid on_incompatible_type {self.on_incompatible_type!r} for table "
+                f"{self.name!r}. Must be one of {', '.join(INCOMPATIBLE_TYPE_POLICIES)}."
+            )
 
     def condition(self, setting: ConditionSetting) -> Condition | None:
         """The parsed ``apply_as_deletes`` or ``apply_as_truncates`` condition, if set.
@@ -265,6 +274,7 @@ _TABLE_TYPES: Mapping[str, type] = {
     "column_list": list,
     "except_column_list": list,
     "ignore_null_updates": bool,
+    "on_incompatible_type": str,
 }
 
 

@@ -7,12 +7,14 @@ import threading
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
+from functools import partial
 from typing import NamedTuple
 
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
-from bronze.job import start_bronze
+from bronze.job import BRONZE_QUERY, start_bronze
 from bronze.table import bronze_topic
 from cdc.sources import SourceSpec, read_source
 from gold.jobs import (
@@ -25,7 +27,13 @@ from gold.jobs import (
 )
 from lakehouse.config import GoldSpec, PipelineConfig, TableSpec
 from lakehouse.layout import Warehouse
-from lakehouse.streaming import Trigger, await_query
+from lakehouse.streaming import (
+    MAX_SCHEMA_RESTARTS,
+    Trigger,
+    failure,
+    run_to_end,
+    stopped_by_schema_change,
+)
 from silver.job import start_silver
 
 Progress = Callable[[str], None]
@@ -59,11 +67,16 @@ def run_once(
     config: PipelineConfig,
     progress: Progress = lambda _: None,
 ) -> RunReport:
-    """Process everything available now through every layer, then return."""
+    """Process everything available now through every layer, then return.
+
+    A query stopped by a schema change of its Delta input (a gold job, when silver gained a
+    column or widened a type) continues from its checkpoint.
+    """
     started = time.monotonic()
     report = RunReport()
     progress(f"bronze: ingesting {source.describe()}")
-    _finish(start_bronze(read_source(spark, source), warehouse, Trigger()), report)
+    bronze = partial(start_bronze, read_source(spark, source), warehouse, Trigger())
+    _finish(bronze, report, progress)
     report.queries += run_from_bronze(spark, warehouse, config, progress).queries
     report.seconds = time.monotonic() - started
     return report
@@ -87,11 +100,83 @@ def run_from_bronze(
     for spec in entity_specs(spark, warehouse, config):
         if entities is None or spec.name in entities:
             progress(f"silver: applying {spec.topic} to silver.{spec.name}")
-            _finish(start_silver(spark, warehouse, spec, trigger), report)
-    for query in _start_gold(spark, warehouse, config, trigger, progress, set(), entities):
-        _finish(query, report)
+            _finish(partial(start_silver, spark, warehouse, spec, trigger), report, progress)
+    for _, start in _gold_jobs(spark, warehouse, config, trigger, progress, set(), entities):
+        _finish(start, report, progress)
     report.seconds = time.monotonic() - started
     return report
+
+
+class RunningQueries:
+    """The streaming queries of a continuous run, by name, each with the function that starts it.
+
+    A query that stops because the schema of its Delta input changed (the gold jobs read
+    silver's change feed, and silver gains columns and widens types while they run) is started
+    again from its checkpoint: Delta's documented remedy, after which it reads on with the new
+    schema. Any other failure is raised.
+    """
+
+    def __init__(self, progress: Progress = lambda _: None) -> None:
+        self._starters: dict[str, Callable[[], StreamingQuery]] = {}
+        self._queries: dict[str, StreamingQuery] = {}
+        self._progress = progress
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._queries
+
+    def names(self) -> set[str]:
+        return set(self._queries)
+
+    def query(self, name: str) -> StreamingQuery:
+        """The current query of ``name`` (a new one after each restart)."""
+        return self._queries[name]
+
+    def start(self, name: str, starter: Callable[[], StreamingQuery]) -> StreamingQuery:
+        self._starters[name] = starter
+        self._queries[name] = starter()
+        return self._queries[name]
+
+    def check(self) -> None:
+        """Restart the queries a schema change of their input stopped.
+
+        Raises:
+            LakehouseError: a query failed for another reason (see ``await_query``).
+        """
+        for name, query in list(self._queries.items()):
+            error = None if query.isActive else query.exception()
+            if stopped_by_schema_change(error):
+                self._restart(name)
+            elif error is not None:
+                raise failure(query, error)
+
+    def catch_up(self) -> None:
+        """Block until every query has processed what is available now, in the order they
+        were started (upstream first); the queries keep running. For notebooks and tests.
+
+        Raises:
+            LakehouseError: a query failed for another reason than a schema change.
+        """
+        for name in list(self._queries):
+            restarts = 0
+            while True:
+                query = self._queries[name]
+                try:
+                    query.processAllAvailable()
+                    break
+                except StreamingQueryException as error:
+                    if restarts == MAX_SCHEMA_RESTARTS or not stopped_by_schema_change(error):
+                        raise failure(query, error) from error
+                restarts += 1
+                self._restart(name)
+
+    def stop(self) -> None:
+        for query in self._queries.values():
+            if query.isActive:
+                query.stop()
+
+    def _restart(self, name: str) -> None:
+        self._progress(f"{name}: its input changed schema; continuing from its checkpoint")
+        self._queries[name] = self._starters[name]()
 
 
 def run_continuously(
@@ -105,37 +190,47 @@ def run_continuously(
 ) -> None:
     """Run every layer on a processing-time trigger until a query fails, SIGINT or SIGTERM.
 
-    Silver and gold queries start as soon as their input tables appear. On a signal the
-    queries stop between micro-batches; their checkpoints make the next run continue.
+    Silver and gold queries start as soon as their input tables appear, and a query stopped by
+    a schema change of its input continues from its checkpoint (:class:`RunningQueries`). On a
+    signal the queries stop between micro-batches; their checkpoints make the next run continue.
     """
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in STOP_SIGNALS}
     source_frame = read_source(spark, source, continuous=True)
-    running: dict[str, StreamingQuery] = {"bronze": start_bronze(source_frame, warehouse, trigger)}
+    running = RunningQueries(progress)
+    running.start(BRONZE_QUERY, lambda: start_bronze(source_frame, warehouse, trigger))
     progress(f"bronze: streaming from {source.describe()} (Ctrl-C stops)")
     try:
         while not stop.is_set():
-            for spec in entity_specs(spark, warehouse, config):
-                name = f"silver_{spec.name}"
-                if name not in running:
-                    running[name] = start_silver(spark, warehouse, spec, trigger)
-                    progress(f"silver: streaming {spec.topic} into silver.{spec.name}")
-            for query in _start_gold(spark, warehouse, config, trigger, progress, set(running)):
-                running[query.name] = query
-            for query in running.values():
-                if not query.isActive:
-                    await_query(query)
+            start_ready(spark, warehouse, config, trigger, running, progress)
+            running.check()
             stop.wait(poll_seconds)
         progress("stopping")
     finally:
-        for query in running.values():
-            if query.isActive:
-                query.stop()
+        running.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 
 
-def _start_gold(
+def start_ready(
+    spark: SparkSession,
+    warehouse: Warehouse,
+    config: PipelineConfig,
+    trigger: Trigger,
+    running: RunningQueries,
+    progress: Progress = lambda _: None,
+) -> None:
+    """Start the silver and gold queries whose input tables exist and that are not running."""
+    for spec in entity_specs(spark, warehouse, config):
+        name = f"silver_{spec.name}"
+        if name not in running:
+            running.start(name, partial(start_silver, spark, warehouse, spec, trigger))
+            progress(f"silver: streaming {spec.topic} into silver.{spec.name}")
+    for name, start in _gold_jobs(spark, warehouse, config, trigger, progress, running.names()):
+        running.start(name, start)
+
+
+def _gold_jobs(
     spark: SparkSession,
     warehouse: Warehouse,
     config: PipelineConfig,
@@ -143,17 +238,17 @@ def _start_gold(
     progress: Progress,
     running: set[str],
     inputs: Collection[str] | None = None,
-) -> list[StreamingQuery]:
-    """Start the gold jobs whose silver input exists (and is in ``inputs``, if given) and that
-    are not running yet."""
+) -> list[tuple[str, Callable[[], StreamingQuery]]]:
+    """The gold jobs whose silver input exists (and is in ``inputs``, if given) and that are
+    not running yet: (name, starter)."""
     silver = set(warehouse.table_names("silver"))
-    queries = []
+    ready: list[tuple[str, Callable[[], StreamingQuery]]] = []
     for job in gold_jobs(config):
         wanted = inputs is None or job.input in inputs
         if wanted and job.input in silver and job.query not in running:
             progress(f"gold: {job.what} from silver.{job.input}")
-            queries.append(job.start(spark, warehouse, config.gold, trigger))
-    return queries
+            ready.append((job.query, partial(job.start, spark, warehouse, config.gold, trigger)))
+    return ready
 
 
 class GoldJob(NamedTuple):
@@ -177,6 +272,9 @@ def gold_jobs(config: PipelineConfig) -> list[GoldJob]:
     ]
 
 
-def _finish(query: StreamingQuery, report: RunReport) -> None:
-    await_query(query)
+def _finish(start: Callable[[], StreamingQuery], report: RunReport, progress: Progress) -> None:
+    def restarted(query: StreamingQuery) -> None:
+        progress(f"{query.name}: its input changed schema; continuing from its checkpoint")
+
+    query = run_to_end(start, restarted)
     report.queries.append(query.name or str(query.id))

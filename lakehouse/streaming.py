@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 
-from lakehouse.errors import ConfigError, PipelineError, raised_error
+from lakehouse.errors import ConfigError, LakehouseError, PipelineError, raised_error
 
 APP_ID_FILE = "_lakehouse_app_id"
 
@@ -73,16 +74,60 @@ def idempotent_write_options(app_id: str, batch_id: int) -> dict[str, Any]:
 
 
 def await_query(query: StreamingQuery) -> None:
-    """Wait for a query to end and turn its failure into a LakehouseError: the one raised in
-    this project's Python code that Spark ran (a ``foreachBatch`` function, the Kafka source),
-    else a PipelineError with the first line of Spark's error."""
+    """Wait for a query to end and turn its failure into a LakehouseError: the error a
+    foreachBatch function raised, if it was one (e.g. SchemaChangeError), else PipelineError
+    with the first line of Spark's error."""
     try:
         query.awaitTermination()
     except StreamingQueryException as error:
-        raised = raised_error(str(error))
-        if raised is not None:
-            raise raised from error
-        first_line = str(error).strip().splitlines()[0]
-        raise PipelineError(
-            f"Streaming query {query.name or query.id} failed: {first_line}"
-        ) from error
+        raise failure(query, error) from error
+
+
+#: Delta's error class when the schema of a streaming query's Delta source changed and the
+#: query's schema tracking log took the change: Delta's documented remedy is to start the
+#: query again from its checkpoint, which then reads on with the new schema.
+SOURCE_SCHEMA_CHANGED = "DELTA_STREAMING_METADATA_EVOLUTION"
+
+#: Restarts :func:`run_to_end` allows one query (each takes one schema change of its source).
+MAX_SCHEMA_RESTARTS = 100
+
+
+def stopped_by_schema_change(error: BaseException | None) -> bool:
+    """Whether a query failure is its Delta source's schema change (restart to continue)."""
+    return error is not None and f"[{SOURCE_SCHEMA_CHANGED}]" in str(error)
+
+
+def run_to_end(
+    start: Callable[[], StreamingQuery],
+    restarted: Callable[[StreamingQuery], None] = lambda _: None,
+) -> StreamingQuery:
+    """Start a query and wait for it to end; while it stops because its Delta source changed
+    schema, start it again from its checkpoint (``restarted`` is told each time).
+
+    Raises:
+        LakehouseError: any other failure (see :func:`await_query`), or more than
+            :data:`MAX_SCHEMA_RESTARTS` schema changes in one run.
+    """
+    query = start()
+    for _ in range(MAX_SCHEMA_RESTARTS):
+        try:
+            query.awaitTermination()
+            return query
+        except StreamingQueryException as error:
+            if not stopped_by_schema_change(error):
+                raise failure(query, error) from error
+        restarted(query)
+        query = start()
+    await_query(query)
+    return query
+
+
+def failure(query: StreamingQuery, error: BaseException) -> LakehouseError:
+    """The LakehouseError for a failed query: the one raised in this project's Python code that
+    Spark ran (a ``foreachBatch`` function, the Kafka source), else PipelineError with the
+    first line of Spark's error."""
+    raised = raised_error(str(error))
+    if raised is not None:
+        return raised
+    first_line = str(error).strip().splitlines()[0]
+    return PipelineError(f"Streaming query {query.name or query.id} failed: {first_line}")

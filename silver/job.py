@@ -15,13 +15,12 @@ from lakehouse.identifiers import table_name_for_topic
 from lakehouse.layout import QUARANTINE_TABLE, Warehouse
 from lakehouse.streaming import Trigger, query_app_id
 from silver.changes import latest_per_key, newer_than
+from silver.evolution import read_batch
 from silver.parse import (
     METADATA_COLUMNS,
     RowLayout,
     as_text,
-    discover_layout,
     order_of,
-    parse_changes,
 )
 from silver.settings import kept_layout, with_settings
 from silver.tables import (
@@ -30,6 +29,7 @@ from silver.tables import (
     EntityTables,
     append,
     current_orders,
+    data_columns,
     delete_older_than,
     ensure_table,
     idempotent_dml,
@@ -93,12 +93,19 @@ def batch_applier(
 def apply_batch(
     batch: DataFrame, batch_id: int, spec: TableSpec, tables: EntityTables, app_id: str
 ) -> BatchReport:
-    """Apply one micro-batch of bronze rows; safe to run again for the same ``batch_id``."""
+    """Apply one micro-batch of bronze rows; safe to run again for the same ``batch_id``.
+
+    The table takes new columns and widened types before the MERGE (silver.evolution).
+
+    Raises:
+        SchemaChangeError: a column type the table cannot take, under
+            ``on_incompatible_type = "fail"`` (nothing of the batch is written).
+    """
     spark = batch.sparkSession
     texts = as_text(batch)
-    layout = discover_layout(texts, spec)
+    layout, parsed = read_batch(texts, spec, data_columns(spark, tables.silver))
     kept = kept_layout(layout, spec)
-    events = with_settings(parse_changes(texts, spec, layout), spec, layout).localCheckpoint()
+    events = with_settings(parsed, spec, layout).localCheckpoint()
     counts = events.select(
         F.count(F.lit(1)).alias("records"),
         F.count("_reason").alias("quarantined"),

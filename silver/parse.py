@@ -13,7 +13,8 @@ The output of :func:`parse_changes` has one row per bronze record:
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pyspark.sql import Column, DataFrame
@@ -56,12 +57,6 @@ _PAYLOAD_MARKER = ',"payload":'
 
 
 @dataclass(frozen=True)
-class _Schemas:
-    s: dict[str, Any] | None
-    ks: dict[str, Any] | None
-
-
-@dataclass(frozen=True)
 class RowLayout:
     """The columns of a table as seen in one micro-batch."""
 
@@ -93,68 +88,243 @@ def as_text(batch: DataFrame) -> DataFrame:
 
 
 def discover_layout(texts: DataFrame, spec: TableSpec) -> RowLayout:
-    """Find the key and row columns of a micro-batch (one small distinct-schema query)."""
+    """Find the key and row columns of a micro-batch (one small distinct-schema query): the union
+    over its schema versions, a later version's codec winning for a shared column."""
     if spec.format == "events":
-        row_type = _ddl_struct(spec.schema) if spec.schema else _infer(texts, "v")
-        columns = tuple(inferred_codecs(row_type))
-        missing = [k for k in spec.keys or () if k not in row_type.fieldNames()]
-        if missing and spec.schema:
-            raise ConfigError(
-                f"Table {spec.name!r}: key column(s) {', '.join(missing)} are not in its schema."
-            )
-        return _checked(_with_configured_keys(columns, spec.keys or ()))
-
-    wrapped = F.col("v").startswith(_WRAPPER_PREFIX)
-    schema_text = F.when(wrapped, F.substring_index("v", _PAYLOAD_MARKER, 1))
-    samples = (
-        texts.where(F.col("v").isNotNull())
-        .select("v", "k", F.xxhash64(schema_text, F.get_json_object("k", "$.schema")).alias("h"))
-        .dropDuplicates(["h"])
-        .collect()
-    )
-    schemas = [
-        _Schemas(s=_wrapped_schema(sample.v), ks=_loads(sample.k).get("schema"))
-        for sample in samples
-    ]
-    row_groups: list[list[ColumnCodec]] = []
-    key_groups: list[list[ColumnCodec]] = []
-    for found in schemas:
-        row_schema = envelope_row_schema(found.s) if found.s else None
-        if row_schema is not None:
-            row_groups.append(row_codecs(row_schema))
-        key_schema = found.ks or {}
-        if key_schema.get("type") == "struct":
-            key_groups.append(row_codecs(key_schema))
-    if any(found.s is None for found in schemas):
+        return _events_layout(texts, spec)
+    samples = _debezium_samples(texts)
+    row_groups = [s.row.codecs for s in samples if not s.row_inferred]
+    key_groups = [s.key.codecs for s in samples if not s.key_inferred]
+    if any(s.row_inferred for s in samples):
         row_groups.insert(0, _inferred_envelope_row(texts))
-    if any(found.ks is None for found in schemas):
-        unwrapped = texts.where(F.get_json_object("k", "$.schema").isNull())
-        key_groups.insert(0, inferred_codecs(_infer(unwrapped, "k")))
+    if any(s.key_inferred for s in samples):
+        key_groups.insert(0, _inferred_record_key(texts))
     columns = tuple(merge_codecs(row_groups))
     if spec.keys:
         return _checked(_with_configured_keys(columns, spec.keys))
     return _checked(RowLayout(keys=tuple(merge_codecs(key_groups)), columns=columns))
 
 
+@dataclass(frozen=True)
+class SchemaVersion:
+    """The records of a micro-batch that share one key and value schema.
+
+    ``layout``: their columns, decoded by their own Connect schema (the key columns are those
+    of the whole batch; a key column their schema lacks is read as null, so such records are
+    quarantined as ``missing key``). ``selector``: which rows of the batch they are (None: all).
+    ``first``: (bronze partition, offset) of their first record (None for an ``events`` table,
+    whose batch is one version). ``inferred``: the types were inferred from JSON values
+    because the records carry no Connect schema (or no declared one).
+    """
+
+    layout: RowLayout
+    selector: Column | None
+    first: tuple[int, int] | None
+    inferred: bool
+
+
+def discover_versions(texts: DataFrame, spec: TableSpec) -> list[SchemaVersion]:
+    """The schema versions of a micro-batch, ordered by their first record in bronze.
+
+    Distinct schemas that decode every column they share the same way (e.g. before and after a
+    column was added) make one version, so a batch needs more than one only across a type
+    change. Every row of the batch (Kafka tombstones too) belongs to exactly one version, so
+    parsing each version's rows with its layout and taking the union parses the whole batch.
+    """
+    if spec.format == "events":
+        return [SchemaVersion(_events_layout(texts, spec), None, None, spec.schema is None)]
+    samples = sorted(_debezium_samples(texts), key=lambda s: s.first)
+    if any(s.row_inferred for s in samples):
+        row = _Decoding.inferred(_inferred_envelope_row(texts))
+        samples = [replace(s, row=row) if s.row_inferred else s for s in samples]
+    if any(s.key_inferred for s in samples):
+        key = _Decoding.inferred(_inferred_record_key(texts))
+        samples = [replace(s, key=key) if s.key_inferred else s for s in samples]
+    groups: list[list[_Sample]] = []
+    for sample in samples:
+        group = next((g for g in groups if all(sample.agrees(other) for other in g)), None)
+        if group is None:
+            groups.append([sample])
+        else:
+            group.append(sample)
+    key_names = tuple(c.name for c in merge_codecs([s.key.codecs for s in samples]))
+    versions = []
+    for index, group in enumerate(groups):
+        columns = tuple(merge_codecs([s.row.codecs for s in group]))
+        if spec.keys:
+            layout = _with_configured_keys(columns, spec.keys)
+        else:
+            keys = merge_codecs([s.key.codecs for s in group])
+            layout = RowLayout(keys=_with_key_names(keys, key_names), columns=columns)
+        others = [s.hash for g in groups if g is not group for s in g]
+        # The first version also takes the rows no sample stands for (Kafka tombstones).
+        selector = (
+            None
+            if not others
+            else ~_schema_hash().isin(others)
+            if index == 0
+            else _schema_hash().isin([s.hash for s in group])
+        )
+        inferred = any(s.row_inferred or s.key_inferred for s in group)
+        versions.append(SchemaVersion(_checked(layout), selector, group[0].first, inferred))
+    if not versions:  # only tombstones: nothing to decode
+        empty = _with_configured_keys((), spec.keys) if spec.keys else RowLayout((), ())
+        versions.append(SchemaVersion(_checked(empty), None, None, False))
+    return versions
+
+
+@dataclass(frozen=True)
+class _Decoding:
+    """The codecs of a row or key schema and, per column, what decides how it is decoded (its
+    Connect field schema without name and nullability, or its inferred JSON type)."""
+
+    codecs: list[ColumnCodec]
+    signatures: dict[str, str]
+
+    @staticmethod
+    def connect(struct: Mapping[str, Any] | None) -> _Decoding:
+        fields = (struct or {}).get("fields", [])
+        ignored = ("field", "optional", "default", "doc")
+        return _Decoding(
+            codecs=row_codecs(struct or {}),
+            signatures={
+                str(f["field"]): json.dumps(
+                    {k: v for k, v in f.items() if k not in ignored}, sort_keys=True
+                )
+                for f in fields
+            },
+        )
+
+    @staticmethod
+    def inferred(codecs: list[ColumnCodec]) -> _Decoding:
+        return _Decoding(codecs, {c.name: f"json {c.raw_type.simpleString()}" for c in codecs})
+
+    def agrees(self, other: _Decoding) -> bool:
+        """Whether every column both have is decoded the same way."""
+        shared = self.signatures.keys() & other.signatures.keys()
+        return all(self.signatures[n] == other.signatures[n] for n in shared)
+
+
+@dataclass(frozen=True)
+class _Sample:
+    """One distinct (value schema, key schema) of a batch. ``row_inferred``/``key_inferred``:
+    the records have no such schema, their decoding is inferred from the batch's values."""
+
+    hash: int
+    first: tuple[int, int]
+    row: _Decoding
+    key: _Decoding
+    row_inferred: bool
+    key_inferred: bool
+
+    def agrees(self, other: _Sample) -> bool:
+        return self.row.agrees(other.row) and self.key.agrees(other.key)
+
+
+def _schema_hash() -> Column:
+    """Identifies a record's schema version: the value's text before ``,"payload":`` and the
+    key's ``schema``."""
+    wrapped = F.col("v").startswith(_WRAPPER_PREFIX)
+    schema_text = F.when(wrapped, F.substring_index("v", _PAYLOAD_MARKER, 1))
+    return F.xxhash64(schema_text, F.get_json_object("k", "$.schema"))
+
+
+def _debezium_samples(texts: DataFrame) -> list[_Sample]:
+    position = F.struct("partition", "offset")
+    found = (
+        texts.where(F.col("v").isNotNull())
+        .groupBy(_schema_hash().alias("h"))
+        .agg(
+            F.min_by(F.struct("v", "k"), position).alias("sample"),
+            F.min(position).alias("first"),
+        )
+        .collect()
+    )
+    samples = []
+    for group in found:
+        value_schema = _wrapped_schema(group.sample.v)
+        key_schema = _loads(group.sample.k).get("schema")
+        row_schema = envelope_row_schema(value_schema) if value_schema else None
+        is_struct = isinstance(key_schema, dict) and key_schema.get("type") == "struct"
+        samples.append(
+            _Sample(
+                hash=group.h,
+                first=(group.first.partition, group.first.offset),
+                row=_Decoding.connect(row_schema),
+                key=_Decoding.connect(key_schema if is_struct else None),
+                row_inferred=value_schema is None,
+                key_inferred=key_schema is None,
+            )
+        )
+    return samples
+
+
+def _events_layout(texts: DataFrame, spec: TableSpec) -> RowLayout:
+    row_type = _ddl_struct(spec.schema) if spec.schema else _infer(texts, "v")
+    columns = tuple(inferred_codecs(row_type))
+    missing = [k for k in spec.keys or () if k not in row_type.fieldNames()]
+    if missing and spec.schema:
+        raise ConfigError(
+            f"Table {spec.name!r}: key column(s) {', '.join(missing)} are not in its schema."
+        )
+    return _checked(_with_configured_keys(columns, spec.keys or ()))
+
+
+def _inferred_record_key(texts: DataFrame) -> list[ColumnCodec]:
+    """Key codecs inferred from the record keys that carry no Connect schema."""
+    unwrapped = texts.where(F.get_json_object("k", "$.schema").isNull())
+    return inferred_codecs(_infer(unwrapped, "k", keep_all_null=True))
+
+
+def _with_key_names(codecs: list[ColumnCodec], names: tuple[str, ...]) -> tuple[ColumnCodec, ...]:
+    """Codecs for the batch's key columns; a key column ``codecs`` lack is read as null."""
+    by_name = {c.name: c for c in codecs}
+    return tuple(by_name.get(n) or _absent_key(n) for n in names)
+
+
+def _read_as_null(column: Column) -> Column:
+    """Decoder of a key column the records' schema lacks (the JSON has no such field)."""
+    return column
+
+
+def _absent_key(name: str) -> ColumnCodec:
+    return ColumnCodec(name, StringType(), _read_as_null, False)
+
+
+def absent_columns(layout: RowLayout) -> frozenset[str]:
+    """The key columns of ``layout`` its records' schema lacks: read as null, they say nothing
+    about the column's type."""
+    return frozenset(c.name for c in (*layout.keys, *layout.columns) if c.decode is _read_as_null)
+
+
 def _with_configured_keys(columns: tuple[ColumnCodec, ...], keys: tuple[str, ...]) -> RowLayout:
     """Key codecs for configured key columns; a key no record of the batch has is read as a
     null string, so those records are quarantined as ``missing key``."""
     by_name = {c.name: c for c in columns}
-    absent = tuple(
-        ColumnCodec(k, StringType(), lambda c: c, False) for k in keys if k not in by_name
-    )
+    absent = tuple(_absent_key(k) for k in keys if k not in by_name)
     key_codecs = tuple(by_name.get(k) or next(a for a in absent if a.name == k) for k in keys)
     return RowLayout(keys=key_codecs, columns=columns + absent)
 
 
-def parse_changes(texts: DataFrame, spec: TableSpec, layout: RowLayout) -> DataFrame:
-    """Turn bronze rows (with ``k``/``v`` text) into change events; see the module docstring."""
+def parse_changes(
+    texts: DataFrame,
+    spec: TableSpec,
+    layout: RowLayout,
+    rejected: Mapping[str, str] | None = None,
+) -> DataFrame:
+    """Turn bronze rows (with ``k``/``v`` text) into change events; see the module docstring.
+
+    ``rejected``: column -> quarantine reason for the records that carry a value (not null) in
+    that column (a type the table cannot take); the other reasons come first.
+    """
     if spec.format == "events":
-        return _parse_events(texts, spec, layout)
-    return _parse_debezium(texts, spec, layout)
+        return _parse_events(texts, spec, layout, rejected or {})
+    return _parse_debezium(texts, spec, layout, rejected or {})
 
 
-def _parse_debezium(texts: DataFrame, spec: TableSpec, layout: RowLayout) -> DataFrame:
+def _parse_debezium(
+    texts: DataFrame, spec: TableSpec, layout: RowLayout, rejected: Mapping[str, str]
+) -> DataFrame:
     row_type = raw_struct(layout.columns)
     envelope_fields = [
         StructField("before", row_type),
@@ -201,6 +371,9 @@ def _parse_debezium(texts: DataFrame, spec: TableSpec, layout: RowLayout) -> Dat
         .when((op != TRUNCATE_OP) & _any_null(key_values.values()), "missing key")
         .when(sequence.isNull(), "missing sequence")
     )
+    for column, why in rejected.items():
+        carried = key_values[column] if column in key_values else after[column]
+        reason = reason.when(carried.isNotNull(), why)
     toastable = [c.name for c in layout.value_columns if c.toastable]
     unavailable = F.filter(
         F.array(*[F.when(after[name] == UNAVAILABLE_VALUE, F.lit(name)) for name in toastable])
@@ -219,7 +392,9 @@ def _parse_debezium(texts: DataFrame, spec: TableSpec, layout: RowLayout) -> Dat
     )
 
 
-def _parse_events(texts: DataFrame, spec: TableSpec, layout: RowLayout) -> DataFrame:
+def _parse_events(
+    texts: DataFrame, spec: TableSpec, layout: RowLayout, rejected: Mapping[str, str]
+) -> DataFrame:
     row = F.from_json("v", raw_struct(layout.columns))
     events = texts.select("*", row.alias("_row"))
     key_values = {c.name: F.col("_row")[c.name] for c in layout.keys}
@@ -229,6 +404,8 @@ def _parse_events(texts: DataFrame, spec: TableSpec, layout: RowLayout) -> DataF
         .when(_any_null(key_values.values()), "missing key")
         .when(sequence.isNull(), "missing sequence")
     )
+    for column, why in rejected.items():
+        reason = reason.when(F.col("_row")[column].isNotNull(), why)
     return events.select(
         *_common_columns(reason),
         F.lit("c").alias("_op"),
@@ -318,12 +495,18 @@ def _loads(text: str | None) -> dict[str, Any]:
     return loaded if isinstance(loaded, dict) else {}
 
 
-def _infer(texts: DataFrame, column: str) -> StructType:
-    """Infer a JSON schema from the non-null object strings of ``column``."""
+def _infer(texts: DataFrame, column: str, keep_all_null: bool = False) -> StructType:
+    """Infer a JSON schema from the non-null object strings of ``column``.
+
+    A field that is null in every record says nothing about its type (Spark would call it a
+    string), so it is left out unless ``keep_all_null`` (record keys: a key field that is
+    always null must stay, so that its records are quarantined as ``missing key``).
+    """
     strings = texts.where(F.col(column).startswith("{")).select(column).rdd.map(lambda r: r[0])
     if strings.isEmpty():
         return StructType()
-    inferred = texts.sparkSession.read.json(strings).schema
+    reader = texts.sparkSession.read.option("dropFieldIfAllNull", not keep_all_null)
+    inferred = reader.json(strings).schema
     return StructType([f for f in inferred.fields if f.name != "_corrupt_record"])
 
 

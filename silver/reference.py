@@ -126,6 +126,11 @@ class FoldSpec:
     grammar) on an upsert's image that make it a delete / a truncate (truncate first).
     ``column_list`` / ``except_column_list``: the non-key columns the table keeps.
     ``ignore_null_updates``: a null column of an upsert takes the previous version's value.
+    ``table_types`` (``debezium`` only): the silver table's column types (Spark type names,
+    e.g. ``bigint``, ``decimal(12,2)``). A record with a Connect schema whose value in a column
+    has a type the table's type does not hold (docs/silver-semantics.md, "Schema changes") is
+    quarantined as ``incompatible type for column <c>: table <type>, record <type>``; the
+    other values are read in the table's type (a decimal with the table's scale).
     """
 
     format: Literal["debezium", "events"] = "debezium"
@@ -137,6 +142,7 @@ class FoldSpec:
     column_list: tuple[str, ...] | None = None
     except_column_list: tuple[str, ...] | None = None
     ignore_null_updates: bool = False
+    table_types: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -348,6 +354,8 @@ def _check_spec(spec: FoldSpec) -> None:
             raise ValueError("events tables need sequence_by")
     elif spec.column_types is not None:
         raise ValueError("column_types is for events tables only")
+    if spec.format == "events" and spec.table_types is not None:
+        raise ValueError("table_types is for debezium tables only")
     for name, type_name in (spec.column_types or {}).items():
         if type_name not in _EVENT_COLUMN_TYPES:
             raise ValueError(f"column {name!r}: unsupported type {type_name!r}")
@@ -412,13 +420,15 @@ def _read_debezium_record(record: BronzeRecord, spec: FoldSpec) -> _Event:
     after_raw = _image_object(envelope.get("after"))
     raw_image: dict[str, Any] | None = None
     image: dict[str, Any] | None = None
+    image_fields: dict[str, dict[str, Any]] = {}
     if kind == "upsert":
         raw_image = after_raw
+        image_fields = after_fields
         image = _decode_image(raw_image, after_fields)
     elif kind == "delete":
         raw_image = _image_object(envelope.get("before"))
-        before_fields = _struct_fields(envelope_schema, "before") if wrapped else {}
-        image = _decode_image(raw_image, before_fields)
+        image_fields = _struct_fields(envelope_schema, "before") if wrapped else {}
+        image = _decode_image(raw_image, image_fields)
 
     # 4. Key: the record key's fields by default, else the configured columns of the image.
     key: tuple[Any, ...] | None = None
@@ -432,6 +442,19 @@ def _read_debezium_record(record: BronzeRecord, spec: FoldSpec) -> _Event:
 
     # 5. Sequence.
     sequence_order, sequence = _debezium_sequence(source, raw_image, image, spec.sequence_by)
+
+    # 6. Types: the table must hold the type of every value the record carries.
+    if spec.table_types is not None and wrapped and key is not None:
+        key_fields = _record_key_fields(record.key) if spec.keys is None else image_fields
+        row = after_raw if kind == "upsert" else None
+        key, image = _in_table_types(
+            spec.table_types,
+            dict(zip(key_columns, key, strict=True)),
+            key_fields,
+            image,
+            row,
+            after_fields,
+        )
 
     image_out: dict[str, Any] = {}
     toast: tuple[str, ...] = ()
@@ -662,6 +685,159 @@ def _is_decimal_string(value: Any) -> bool:
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+# --------------------------------------------------------------------------------------------
+# Column types: which types a silver column holds (docs/silver-semantics.md, "Schema changes")
+# --------------------------------------------------------------------------------------------
+
+_INTEGER_TYPES = ("tinyint", "smallint", "int", "bigint")
+_DECIMAL_TYPE = re.compile(r"decimal\(([0-9]+),([0-9]+)\)")
+_CONNECT_TYPES = {
+    "int8": "tinyint",
+    "int16": "smallint",
+    "int32": "int",
+    "int64": "bigint",
+    "float32": "float",
+    "float64": "double",
+    "boolean": "boolean",
+    "string": "string",
+}
+_CONNECT_TIMESTAMP = "org.apache.kafka.connect.data.Timestamp"
+_CONNECT_DATE = "org.apache.kafka.connect.data.Date"
+#: The JSON form of logical types (array elements keep it).
+_JSON_FORMS = {
+    _MICRO_TIMESTAMP: "bigint",
+    _TIMESTAMP: "bigint",
+    _CONNECT_TIMESTAMP: "bigint",
+    _NANO_TIMESTAMP: "bigint",
+    _ZONED_TIMESTAMP: "string",
+    _DATE: "int",
+    _CONNECT_DATE: "int",
+    _DECIMAL: "string",
+}
+
+
+def _column_type(field_schema: Mapping[str, Any]) -> str | None:
+    """The silver column type of a connect field (None: not a readable schema)."""
+    name = field_schema.get("name")
+    if name in (
+        _MICRO_TIMESTAMP,
+        _TIMESTAMP,
+        _CONNECT_TIMESTAMP,
+        _NANO_TIMESTAMP,
+        _ZONED_TIMESTAMP,
+    ):
+        return "timestamp"
+    if name in (_DATE, _CONNECT_DATE):
+        return "date"
+    if field_schema.get("type") == "bytes" and name != _DECIMAL:
+        return "binary"
+    if name == _DECIMAL:
+        parameters = field_schema.get("parameters") or {}
+        try:
+            precision = int(parameters.get("connect.decimal.precision", 38))
+            scale = int(parameters.get("scale", 0))
+        except (TypeError, ValueError):
+            return None
+        return f"decimal({min(precision, 38)},{scale})"
+    return _json_type(field_schema)
+
+
+def _json_type(field_schema: Mapping[str, Any]) -> str:
+    """The type of a connect field's JSON value (bytes and logical types as their JSON form);
+    nested structs and maps are kept as JSON text."""
+    name = field_schema.get("name")
+    if name in _JSON_FORMS:
+        return _JSON_FORMS[str(name)]
+    kind = field_schema.get("type", "string")
+    if kind == "array":
+        items = field_schema.get("items")
+        return f"array<{_json_type(items if isinstance(items, dict) else {})}>"
+    return _CONNECT_TYPES.get(str(kind), "string")
+
+
+def _fits(record: str, table: str) -> bool:
+    """Whether a ``table`` column holds every value of type ``record``: the same type, or one
+    Delta 4.0 type widening reaches."""
+    if record == table:
+        return True
+    if record in _INTEGER_TYPES and table in _INTEGER_TYPES:
+        return _INTEGER_TYPES.index(record) <= _INTEGER_TYPES.index(table)
+    if table == "double":
+        return record in ("tinyint", "smallint", "int", "float")
+    table_decimal = _DECIMAL_TYPE.fullmatch(table)
+    if table_decimal is not None:
+        precision, scale = (int(g) for g in table_decimal.groups())
+        if record in _INTEGER_TYPES:
+            return precision - scale >= (20 if record == "bigint" else 10)
+        record_decimal = _DECIMAL_TYPE.fullmatch(record)
+        if record_decimal is not None:
+            record_precision, record_scale = (int(g) for g in record_decimal.groups())
+            return scale >= record_scale and precision - scale >= record_precision - record_scale
+    return record == "date" and table == "timestamp_ntz"
+
+
+def _check_types(
+    values: Mapping[str, Any],
+    fields: Mapping[str, Mapping[str, Any]],
+    table_types: Mapping[str, str],
+) -> None:
+    """Quarantine the record if a non-null value's type is one its table column cannot hold."""
+    for name, value in values.items():
+        field_schema, table = fields.get(name), table_types.get(name)
+        if value is None or field_schema is None or table is None:
+            continue
+        record = _column_type(field_schema)
+        if record is not None and not _fits(record, table):
+            reason = f"incompatible type for column {name}: table {table}, record {record}"
+            raise _Quarantine(reason)
+
+
+def _in_table_types(
+    table_types: Mapping[str, str],
+    key: Mapping[str, Any],
+    key_fields: Mapping[str, Mapping[str, Any]],
+    image: Mapping[str, Any] | None,
+    after: Mapping[str, Any] | None,
+    after_fields: Mapping[str, Mapping[str, Any]],
+) -> tuple[tuple[Any, ...], dict[str, Any] | None]:
+    """The key and image in the table's types, after checking the types of the key values and
+    of the ``after`` values (upserts) against the table's."""
+    _check_types(key, key_fields, table_types)
+    _check_types(
+        {n: v for n, v in (after or {}).items() if n not in key}, after_fields, table_types
+    )
+    typed_key = canonical_key([_in_type(v, table_types.get(n)) for n, v in key.items()])
+    if image is None:
+        return typed_key, None
+    return typed_key, {n: _in_type(v, table_types.get(n)) for n, v in image.items()}
+
+
+def _in_type(value: Any, table: str | None) -> Any:
+    """A canonical value in its table column's type: only decimals change form (an integer or
+    a decimal of a smaller scale gets the table's scale)."""
+    decimal = _DECIMAL_TYPE.fullmatch(table or "")
+    if value is None or decimal is None or isinstance(value, bool):
+        return value
+    if not isinstance(value, int | str):
+        return value
+    try:
+        number = Decimal(str(value))
+    except ArithmeticError:
+        return value
+    return format(number.quantize(Decimal(1).scaleb(-int(decimal.group(2)))), "f")
+
+
+def _record_key_fields(data: bytes | None) -> dict[str, dict[str, Any]]:
+    """The connect fields of a record key with the schema wrapper (empty without)."""
+    try:
+        document = _loads(data) if data is not None else None
+    except ValueError:
+        return {}
+    if not isinstance(document, dict) or not _is_wrapper(document):
+        return {}
+    return _connect_fields(document["schema"])
 
 
 # --------------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from pyspark.sql.types import (
 )
 
 from lakehouse.config import TableSpec
-from silver.reference import BronzeRecord, FoldSpec, fold
+from silver.reference import METADATA_COLUMNS, BronzeRecord, FoldSpec, fold
 from silver.tables import table_exists
 
 MAX_REPORTED = 20
@@ -62,7 +62,19 @@ def fold_spec(spec: TableSpec, silver_schema: StructType | None) -> FoldSpec:
         column_list=spec.column_list,
         except_column_list=spec.except_column_list,
         ignore_null_updates=spec.ignore_null_updates,
+        table_types=_table_types(spec, silver_schema),
     )
+
+
+def _table_types(spec: TableSpec, silver_schema: StructType | None) -> dict[str, str] | None:
+    """A Debezium table's column types, which decide which record types it holds."""
+    if spec.format != "debezium" or silver_schema is None:
+        return None
+    return {
+        f.name: f.dataType.simpleString()
+        for f in silver_schema.fields
+        if f.name not in METADATA_COLUMNS
+    }
 
 
 def check_table(

@@ -1,0 +1,399 @@
+"""Schema evolution (docs/silver-semantics.md, "Schema changes").
+
+The first test is a running pipeline: the continuous runner's queries (bronze from a file
+source, silver, the gold revenue job on silver's change feed) on a processing-time trigger,
+caught up with ``processAllAvailable`` after each new source file. The source adds a column;
+silver's query keeps running, the gold query is restarted from its checkpoint by the runner.
+Then ``run_once`` (``lakehouse run --once``) continues from the same checkpoints across type
+widenings. Silver agrees with the reference fold, gold with silver.
+
+The other tests run single micro-batches through ``apply_batch`` (and one through the streaming
+job, for the error line the user sees).
+"""
+
+from __future__ import annotations
+
+import base64
+from collections import defaultdict
+from collections.abc import Sequence
+from decimal import Decimal
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+from delta.tables import DeltaTable
+from pyspark.sql import SparkSession
+
+from bronze.job import BRONZE_QUERY, start_bronze
+from bronze.table import ensure_bronze_table
+from cdc.records import Record
+from cdc.sources import SourceSpec, read_source
+from gold.jobs import REVENUE_QUERY, REVENUE_TABLE
+from lakehouse.config import PipelineConfig, TableSpec
+from lakehouse.errors import SchemaChangeError
+from lakehouse.identifiers import table_name_for_topic
+from lakehouse.layout import Warehouse
+from lakehouse.pipeline import RunningQueries, run_once, start_ready
+from lakehouse.streaming import Trigger, run_to_end
+from silver.job import apply_batch, entity_tables, start_silver
+from silver.verify import check_table
+from tests.helpers import bronze_frame, pg_envelope
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "shop.public.orders"
+SPEC = TableSpec(name="orders", topic=TOPIC)
+QUARANTINING = TableSpec(name="orders", topic=TOPIC, on_incompatible_type="quarantine")
+BASE_US = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z in microseconds
+MINUTE = 60_000_000
+
+
+# --------------------------------------------------------------------------------------------
+# Debezium records of an orders table whose schema changes
+# --------------------------------------------------------------------------------------------
+
+
+def field(column: str, type_: str, **extra: Any) -> dict[str, Any]:
+    """A Connect struct field (``name`` in ``extra``: a logical type)."""
+    return {"type": type_, "optional": column != "id", **extra, "field": column}
+
+
+def decimal_field(name: str, precision: int, scale: int) -> dict[str, Any]:
+    parameters = {"scale": str(scale), "connect.decimal.precision": str(precision)}
+    return field(name, "bytes", name="org.apache.kafka.connect.data.Decimal", parameters=parameters)
+
+
+def micros_field(name: str) -> dict[str, Any]:
+    return field(name, "int64", name="io.debezium.time.MicroTimestamp")
+
+
+V1 = [
+    field("id", "int64"),
+    decimal_field("total", 10, 2),
+    field("qty", "int32"),
+    micros_field("created_at"),
+]
+V2 = [*V1, field("coupon", "string")]  # ALTER TABLE orders ADD COLUMN coupon text
+V3 = [  # ALTER COLUMN total TYPE numeric(12,2), ALTER COLUMN qty TYPE bigint
+    field("id", "int64"),
+    decimal_field("total", 12, 2),
+    field("qty", "int64"),
+    micros_field("created_at"),
+    field("coupon", "string"),
+]
+
+
+def encode_decimal(value: str, scale: int) -> str:
+    """Connect's precise decimal: base64 of the big-endian two's-complement unscaled value."""
+    unscaled = int(Decimal(value).scaleb(scale))
+    size = max(1, (unscaled.bit_length() + 8) // 8)
+    return base64.b64encode(unscaled.to_bytes(size, "big", signed=True)).decode()
+
+
+def order(
+    offset: int,
+    op: str,
+    id_: int,
+    lsn: int,
+    fields: Sequence[dict[str, Any]],
+    **values: Any,
+) -> Record:
+    """A wrapped Debezium event for one order; ``values`` in plain form (decimals as text)."""
+    row: dict[str, Any] = {"id": id_}
+    for spec in fields:
+        name = spec["field"]
+        if name in values and values[name] is not None and spec["type"] == "bytes":
+            row[name] = encode_decimal(values[name], int(spec["parameters"]["scale"]))
+        elif name != "id":
+            row[name] = values.get(name)
+    key = {
+        "schema": {"type": "struct", "fields": [field("id", "int64")]},
+        "payload": {"id": id_},
+    }
+    after, before = (None, {"id": id_}) if op == "d" else (row, None)
+    value = pg_envelope(op, (100, lsn), after=after, before=before, fields=fields)
+    return Record(TOPIC, 0, offset, 1_000 + offset, key, value)
+
+
+def write_source_file(directory: Path, name: str, records: list[Record]) -> None:
+    """A JSON-lines file that appears atomically (Spark's file source ignores hidden files)."""
+    partial_file = directory / f".{name}.tmp"
+    partial_file.write_text("".join(r.to_line() + "\n" for r in records), encoding="utf-8")
+    partial_file.rename(directory / f"{name}.jsonl")
+
+
+def silver_rows(spark: SparkSession, path: str, *columns: str) -> list[tuple[Any, ...]]:
+    frame = spark.read.format("delta").load(path)
+    return sorted(tuple(r) for r in frame.select(*columns).collect())
+
+
+def dtypes(spark: SparkSession, path: str) -> dict[str, str]:
+    return dict(spark.read.format("delta").load(path).dtypes)
+
+
+def operations(spark: SparkSession, path: str) -> list[str]:
+    history = DeltaTable.forPath(spark, path).history().select("version", "operation").collect()
+    return [r.operation for r in sorted(history)]
+
+
+def assert_verified(spark: SparkSession, warehouse: Warehouse, spec: TableSpec) -> None:
+    """``lakehouse verify`` for one table: silver equals the reference fold of bronze."""
+    bronze = warehouse.table("bronze", table_name_for_topic(spec.topic))
+    check = check_table(spark, bronze, warehouse.table("silver", spec.name), spec)
+    assert check.ok, check.differences
+    assert check.expected_rows == check.actual_rows > 0
+
+
+def expected_revenue(spark: SparkSession, silver: str) -> dict[Any, tuple[Decimal, int]]:
+    """Revenue and order count per minute of order time, computed from silver itself."""
+    totals: dict[Any, list[Any]] = defaultdict(lambda: [Decimal(0), 0])
+    for row in spark.read.format("delta").load(silver).collect():
+        window = row.created_at.replace(second=0, microsecond=0)
+        totals[window][0] += row.total or 0
+        totals[window][1] += 1
+    return {k: (v[0], v[1]) for k, v in totals.items()}
+
+
+def gold_revenue(spark: SparkSession, path: str) -> dict[Any, tuple[Decimal, int]]:
+    rows = spark.read.format("delta").load(path).collect()
+    return {r.window_start: (r.revenue, r.orders) for r in rows}
+
+
+# --------------------------------------------------------------------------------------------
+# A running pipeline
+# --------------------------------------------------------------------------------------------
+
+
+def test_schema_evolution_in_a_running_stream(spark: SparkSession, tmp_path: Path) -> None:
+    source = tmp_path / "source"
+    source.mkdir()
+    warehouse = Warehouse(str(tmp_path / "warehouse"))
+    config = PipelineConfig()
+    silver = warehouse.table("silver", "orders")
+    trigger = Trigger(processing_time="1 second")
+    running = RunningQueries()
+
+    write_source_file(
+        source,
+        "1-initial",
+        [
+            order(0, "c", 1, 10, V1, total="10.50", qty=1, created_at=BASE_US),
+            order(1, "c", 2, 11, V1, total="20.00", qty=2, created_at=BASE_US + MINUTE),
+        ],
+    )
+    try:
+        records = read_source(spark, SourceSpec("files", str(source)))
+        running.start(BRONZE_QUERY, partial(start_bronze, records, warehouse, trigger))
+        running.catch_up()
+        start_ready(spark, warehouse, config, trigger, running)  # silver: bronze exists now
+        running.catch_up()
+        start_ready(spark, warehouse, config, trigger, running)  # gold: silver exists now
+        running.catch_up()
+        silver_run = running.query("silver_orders").runId
+        gold_run = running.query(REVENUE_QUERY).runId
+        assert gold_revenue(spark, warehouse.table("gold", REVENUE_TABLE)) == expected_revenue(
+            spark, silver
+        )
+
+        # A column is added in the source; an older record of the old schema arrives later.
+        write_source_file(
+            source,
+            "2-new-column",
+            [
+                order(2, "u", 1, 20, V2, total="11.00", qty=1, created_at=BASE_US, coupon="X"),
+                order(3, "c", 3, 21, V2, total="5.25", qty=3, created_at=BASE_US, coupon="Y"),
+                order(4, "c", 4, 12, V1, total="7.00", qty=1, created_at=BASE_US + 2 * MINUTE),
+            ],
+        )
+        running.catch_up()
+
+        assert "coupon" in dtypes(spark, silver)
+        assert silver_rows(spark, silver, "id", "coupon", "total") == [
+            (1, "X", Decimal("11.00")),
+            (2, None, Decimal("20.00")),  # written before the column existed
+            (3, "Y", Decimal("5.25")),
+            (4, None, Decimal("7.00")),  # an older record: it has no such column
+        ]
+        assert running.query("silver_orders").runId == silver_run  # never restarted
+        # Stopped by the schema change, continued from its checkpoint.
+        assert running.query(REVENUE_QUERY).runId != gold_run
+        assert gold_revenue(spark, warehouse.table("gold", REVENUE_TABLE)) == expected_revenue(
+            spark, silver
+        )
+
+        assert all(running.query(name).isActive for name in running.names())
+    finally:
+        running.stop()
+
+    # ``run --once`` continues from the same checkpoints. Two types widen, numeric(10,2) ->
+    # numeric(12,2) and integer -> bigint (without the schema log, the gold job could never
+    # read silver again); an old-schema record comes after the change.
+    write_source_file(
+        source,
+        "3-widened",
+        [
+            order(5, "u", 2, 30, V3, total="1234567890.12", qty=2**40, created_at=BASE_US),
+            order(6, "c", 5, 13, V1, total="3.00", qty=4, created_at=BASE_US + MINUTE),
+        ],
+    )
+    said: list[str] = []
+    report = run_once(spark, SourceSpec("files", str(source)), warehouse, config, said.append)
+
+    types = dtypes(spark, silver)
+    assert (types["total"], types["qty"]) == ("decimal(12,2)", "bigint")
+    assert silver_rows(spark, silver, "id", "total", "qty") == [
+        (1, Decimal("11.00"), 1),
+        (2, Decimal("1234567890.12"), 2**40),
+        (3, Decimal("5.25"), 3),
+        (4, Decimal("7.00"), 1),
+        (5, Decimal("3.00"), 4),
+    ]
+    assert REVENUE_QUERY in report.queries
+    assert f"{REVENUE_QUERY}: its input changed schema; continuing from its checkpoint" in said
+    assert gold_revenue(spark, warehouse.table("gold", REVENUE_TABLE)) == expected_revenue(
+        spark, silver
+    )
+    assert_verified(spark, warehouse, SPEC)
+
+
+# --------------------------------------------------------------------------------------------
+# Single micro-batches
+# --------------------------------------------------------------------------------------------
+
+W1 = [field("id", "int64"), decimal_field("total", 10, 2), field("qty", "int32")]
+W1 = [*W1, field("points", "int32")]
+W2 = [  # numeric(10,2) -> numeric(12,4), integer -> bigint, integer -> numeric(12,2)
+    field("id", "int64"),
+    decimal_field("total", 12, 4),
+    field("qty", "int64"),
+    decimal_field("points", 12, 2),
+]
+AS_TEXT = [field("id", "int64"), field("total", "string"), field("qty", "int32")]
+
+
+class Lake:
+    """A fresh warehouse; each batch is appended to bronze and applied to silver."""
+
+    def __init__(self, spark: SparkSession, root: Path) -> None:
+        self.spark = spark
+        self.warehouse = Warehouse(str(root))
+        self.bronze = self.warehouse.table("bronze", table_name_for_topic(TOPIC))
+        self.silver = self.warehouse.table("silver", "orders")
+        self.tables = entity_tables(self.warehouse, SPEC)
+        ensure_bronze_table(spark, self.bronze, TOPIC)
+
+    def apply(self, records: list[Record], batch_id: int, spec: TableSpec = SPEC) -> int:
+        frame = bronze_frame(self.spark, records, batch_id)
+        frame.write.format("delta").mode("append").save(self.bronze)
+        return apply_batch(frame, batch_id, spec, self.tables, "evolution-test").quarantined
+
+
+@pytest.fixture
+def lake(spark: SparkSession, tmp_path: Path) -> Lake:
+    return Lake(spark, tmp_path)
+
+
+def test_widening_with_old_and_new_records_in_one_batch(lake: Lake) -> None:
+    lake.apply(
+        [
+            order(0, "c", 1, 10, W1, total="1.50", qty=1, points=7),
+            order(1, "c", 2, 11, W1, total="5.50", qty=2, points=8),
+        ],
+        0,
+    )
+    # New-schema records first in bronze, an older record of the old schema after them.
+    lake.apply(
+        [
+            order(2, "u", 1, 30, W2, total="2.1234", qty=2**40, points="7.25"),
+            order(3, "c", 3, 15, W1, total="3.00", qty=3, points=9),
+        ],
+        1,
+    )
+
+    types = dtypes(lake.spark, lake.silver)
+    assert (types["total"], types["qty"], types["points"]) == (
+        "decimal(12,4)",
+        "bigint",
+        "decimal(12,2)",
+    )
+    assert silver_rows(lake.spark, lake.silver, "id", "total", "qty", "points") == [
+        (1, Decimal("2.1234"), 2**40, Decimal("7.25")),
+        (2, Decimal("5.5000"), 2, Decimal("8.00")),
+        (3, Decimal("3.0000"), 3, Decimal("9.00")),
+    ]
+    # integer -> decimal needs ALTER TABLE; the rest came with the schema-merging write.
+    assert operations(lake.spark, lake.silver)[-3:] == ["WRITE", "CHANGE COLUMN", "MERGE"]
+    assert_verified(lake.spark, lake.warehouse, SPEC)
+
+
+def test_incompatible_type_fails_with_one_clear_line(lake: Lake, tmp_path: Path) -> None:
+    lake.apply([order(0, "c", 1, 10, W1, total="1.50", qty=1, points=7)], 0)
+    before = operations(lake.spark, lake.silver)
+    text_total = [order(1, "u", 1, 20, AS_TEXT, total="a lot", qty=2)]
+
+    with pytest.raises(SchemaChangeError) as direct:
+        lake.apply(text_total, 1)
+
+    message = str(direct.value)
+    for part in (
+        "silver.orders",
+        "column 'total'",
+        "decimal(10,2) in the table",
+        "but string in records of topic shop.public.orders",
+        "partition 0, offset 1",
+        'on_incompatible_type = "quarantine"',
+        "replay",
+    ):
+        assert part in message
+    assert "\n" not in message
+    assert operations(lake.spark, lake.silver) == before  # nothing of the batch was written
+    assert not DeltaTable.isDeltaTable(lake.spark, lake.tables.quarantine)
+
+    # The same error, raised inside the streaming job's foreachBatch, reaches the caller as
+    # itself (the command line prints it as its one error line), not as a Spark trace.
+    job = partial(start_silver, lake.spark, lake.warehouse, SPEC, Trigger())
+    with pytest.raises(SchemaChangeError) as streamed:
+        run_to_end(job)
+    assert str(streamed.value) == message
+
+
+def test_incompatible_type_quarantines_records_and_applies_the_rest(lake: Lake) -> None:
+    lake.apply(
+        [
+            order(0, "c", 1, 10, W1, total="1.50", qty=1, points=7),
+            order(1, "c", 2, 11, W1, total="2.50", qty=2, points=7),
+            order(2, "c", 3, 12, W1, total="3.50", qty=3, points=7),
+        ],
+        0,
+        QUARANTINING,
+    )
+    incompatible = order(3, "u", 1, 20, AS_TEXT, total="a lot", qty=5)
+    quarantined = lake.apply(
+        [
+            incompatible,
+            order(4, "u", 2, 21, AS_TEXT, total=None, qty=6),  # no value there: applied
+            order(5, "d", 3, 22, AS_TEXT),  # a delete carries no row values: applied
+            order(6, "c", 4, 23, W1, total="4.00", qty=7, points=1),
+        ],
+        1,
+        QUARANTINING,
+    )
+
+    assert quarantined == 1
+    quarantine = lake.spark.read.format("delta").load(lake.tables.quarantine)
+    assert [tuple(r) for r in quarantine.select("offset", "reason", "key", "value").collect()] == [
+        (
+            3,
+            "incompatible type for column total: table decimal(10,2), record string",
+            incompatible.key_bytes,
+            incompatible.value_bytes,
+        )
+    ]
+    assert silver_rows(lake.spark, lake.silver, "id", "total", "qty", "_bronze_offset") == [
+        (1, Decimal("1.50"), 1, 0),  # unchanged: its update is in quarantine
+        (2, None, 6, 4),
+        (4, Decimal("4.00"), 7, 6),
+    ]
+    assert dtypes(lake.spark, lake.silver)["total"] == "decimal(10,2)"
+    assert_verified(lake.spark, lake.warehouse, QUARANTINING)

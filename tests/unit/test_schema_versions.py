@@ -1,0 +1,110 @@
+"""Schema versions of a micro-batch (silver.parse.discover_versions) and how silver.evolution
+reads a batch of several: each version decoded by its own schema, then brought to one set of
+columns. Tiny inline batches; the only Spark work is the discovery query and the parse."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql.types import DecimalType, LongType, StructField, StructType
+
+from cdc.records import Record
+from lakehouse.config import TableSpec
+from lakehouse.errors import SchemaChangeError
+from silver.evolution import read_batch
+from silver.parse import as_text, discover_versions
+from tests.helpers import bronze_frame, pg_envelope, pg_key
+
+pytestmark = pytest.mark.unit
+
+TOPIC = "pg.public.customers"
+SPEC = TableSpec(name="customers", topic=TOPIC)
+
+ID = {"field": "id", "type": "int32", "optional": False}
+NAME = {"field": "name", "type": "string", "optional": True}
+NAME_REQUIRED = {"field": "name", "type": "string", "optional": False}
+EMAIL = {"field": "email", "type": "string", "optional": True}
+
+
+def amount(precision: int, scale: int) -> dict[str, Any]:
+    parameters = {"scale": str(scale), "connect.decimal.precision": str(precision)}
+    name = "org.apache.kafka.connect.data.Decimal"
+    return {"field": "amount", "type": "bytes", "name": name, "parameters": parameters}
+
+
+def record(offset: int, fields: list[dict[str, Any]], **after: Any) -> Record:
+    value = pg_envelope("c", (1, 10 + offset), after={"id": offset, **after}, fields=fields)
+    return Record(TOPIC, 0, offset, 1_000, pg_key(offset), value)
+
+
+def versions(spark: SparkSession, records: list[Record]) -> list[tuple[Any, list[str]]]:
+    found = discover_versions(as_text(bronze_frame(spark, records)), SPEC)
+    return [(v.first, [c.name for c in v.layout.columns]) for v in found]
+
+
+def test_added_column_and_nullability_change_keep_one_version(spark: SparkSession) -> None:
+    records = [
+        record(0, [ID, NAME], name="a"),
+        record(1, [ID, NAME, EMAIL], name="b", email="b@x"),
+        record(2, [ID, NAME_REQUIRED], name="c"),
+        Record(TOPIC, 0, 3, 1_000, pg_key(0), None),  # Kafka tombstone
+        Record(TOPIC, 0, 4, 1_000, pg_key(9), "not json"),  # no schema, nothing to decode
+    ]
+    assert versions(spark, records) == [((0, 0), ["id", "name", "email"])]
+
+
+def test_a_type_change_makes_a_version_per_decoding(spark: SparkSession) -> None:
+    records = [
+        record(0, [ID, amount(12, 4)], amount="AQ=="),
+        record(1, [ID, amount(10, 2)], amount="AQ=="),
+        record(2, [ID, NAME, amount(12, 4)], name="c", amount="AQ=="),
+    ]
+    assert versions(spark, records) == [
+        ((0, 0), ["id", "amount", "name"]),
+        ((0, 1), ["id", "amount"]),
+    ]
+
+
+def test_each_version_is_decoded_by_its_own_scale(spark: SparkSession) -> None:
+    # Both encode the unscaled value 1 ("AQ=="): 0.0001 at scale 4, 0.01 at scale 2.
+    records = [
+        record(0, [ID, amount(12, 4)], amount="AQ=="),
+        record(1, [ID, amount(10, 2)], amount="AQ=="),
+        Record(TOPIC, 0, 2, 1_000, pg_key(1), None),
+    ]
+    table = StructType([StructField("id", LongType()), StructField("amount", DecimalType(10, 2))])
+
+    layout, events = read_batch(as_text(bronze_frame(spark, records)), SPEC, table)
+
+    assert [c.name for c in layout.columns] == ["id", "amount"]
+    assert dict(events.dtypes)["amount"] == "decimal(12,4)"
+    assert dict(events.dtypes)["id"] == "bigint"
+    rows = sorted((r._bronze_offset, r.id, r.amount, r._tombstone) for r in events.collect())
+    assert rows == [
+        (0, 0, Decimal("0.0001"), False),
+        (1, 1, Decimal("0.0100"), False),
+        (2, 1, None, True),  # a tombstone: its key, nothing else
+    ]
+
+
+def test_conflict_between_versions_of_one_batch_fails_naming_both_types(
+    spark: SparkSession,
+) -> None:
+    """A new table: the version first in bronze decides the type."""
+    text_amount = {"field": "amount", "type": "string", "optional": True}
+    records = [
+        record(1, [ID, amount(10, 2)], amount="AQ=="),
+        record(0, [ID, text_amount], amount="x"),
+    ]
+    with pytest.raises(SchemaChangeError, match=r"column 'amount' is string in the table but "):
+        read_batch(as_text(bronze_frame(spark, records)), SPEC, None)
+    quarantining = TableSpec(name="customers", topic=TOPIC, on_incompatible_type="quarantine")
+    _, events = read_batch(as_text(bronze_frame(spark, records)), quarantining, None)
+    assert dict(events.dtypes)["amount"] == "string"
+    assert sorted((r._bronze_offset, r._reason) for r in events.collect()) == [
+        (0, None),
+        (1, "incompatible type for column amount: table string, record decimal(10,2)"),
+    ]
