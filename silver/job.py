@@ -15,6 +15,7 @@ from lakehouse.identifiers import table_name_for_topic
 from lakehouse.layout import QUARANTINE_TABLE, Warehouse
 from lakehouse.streaming import Trigger, query_app_id
 from silver.changes import latest_per_key, newer_than
+from silver.history_job import apply_history, history_tables
 from silver.parse import (
     METADATA_COLUMNS,
     RowLayout,
@@ -55,6 +56,7 @@ def entity_tables(warehouse: Warehouse, spec: TableSpec) -> EntityTables:
         tombstones=warehouse.tombstones(spec.name),
         truncations=warehouse.truncations(spec.name),
         quarantine=warehouse.table("silver", QUARANTINE_TABLE),
+        history=history_tables(warehouse, spec),
     )
 
 
@@ -111,6 +113,8 @@ def apply_batch(
     if floor is not None:
         changes = changes.where(order_of() > order_literal(floor, _order_type(changes)))
     applied = _apply_changes(spark, changes, layout, counts.toast_columns, tables, app_id, batch_id)
+    if tables.history is not None:
+        apply_history(valid, layout, spec, tables.history, app_id, batch_id)
     return BatchReport(counts.records, counts.quarantined, counts.tombstones, applied)
 
 

@@ -1,0 +1,138 @@
+"""The SCD type 2 step of the silver job: a micro-batch's events into the history table."""
+
+from __future__ import annotations
+
+from functools import reduce
+
+from delta.tables import DeltaTable
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructField, StructType
+
+from lakehouse.config import TableSpec
+from lakehouse.layout import Warehouse
+from silver.history import (
+    ACTION,
+    LOG_METADATA,
+    START_AT,
+    history_changes,
+    history_versions,
+    key_columns,
+    log_events,
+    touched_keys,
+    tracked_columns,
+)
+from silver.parse import TRUNCATE_OP, RowLayout, order_of
+from silver.tables import (
+    Assignments,
+    HistoryTables,
+    append,
+    ensure_table,
+    idempotent_dml,
+    key_match,
+    table_exists,
+)
+
+
+def history_tables(warehouse: Warehouse, spec: TableSpec) -> HistoryTables | None:
+    """Where an entity's history lives: ``silver/<name>_history`` and its log; None for type 1."""
+    if spec.history_name is None:
+        return None
+    return HistoryTables(
+        history=warehouse.table("silver", spec.history_name), log=warehouse.history_log(spec.name)
+    )
+
+
+def apply_history(
+    valid: DataFrame,
+    layout: RowLayout,
+    spec: TableSpec,
+    tables: HistoryTables,
+    app_id: str,
+    batch_id: int,
+) -> None:
+    """Bring the history table up to date with a micro-batch; safe to run again for a batch id.
+
+    ``valid``: the batch's parsed events that are neither quarantined nor Kafka tombstones
+    (changes and truncates, including those older than a truncate). They are added to the log;
+    then the history of every key they can change is rebuilt from the log and only the rows
+    that differ are written (one MERGE, none if nothing differs).
+
+    Raises:
+        ConfigError: a ``track_history_*`` setting names a column the table does not have
+            (before anything is written).
+    """
+    spark = valid.sparkSession
+    events = log_events(valid, layout.key_names, [c.name for c in layout.value_columns])
+    events = events.localCheckpoint()
+    totals = events.select(
+        F.count(F.lit(1)).alias("events"),
+        F.count_if(F.col("_op") == TRUNCATE_OP).alias("truncates"),
+    ).first()
+    assert totals is not None
+    if not totals.events:
+        return
+    batch_schema = _nullable(events.schema)
+    logged = _read(spark, tables.log)
+    known = logged.schema.fields if logged is not None else []
+    names = {f.name for f in known}
+    log_schema = StructType([*known, *[f for f in batch_schema.fields if f.name not in names]])
+    keys = key_columns(log_schema)
+    row_columns = [c for c in log_schema.fieldNames() if c not in keys and c not in LOG_METADATA]
+    tracked = tracked_columns(spec, [*keys, *row_columns])
+
+    ensure_table(spark, tables.log, batch_schema, change_feed=False)
+    _append_new(events, keys, tables.log, f"{app_id}:history-log", batch_id)
+    history = _read(spark, tables.history)
+    has_changes = totals.events > totals.truncates
+    if not keys or not (has_changes or history is not None):
+        return  # only truncates so far, or truncates with no history to close
+    touched = touched_keys(events, keys, history if totals.truncates else None)
+    log = spark.read.format("delta").load(tables.log)
+    relevant = log.join(touched, keys, "left_semi").unionByName(
+        log.where(F.col("_op") == TRUNCATE_OP)
+    )
+    desired = history_versions(relevant, keys, tracked)
+    ensure_table(spark, tables.history, _nullable(desired.schema), change_feed=True)
+    existing = spark.read.format("delta").load(tables.history).join(touched, keys, "left_semi")
+    writes = history_changes(desired, existing, keys).localCheckpoint()
+    if writes.isEmpty():
+        return
+    with idempotent_dml(spark, f"{app_id}:history", batch_id):
+        _merge(writes, tables.history, keys, desired.columns)
+
+
+def _append_new(events: DataFrame, keys: list[str], path: str, app_id: str, batch_id: int) -> None:
+    """Append the events the log does not hold yet (same keys, null-safe, and same order)."""
+    log = events.sparkSession.read.format("delta").load(path)
+    same = reduce(
+        Column.__and__,
+        [F.col(f"e.{key}").eqNullSafe(F.col(f"l.{key}")) for key in keys],
+        order_of("e.") == order_of("l."),
+    )
+    new = events.alias("e").join(log.alias("l"), same, "left_anti").localCheckpoint()
+    if not new.isEmpty():
+        append(new, path, app_id, batch_id)
+
+
+def _merge(writes: DataFrame, path: str, keys: list[str], columns: list[str]) -> None:
+    same_row = key_match(keys) & (F.col(f"t.{START_AT}") == F.col(f"s.{START_AT}"))
+    action = F.col(f"s.{ACTION}")
+    values: Assignments = {name: F.col(f"s.{name}") for name in columns}
+    (
+        DeltaTable.forPath(writes.sparkSession, path)
+        .alias("t")
+        .merge(writes.alias("s"), same_row)
+        .whenMatchedDelete(condition=action == "delete")
+        .whenMatchedUpdate(condition=action == "update", set=values)
+        .whenNotMatchedInsert(condition=action == "insert", values=values)
+        .execute()
+    )
+
+
+def _read(spark: SparkSession, path: str) -> DataFrame | None:
+    return spark.read.format("delta").load(path) if table_exists(spark, path) else None
+
+
+def _nullable(schema: StructType) -> StructType:
+    return StructType([StructField(f.name, f.dataType, True, f.metadata) for f in schema.fields])
