@@ -10,7 +10,7 @@ import pytest
 from cdc.records import Record
 from silver.reference import TOAST_PLACEHOLDER, FoldSpec, fold
 from silver.reference_history import END_AT, IS_CURRENT, START_AT, fold_history
-from tests.helpers import bronze_record, pg_envelope, pg_key
+from tests.helpers import bronze_record, customer_change, pg_key
 
 pytestmark = pytest.mark.unit
 
@@ -33,11 +33,7 @@ def event(
     partition: int = 0,
 ) -> Record:
     """A customers change at ``(commit 100, lsn)`` in bronze at ``(partition, offset)``."""
-    after = None if op in ("d", "t") else {"id": id_, "name": name, "notes": notes}
-    before = {"id": id_, "name": None, "notes": None} if op == "d" else None
-    key = None if id_ is None else pg_key(id_)
-    value = pg_envelope(op, (100, lsn), after=after, before=before, ts_ms=TS_MS + lsn)
-    return Record(TOPIC, partition, offset, TS_MS, key, value)
+    return customer_change(TOPIC, offset, op, id_, (100, lsn), name, notes, partition)
 
 
 def at(lsn: int, offset: int, partition: int = 0) -> tuple[Any, ...]:
@@ -88,7 +84,7 @@ def test_row_has_the_silver_columns_and_the_interval() -> None:
         "notes": None,
         "_sequence": seq(100, 10),
         "_op": "c",
-        "_source_ts": (TS_MS + 10) * 1000,
+        "_source_ts": (TS_MS + 10) * 1000,  # customer_change: source.ts_ms grows with the LSN
         "_bronze_topic": TOPIC,
         "_bronze_partition": 2,
         "_bronze_offset": 5,
