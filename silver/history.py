@@ -23,8 +23,6 @@ from silver.parse import CHANGE_OPS, METADATA_COLUMNS, TRUNCATE_OP, order_of
 START_AT = "__start_at"
 END_AT = "__end_at"
 IS_CURRENT = "__is_current"
-#: Columns a history row has besides the silver row's columns.
-INTERVAL_COLUMNS = (START_AT, END_AT, IS_CURRENT)
 #: Columns of a history log row besides the key and row columns.
 LOG_METADATA = (*METADATA_COLUMNS, "_unavailable")
 #: What :func:`history_changes` asks for a row: ``insert``, ``update`` or ``delete``.

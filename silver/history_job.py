@@ -63,8 +63,12 @@ def apply_history(
             (before anything is written).
     """
     spark = valid.sparkSession
-    events = log_events(valid, layout.key_names, [c.name for c in layout.value_columns])
-    events = events.localCheckpoint()
+    logged = _read(spark, tables.log)
+    # A batch with only truncates has no key columns (it may see them as row columns); with no
+    # key known yet it can only hold truncates, which need no row columns.
+    keys = (key_columns(logged.schema) if logged is not None else []) or list(layout.key_names)
+    row_columns = [c.name for c in layout.value_columns if c.name not in keys] if keys else []
+    events = log_events(valid, [k for k in keys if k in valid.columns], row_columns)
     totals = events.select(
         F.count(F.lit(1)).alias("events"),
         F.count_if(F.col("_op") == TRUNCATE_OP).alias("truncates"),
@@ -73,21 +77,17 @@ def apply_history(
     if not totals.events:
         return
     batch_schema = _nullable(events.schema)
-    logged = _read(spark, tables.log)
-    known = logged.schema.fields if logged is not None else []
-    names = {f.name for f in known}
-    log_schema = StructType([*known, *[f for f in batch_schema.fields if f.name not in names]])
-    keys = key_columns(log_schema)
-    row_columns = [c for c in log_schema.fieldNames() if c not in keys and c not in LOG_METADATA]
-    tracked = tracked_columns(spec, [*keys, *row_columns])
+    known = logged.schema.fieldNames() if logged is not None else []
+    columns = [*known, *[c for c in batch_schema.fieldNames() if c not in known]]
+    tracked = tracked_columns(spec, [c for c in columns if c not in LOG_METADATA])
 
     ensure_table(spark, tables.log, batch_schema, change_feed=False)
     _append_new(events, keys, tables.log, f"{app_id}:history-log", batch_id)
-    history = _read(spark, tables.history)
     has_changes = totals.events > totals.truncates
-    if not keys or not (has_changes or history is not None):
+    if not keys or not (has_changes or table_exists(spark, tables.history)):
         return  # only truncates so far, or truncates with no history to close
-    touched = touched_keys(events, keys, history if totals.truncates else None)
+    history = _read(spark, tables.history) if totals.truncates else None
+    touched = touched_keys(events, keys, history)
     log = spark.read.format("delta").load(tables.log)
     relevant = log.join(touched, keys, "left_semi").unionByName(
         log.where(F.col("_op") == TRUNCATE_OP)
@@ -103,11 +103,18 @@ def apply_history(
 
 
 def _append_new(events: DataFrame, keys: list[str], path: str, app_id: str, batch_id: int) -> None:
-    """Append the events the log does not hold yet (same keys, null-safe, and same order)."""
+    """Append the events the log does not hold yet (same keys, null-safe, and same order).
+
+    ``events`` lacks the key columns when its batch had only truncates."""
     log = events.sparkSession.read.format("delta").load(path)
     same = reduce(
         Column.__and__,
-        [F.col(f"e.{key}").eqNullSafe(F.col(f"l.{key}")) for key in keys],
+        [
+            F.col(f"e.{key}").eqNullSafe(F.col(f"l.{key}"))
+            if key in events.columns
+            else F.col(f"l.{key}").isNull()
+            for key in keys
+        ],
         order_of("e.") == order_of("l."),
     )
     new = events.alias("e").join(log.alias("l"), same, "left_anti").localCheckpoint()

@@ -162,26 +162,32 @@ def test_versions_in_order_and_the_scd1_table_is_kept(lake: Lake) -> None:
     ]
 
 
-def test_late_change_splits_the_interval_it_falls_into(lake: Lake) -> None:
-    lake.apply([change(0, "c", 1, 10, "a"), change(1, "u", 1, 30, "c")], 0)
+def test_late_change_splits_its_interval_and_rewrites_no_other_row(lake: Lake) -> None:
+    lake.apply(
+        [change(0, "c", 1, 10, "a"), change(1, "u", 1, 20, "b"), change(2, "u", 1, 40, "d")], 0
+    )
+    closed = lake.rows()[(1, 10)]
     before = lake.version()
 
-    lake.apply([change(2, "u", 1, 20, "b")], 1)
+    lake.apply([change(3, "u", 1, 30, "c")], 1)
 
     assert lake.intervals() == [
         (1, "a", None, 10, 20, False),
         (1, "b", None, 20, 30, False),
-        (1, "c", None, 30, None, True),
+        (1, "c", None, 30, 40, False),
+        (1, "d", None, 40, None, True),
     ]
     history = lake.history()
     assert [op for v, op, _ in history if v > before] == ["MERGE"]
     assert merge_counts(history[-1][2]) == (1, 1, 0)
-    # Only the split interval and the new one are written; the current row is not.
+    # No re-stamping: the change feed has the split interval and the new one, not the closed
+    # row before them or the current row after them, and the closed row is unchanged.
     assert lake.changes(before + 1) == [
-        ("insert", 1, 20),
-        ("update_postimage", 1, 10),
-        ("update_preimage", 1, 10),
+        ("insert", 1, 30),
+        ("update_postimage", 1, 20),
+        ("update_preimage", 1, 20),
     ]
+    assert lake.rows()[(1, 10)] == closed
 
 
 def test_late_change_inside_an_in_place_run_restores_the_values_of_the_time(
@@ -204,16 +210,12 @@ def test_untracked_change_updates_the_version_in_place(lake: Lake) -> None:
     spec = replace(SPEC, track_history_column_list=("name",))
     lake.apply([change(0, "c", 1, 10, "a", "x")], 0, spec)
 
-    lake.apply([change(1, "u", 1, 20, "a", "y")], 1, spec)
+    lake.apply([change(1, "u", 1, 20, "a", "y"), change(2, "c", 2, 21, "b", "x")], 1, spec)
 
-    assert lake.intervals() == [(1, "a", "y", 10, None, True)]
+    assert lake.intervals() == [(1, "a", "y", 10, None, True), (2, "b", "x", 21, None, True)]
     row = lake.rows()[(1, 10)]
     assert (row["_sequence"][-2:], row["_op"], row["_bronze_offset"]) == ("20", "u", 1)
-    assert merge_counts(lake.history()[-1][2]) == (0, 1, 0)
-
-    lake.apply([change(2, "u", 1, 30, "b", "y")], 2, spec)
-
-    assert lake.intervals() == [(1, "a", "y", 10, 30, False), (1, "b", "y", 30, None, True)]
+    assert merge_counts(lake.history()[-1][2]) == (1, 1, 0)
 
 
 # --------------------------------------------------------------------------------------------
@@ -233,26 +235,23 @@ def test_delete_closes_the_current_interval(lake: Lake) -> None:
 
 
 def test_reinsert_after_delete_opens_a_new_interval(lake: Lake) -> None:
-    lake.apply([change(0, "c", 1, 10, "a"), change(1, "d", 1, 20)], 0)
-
-    lake.apply([change(2, "c", 1, 30, "a")], 1)
+    lake.apply([change(0, "c", 1, 10, "a"), change(1, "d", 1, 20), change(2, "c", 1, 30, "a")], 0)
 
     assert lake.intervals() == [(1, "a", None, 10, 20, False), (1, "a", None, 30, None, True)]
-    assert merge_counts(lake.history()[-1][2]) == (1, 0, 0)
 
 
 def test_truncate_closes_open_intervals_and_older_events_stay_before_it(lake: Lake) -> None:
     lake.apply([change(0, "c", 1, 10, "a"), change(1, "c", 2, 10, "b")], 0)
-    lake.apply([change(2, "t", None, 50), change(3, "u", 1, 60, "a")], 1)
+    # A truncate alone in its batch: no key columns, the keys come from the history log.
+    lake.apply([change(2, "t", None, 50)], 1)
 
-    assert lake.intervals() == [
-        (1, "a", None, 10, 50, False),
-        (1, "a", None, 60, None, True),
-        (2, "b", None, 10, 50, False),
-    ]
+    assert lake.intervals() == [(1, "a", None, 10, 50, False), (2, "b", None, 10, 50, False)]
+    assert merge_counts(lake.history()[-1][2]) == (0, 2, 0)
 
-    # Late events older than the truncate: history before it, nothing in silver.
-    lake.apply([change(4, "c", 3, 40, "c"), change(5, "u", 2, 45, "b2")], 2)
+    # Late events older than the truncate make history before it, not silver rows.
+    lake.apply(
+        [change(3, "u", 1, 60, "a"), change(4, "c", 3, 40, "c"), change(5, "u", 2, 45, "b2")], 2
+    )
 
     assert lake.intervals() == [
         (1, "a", None, 10, 50, False),
@@ -264,8 +263,18 @@ def test_truncate_closes_open_intervals_and_older_events_stay_before_it(lake: La
     assert lake.silver() == [(1, "a", None)]
 
 
+def test_truncate_before_any_row(lake: Lake) -> None:
+    """The first batch has only a truncate: no key is known yet; it still closes later-arriving
+    older rows."""
+    lake.apply([change(0, "t", None, 50)], 0)
+
+    lake.apply([change(1, "c", 1, 10, "a"), change(2, "c", 2, 60, "b")], 1)
+
+    assert lake.intervals() == [(1, "a", None, 10, 50, False), (2, "b", None, 60, None, True)]
+
+
 # --------------------------------------------------------------------------------------------
-# Writes: duplicates, replays, no re-stamping
+# Duplicates and replays
 # --------------------------------------------------------------------------------------------
 
 
@@ -292,26 +301,6 @@ def test_duplicate_and_replayed_batches_add_no_version(lake: Lake) -> None:
 
     assert [lake.version(path) for path in paths] == versions
     assert lake.rows() == rows
-
-
-def test_closed_rows_are_not_restamped_by_a_later_batch(lake: Lake) -> None:
-    lake.apply(
-        [change(0, "c", 1, 10, "a"), change(1, "u", 1, 20, "b"), change(2, "c", 2, 10, "x")], 0
-    )
-    closed = lake.rows()[(1, 10)]
-    before = lake.version()
-
-    lake.apply([change(3, "u", 1, 30, "c"), change(4, "u", 2, 20, "y")], 1)
-
-    assert lake.rows()[(1, 10)] == closed
-    assert lake.changes(before + 1) == [
-        ("insert", 1, 30),
-        ("insert", 2, 20),
-        ("update_postimage", 1, 20),
-        ("update_postimage", 2, 10),
-        ("update_preimage", 1, 20),
-        ("update_preimage", 2, 10),
-    ]
 
 
 # --------------------------------------------------------------------------------------------
