@@ -1,4 +1,4 @@
-"""Audit: every silver table against the reference fold of its bronze log."""
+"""Audit: every silver table (and SCD2 history) against the reference fold of its bronze log."""
 
 from __future__ import annotations
 
@@ -8,19 +8,19 @@ from lakehouse.config import PipelineConfig
 from lakehouse.identifiers import table_name_for_topic
 from lakehouse.layout import Warehouse
 from lakehouse.pipeline import entity_specs
-from silver.verify import TableCheck, check_table
+from silver.verify import TableCheck, check_history, check_table
 
 
 def verify_warehouse(
     spark: SparkSession, warehouse: Warehouse, config: PipelineConfig
 ) -> list[TableCheck]:
-    """Check each silver entity of ``warehouse``; an empty list means there was nothing to check."""
-    return [
-        check_table(
-            spark,
-            warehouse.table("bronze", table_name_for_topic(spec.topic)),
-            warehouse.table("silver", spec.name),
-            spec,
-        )
-        for spec in entity_specs(spark, warehouse, config)
-    ]
+    """Check each silver entity of ``warehouse`` (and its history table for SCD type 2); an
+    empty list means there was nothing to check."""
+    checks = []
+    for spec in entity_specs(spark, warehouse, config):
+        bronze = warehouse.table("bronze", table_name_for_topic(spec.topic))
+        checks.append(check_table(spark, bronze, warehouse.table("silver", spec.name), spec))
+        if spec.history_name is not None:
+            history = warehouse.table("silver", spec.history_name)
+            checks.append(check_history(spark, bronze, history, spec))
+    return checks

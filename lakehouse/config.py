@@ -24,6 +24,7 @@ TABLE_FORMATS: tuple[TableFormat, ...] = ("debezium", "events")
 ConditionSetting = Literal["apply_as_deletes", "apply_as_truncates"]
 IncompatibleTypePolicy = Literal["fail", "quarantine"]
 INCOMPATIBLE_TYPE_POLICIES: tuple[IncompatibleTypePolicy, ...] = ("fail", "quarantine")
+SCD_TYPES = (1, 2)
 
 
 _DURATION_UNITS = ("second", "minute", "hour", "day")
@@ -57,6 +58,9 @@ class TableSpec:
     ignore_null_updates: bool = False
     #: A source column type silver cannot widen to: stop the stream, or quarantine the records.
     on_incompatible_type: IncompatibleTypePolicy = "fail"
+    stored_as_scd_type: int = 1
+    track_history_column_list: tuple[str, ...] | None = None
+    track_history_except_column_list: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         require_identifier(self.name, "table name")
@@ -82,6 +86,7 @@ class TableSpec:
                 f"Invalid on_incompatible_type {self.on_incompatible_type!r} for table "
                 f"{self.name!r}. Must be one of {', '.join(INCOMPATIBLE_TYPE_POLICIES)}."
             )
+        self._check_history_settings()
 
     def condition(self, setting: ConditionSetting) -> Condition | None:
         """The parsed ``apply_as_deletes`` or ``apply_as_truncates`` condition, if set.
@@ -125,6 +130,47 @@ class TableSpec:
                     f"Table {self.name!r}: 'except_column_list' lists {column!r}, but key and "
                     "metadata columns are always kept. Remove it from the list."
                 )
+
+    @property
+    def history_name(self) -> str | None:
+        """Name of the SCD type 2 history table (``<name>_history``), None for type 1."""
+        return f"{self.name}_history" if self.stored_as_scd_type == 2 else None
+
+    def _check_history_settings(self) -> None:
+        scd_type = self.stored_as_scd_type
+        if isinstance(scd_type, bool) or scd_type not in SCD_TYPES:
+            raise ConfigError(
+                f"Invalid stored_as_scd_type {self.stored_as_scd_type!r} for table "
+                f"{self.name!r}. Must be 1 (latest row per key) or 2 (also keep a history table)."
+            )
+        included, excluded = self.track_history_column_list, self.track_history_except_column_list
+        chosen = [
+            setting
+            for setting, value in (
+                ("track_history_column_list", included),
+                ("track_history_except_column_list", excluded),
+            )
+            if value is not None
+        ]
+        if chosen and self.stored_as_scd_type != 2:
+            raise ConfigError(
+                f"Table {self.name!r}: {chosen[0]} only applies to history tables; "
+                "set stored_as_scd_type = 2 or remove it."
+            )
+        if len(chosen) == 2:
+            raise ConfigError(
+                f"Table {self.name!r}: set either track_history_column_list or "
+                "track_history_except_column_list, not both."
+            )
+        if included is not None and not included:
+            raise ConfigError(
+                f"Table {self.name!r}: track_history_column_list is empty; name the columns "
+                "whose changes start a new history row, or remove the setting to track all."
+            )
+        for column in (*(included or ()), *(excluded or ())):
+            require_identifier(column, f"column of table {self.name!r}")
+        if self.history_name is not None:
+            require_identifier(self.history_name, f"history table name of {self.name!r}")
 
 
 @dataclass(frozen=True)
@@ -198,13 +244,32 @@ class PipelineConfig:
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
             raise ConfigError(f"Table names must be unique; repeated: {', '.join(duplicates)}.")
+        for table in self.tables:
+            _reject_history_name(self, table.name)
 
     def spec_for_topic(self, topic: str) -> TableSpec:
-        """The declared spec for ``topic``, or the Debezium defaults."""
+        """The declared spec for ``topic``, or the Debezium defaults.
+
+        Raises:
+            ConfigError: the default entity name is the history table of a declared table.
+        """
         for table in self.tables:
             if table.topic == topic:
                 return table
-        return TableSpec(name=entity_name_for_topic(topic), topic=topic)
+        spec = TableSpec(name=entity_name_for_topic(topic), topic=topic)
+        _reject_history_name(self, spec.name, topic)
+        return spec
+
+
+def _reject_history_name(config: PipelineConfig, name: str, topic: str | None = None) -> None:
+    """Raise if ``name`` is the history table name of one of the config's tables."""
+    for table in config.tables:
+        if table.history_name == name:
+            subject = f"Topic {topic!r} maps to table {name!r}" if topic else f"Table {name!r}"
+            raise ConfigError(
+                f"{subject}, the history table of {table.name!r} (stored_as_scd_type = 2); "
+                "declare it in [[tables]] with another name."
+            )
 
 
 #: The demo shop's clickstream is a plain event stream; its CDC tables need no settings.
@@ -275,7 +340,13 @@ _TABLE_TYPES: Mapping[str, type] = {
     "except_column_list": list,
     "ignore_null_updates": bool,
     "on_incompatible_type": str,
+    "stored_as_scd_type": int,
+    "track_history_column_list": list,
+    "track_history_except_column_list": list,
 }
+
+
+_HISTORY_LISTS = ("track_history_column_list", "track_history_except_column_list")
 
 
 def _table_from(entry: Mapping[str, Any]) -> TableSpec:
@@ -285,7 +356,7 @@ def _table_from(entry: Mapping[str, Any]) -> TableSpec:
     values = dict(entry)
     for setting, value in values.items():
         _require_type(setting, value, _TABLE_TYPES[setting], "[[tables]]")
-    for listed in ("keys", "sequence_by", "column_list", "except_column_list"):
+    for listed in ("keys", "sequence_by", "column_list", "except_column_list", *_HISTORY_LISTS):
         if listed in values:
             for item in values[listed]:
                 _require_type(listed, item, str, "[[tables]]")

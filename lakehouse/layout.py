@@ -42,6 +42,10 @@ class Warehouse:
     def truncations(self, entity: str) -> str:
         return f"{self.root}/_system/truncations/{require_identifier(entity, 'entity name')}"
 
+    def history_log(self, entity: str) -> str:
+        """Every change event of an SCD type 2 entity, from which its history is rebuilt."""
+        return f"{self.root}/_system/history_log/{require_identifier(entity, 'entity name')}"
+
     def checkpoint(self, job: str) -> str:
         return f"{self.root}/_system/checkpoints/{job}"
 

@@ -16,6 +16,7 @@ from lakehouse.layout import QUARANTINE_TABLE, Warehouse
 from lakehouse.streaming import Trigger, query_app_id
 from silver.changes import latest_per_key, newer_than
 from silver.evolution import read_batch
+from silver.history_job import apply_history, history_tables
 from silver.parse import (
     METADATA_COLUMNS,
     RowLayout,
@@ -56,6 +57,7 @@ def entity_tables(warehouse: Warehouse, spec: TableSpec) -> EntityTables:
         tombstones=warehouse.tombstones(spec.name),
         truncations=warehouse.truncations(spec.name),
         quarantine=warehouse.table("silver", QUARANTINE_TABLE),
+        history=history_tables(warehouse, spec),
     )
 
 
@@ -124,6 +126,8 @@ def apply_batch(
     if floor is not None:
         changes = changes.where(order_of() > order_literal(floor, _order_type(changes)))
     applied = _apply_changes(spark, changes, kept, counts.toast_columns, tables, app_id, batch_id)
+    if tables.history is not None:
+        apply_history(valid, layout, spec, tables.history, app_id, batch_id)
     return BatchReport(counts.records, counts.quarantined, counts.tombstones, applied)
 
 

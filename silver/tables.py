@@ -35,13 +35,22 @@ QUARANTINE_COLUMNS = (
 
 
 @dataclass(frozen=True)
+class HistoryTables:
+    """Paths of an SCD type 2 entity's history table and of the log it is rebuilt from."""
+
+    history: str
+    log: str
+
+
+@dataclass(frozen=True)
 class EntityTables:
-    """Paths of the tables one silver job writes."""
+    """Paths of the tables one silver job writes (``history`` only for SCD type 2)."""
 
     silver: str
     tombstones: str
     truncations: str
     quarantine: str
+    history: HistoryTables | None = None
 
 
 def table_exists(spark: SparkSession, path: str) -> bool:

@@ -25,6 +25,7 @@ from pyspark.sql.types import (
 
 from lakehouse.config import TableSpec
 from silver.reference import METADATA_COLUMNS, BronzeRecord, FoldSpec, fold
+from silver.reference_history import START_AT, fold_history
 from silver.tables import table_exists
 
 MAX_REPORTED = 20
@@ -95,19 +96,54 @@ def check_table(
         for row in canonical_rows(silver):
             actual[tuple(row[k] for k in key_names)] = row
     check.actual_rows = len(actual)
-    for key in sorted(set(expected.rows) | set(actual), key=repr):
-        want, got = expected.rows.get(key), actual.get(key)
+    check.differences.extend(row_differences(expected.rows, actual))
+    return check
+
+
+def check_history(
+    spark: SparkSession, bronze_path: str, history_path: str, spec: TableSpec
+) -> TableCheck:
+    """Compare the SCD type 2 table at ``history_path`` with the reference history of bronze.
+
+    Rows are matched by key and ``__start_at``; the check is named ``<name>_history``.
+    """
+    assert spec.history_name is not None, "only SCD type 2 tables have a history"
+    check = TableCheck(table=spec.history_name)
+    history = (
+        spark.read.format("delta").load(history_path) if table_exists(spark, history_path) else None
+    )
+    expected = fold_history(
+        _bronze_records(spark, bronze_path),
+        fold_spec(spec, history.schema if history else None),
+        spec.track_history_column_list,
+        spec.track_history_except_column_list,
+    )
+    check.expected_rows = len(expected)
+    actual: dict[tuple[Any, ...], dict[str, Any]] = {}
+    if history is not None:
+        width = len(next(iter(expected))[0]) if expected else 1
+        key_names = list(spec.keys) if spec.keys else history.columns[:width]
+        for row in canonical_rows(history):
+            actual[(tuple(row[k] for k in key_names), row[START_AT])] = row
+    check.actual_rows = len(actual)
+    check.differences.extend(row_differences(dict(expected), actual))
+    return check
+
+
+def row_differences(
+    expected: dict[Any, dict[str, Any]], actual: dict[Any, dict[str, Any]]
+) -> Iterator[str]:
+    """One line per row that is missing, unexpected, or has a column with another value."""
+    for key in sorted(set(expected) | set(actual), key=repr):
+        want, got = expected.get(key), actual.get(key)
         if want is None:
-            check.differences.append(f"key {key}: in silver but not expected")
+            yield f"key {key}: in silver but not expected"
         elif got is None:
-            check.differences.append(f"key {key}: expected but missing from silver")
+            yield f"key {key}: expected but missing from silver"
         else:
             for column, value in want.items():
                 if got.get(column) != value:
-                    check.differences.append(
-                        f"key {key}: column {column} is {got.get(column)!r}, expected {value!r}"
-                    )
-    return check
+                    yield f"key {key}: column {column} is {got.get(column)!r}, expected {value!r}"
 
 
 def canonical_rows(frame: DataFrame) -> Iterator[dict[str, Any]]:
@@ -129,9 +165,8 @@ def _canonical(column: Column, data_type: DataType) -> Column:
     if isinstance(data_type, BinaryType):
         return F.base64(column)
     if isinstance(data_type, StructType):
-        return F.struct(
-            *[_canonical(column[f.name], f.dataType).alias(f.name) for f in data_type.fields]
-        )
+        fields = [_canonical(column[f.name], f.dataType).alias(f.name) for f in data_type.fields]
+        return F.when(column.isNotNull(), F.struct(*fields))
     return column
 
 

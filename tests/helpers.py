@@ -86,3 +86,23 @@ def bronze_record(record: Record) -> BronzeRecord:
     return BronzeRecord(
         record.topic, record.partition, record.offset, record.key_bytes, record.value_bytes
     )
+
+
+def customer_change(
+    topic: str,
+    offset: int,
+    op: str,
+    id_: int | None,
+    sequence: tuple[int | None, int],
+    name: str | None = "n",
+    notes: str | None = None,
+    partition: int = 0,
+) -> Record:
+    """A bronze record with a wrapped Debezium Postgres change of the customers table
+    (``op`` ``t``: a truncate, ``id_`` None); ``source.ts_ms`` grows with the LSN."""
+    after = None if op in ("d", "t") else {"id": id_, "name": name, "notes": notes}
+    before = {"id": id_, "name": None, "notes": None} if op == "d" else None
+    key = None if id_ is None else pg_key(id_)
+    ts_ms = 1_767_225_600_000 + sequence[1]
+    value = pg_envelope(op, sequence, after=after, before=before, ts_ms=ts_ms)
+    return Record(topic, partition, offset, ts_ms, key, value)

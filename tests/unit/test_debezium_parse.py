@@ -825,7 +825,8 @@ session_gap = "5 minutes"
     [
         (
             "colour = 1\n",
-            r"Unknown setting\(s\) colour in the config file\. Allowed: gold, maintenance, tables\.",
+            r"Unknown setting\(s\) colour in the config file\. "
+            r"Allowed: gold, maintenance, tables\.",
         ),
         (
             '[[tables]]\nname = "a"\ntopic = "t"\nkey = ["id"]\n',

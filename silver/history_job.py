@@ -1,0 +1,145 @@
+"""The SCD type 2 step of the silver job: a micro-batch's events into the history table."""
+
+from __future__ import annotations
+
+from functools import reduce
+
+from delta.tables import DeltaTable
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructField, StructType
+
+from lakehouse.config import TableSpec
+from lakehouse.layout import Warehouse
+from silver.history import (
+    ACTION,
+    LOG_METADATA,
+    START_AT,
+    history_changes,
+    history_versions,
+    key_columns,
+    log_events,
+    touched_keys,
+    tracked_columns,
+)
+from silver.parse import TRUNCATE_OP, RowLayout, order_of
+from silver.tables import (
+    Assignments,
+    HistoryTables,
+    append,
+    ensure_table,
+    idempotent_dml,
+    key_match,
+    table_exists,
+)
+
+
+def history_tables(warehouse: Warehouse, spec: TableSpec) -> HistoryTables | None:
+    """Where an entity's history lives: ``silver/<name>_history`` and its log; None for type 1."""
+    if spec.history_name is None:
+        return None
+    return HistoryTables(
+        history=warehouse.table("silver", spec.history_name), log=warehouse.history_log(spec.name)
+    )
+
+
+def apply_history(
+    valid: DataFrame,
+    layout: RowLayout,
+    spec: TableSpec,
+    tables: HistoryTables,
+    app_id: str,
+    batch_id: int,
+) -> None:
+    """Bring the history table up to date with a micro-batch; safe to run again for a batch id.
+
+    ``valid``: the batch's parsed events that are neither quarantined nor Kafka tombstones
+    (changes and truncates, including those older than a truncate). They are added to the log;
+    then the history of every key they can change is rebuilt from the log and only the rows
+    that differ are written (one MERGE, none if nothing differs).
+
+    Raises:
+        ConfigError: a ``track_history_*`` setting names a column the table does not have
+            (before anything is written).
+    """
+    spark = valid.sparkSession
+    logged = _read(spark, tables.log)
+    # A batch with only truncates has no key columns (it may see them as row columns); with no
+    # key known yet it can only hold truncates, which need no row columns.
+    keys = (key_columns(logged.schema) if logged is not None else []) or list(layout.key_names)
+    row_columns = [c.name for c in layout.value_columns if c.name not in keys] if keys else []
+    events = log_events(valid, [k for k in keys if k in valid.columns], row_columns)
+    totals = events.select(
+        F.count(F.lit(1)).alias("events"),
+        F.count_if(F.col("_op") == TRUNCATE_OP).alias("truncates"),
+    ).first()
+    assert totals is not None
+    if not totals.events:
+        return
+    batch_schema = _nullable(events.schema)
+    known = logged.schema.fieldNames() if logged is not None else []
+    columns = [*known, *[c for c in batch_schema.fieldNames() if c not in known]]
+    tracked = tracked_columns(spec, [c for c in columns if c not in LOG_METADATA])
+
+    ensure_table(spark, tables.log, batch_schema, change_feed=False)
+    _append_new(events, keys, tables.log, f"{app_id}:history-log", batch_id)
+    has_changes = totals.events > totals.truncates
+    if not keys or not (has_changes or table_exists(spark, tables.history)):
+        return  # only truncates so far, or truncates with no history to close
+    history = _read(spark, tables.history) if totals.truncates else None
+    touched = touched_keys(events, keys, history)
+    log = spark.read.format("delta").load(tables.log)
+    relevant = log.join(touched, keys, "left_semi").unionByName(
+        log.where(F.col("_op") == TRUNCATE_OP)
+    )
+    desired = history_versions(relevant, keys, tracked)
+    ensure_table(spark, tables.history, _nullable(desired.schema), change_feed=True)
+    existing = spark.read.format("delta").load(tables.history).join(touched, keys, "left_semi")
+    writes = history_changes(desired, existing, keys).localCheckpoint()
+    if writes.isEmpty():
+        return
+    with idempotent_dml(spark, f"{app_id}:history", batch_id):
+        _merge(writes, tables.history, keys, desired.columns)
+
+
+def _append_new(events: DataFrame, keys: list[str], path: str, app_id: str, batch_id: int) -> None:
+    """Append the events the log does not hold yet (same keys, null-safe, and same order).
+
+    ``events`` lacks the key columns when its batch had only truncates."""
+    log = events.sparkSession.read.format("delta").load(path)
+    same = reduce(
+        Column.__and__,
+        [
+            F.col(f"e.{key}").eqNullSafe(F.col(f"l.{key}"))
+            if key in events.columns
+            else F.col(f"l.{key}").isNull()
+            for key in keys
+        ],
+        order_of("e.") == order_of("l."),
+    )
+    new = events.alias("e").join(log.alias("l"), same, "left_anti").localCheckpoint()
+    if not new.isEmpty():
+        append(new, path, app_id, batch_id)
+
+
+def _merge(writes: DataFrame, path: str, keys: list[str], columns: list[str]) -> None:
+    same_row = key_match(keys) & (F.col(f"t.{START_AT}") == F.col(f"s.{START_AT}"))
+    action = F.col(f"s.{ACTION}")
+    values: Assignments = {name: F.col(f"s.{name}") for name in columns}
+    (
+        DeltaTable.forPath(writes.sparkSession, path)
+        .alias("t")
+        .merge(writes.alias("s"), same_row)
+        .whenMatchedDelete(condition=action == "delete")
+        .whenMatchedUpdate(condition=action == "update", set=values)
+        .whenNotMatchedInsert(condition=action == "insert", values=values)
+        .execute()
+    )
+
+
+def _read(spark: SparkSession, path: str) -> DataFrame | None:
+    return spark.read.format("delta").load(path) if table_exists(spark, path) else None
+
+
+def _nullable(schema: StructType) -> StructType:
+    return StructType([StructField(f.name, f.dataType, True, f.metadata) for f in schema.fields])

@@ -1,0 +1,118 @@
+"""Reference history: the expected SCD type 2 table of one topic, computed in plain Python.
+
+The independent oracle for the "SCD type 2 history" section of ``docs/silver-semantics.md``,
+as :mod:`silver.reference` is for the silver table. It reads the records with that module's
+record readers (what an event *is* is defined once), sorts all events by their order and
+replays them one by one, keeping the open version of each key. No Spark, no batches, no
+incremental state: the history of the whole log at once.
+
+Rows use the canonical values of :mod:`silver.reference`; an order (``__start_at``,
+``__end_at``) is the tuple ``(_sequence, _bronze_partition, _bronze_offset)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from silver.reference import (
+    METADATA_COLUMNS,
+    BronzeRecord,
+    FoldSpec,
+    _check_spec,
+    _Event,
+    _Quarantine,
+    _read_debezium_record,
+    _read_events_record,
+)
+
+__all__ = ["END_AT", "IS_CURRENT", "START_AT", "HistoryKey", "fold_history"]
+
+START_AT = "__start_at"
+END_AT = "__end_at"
+IS_CURRENT = "__is_current"
+
+#: A history row's identity: the key tuple and the version's ``__start_at``.
+HistoryKey = tuple[tuple[Any, ...], tuple[Any, ...]]
+
+
+def fold_history(
+    records: Iterable[BronzeRecord],
+    spec: FoldSpec,
+    track: Sequence[str] | None = None,
+    track_except: Sequence[str] | None = None,
+) -> dict[HistoryKey, dict[str, Any]]:
+    """The expected history table of the records of one topic.
+
+    ``track``: the tracked columns (``track_history_column_list``); None tracks every column
+    but those in ``track_except``. Records that the silver fold quarantines or skips are
+    ignored. Each row has every table column (missing ones ``None``), the metadata columns of
+    the version's latest event, ``__start_at``, ``__end_at`` (None while current) and
+    ``__is_current``.
+    """
+    _check_spec(spec)
+    events: list[_Event] = []
+    for record in records:
+        if record.value is None:
+            continue
+        try:
+            read = _read_events_record if spec.format == "events" else _read_debezium_record
+            events.append(read(record, spec))
+        except _Quarantine:
+            continue
+    columns = _table_columns(events, spec)
+    tracked = (
+        list(track) if track is not None else [c for c in columns if c not in (track_except or ())]
+    )
+
+    rows: dict[HistoryKey, dict[str, Any]] = {}
+    open_version: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for event in sorted(events, key=lambda e: e.sort_key):
+        order = (event.sequence, event.record.partition, event.record.offset)
+        if event.kind == "truncate":
+            for version in open_version.values():
+                _close(version, order)
+            open_version.clear()
+            continue
+        assert event.key is not None
+        current = open_version.get(event.key)
+        if event.kind == "delete":
+            if current is not None:
+                _close(current, order)
+                del open_version[event.key]
+            continue
+        row = {name: event.image.get(name) for name in columns}
+        if current is not None:
+            for name in event.toast_columns:
+                row[name] = current[name]
+        row.update(
+            _sequence=event.sequence,
+            _op=event.op,
+            _source_ts=event.source_ts,
+            _bronze_topic=event.record.topic,
+            _bronze_partition=event.record.partition,
+            _bronze_offset=event.record.offset,
+        )
+        if current is not None and all(row.get(c) == current.get(c) for c in tracked):
+            current.update(row)  # same tracked values: the version is updated in place
+            continue
+        if current is not None:
+            _close(current, order)
+        version = {**row, START_AT: order, END_AT: None, IS_CURRENT: True}
+        rows[(event.key, order)] = version
+        open_version[event.key] = version
+    return rows
+
+
+def _close(version: dict[str, Any], order: tuple[Any, ...]) -> None:
+    version[END_AT] = order
+    version[IS_CURRENT] = False
+
+
+def _table_columns(events: list[_Event], spec: FoldSpec) -> list[str]:
+    """The table's columns: the declared ones, else every column any event shows."""
+    if spec.format == "events" and spec.column_types is not None:
+        names = [*(spec.keys or ()), *spec.column_types, *(spec.sequence_by or ())]
+    else:
+        names = [name for event in events for name in event.columns]
+    return [name for name in dict.fromkeys(names) if name not in METADATA_COLUMNS]

@@ -1,0 +1,341 @@
+"""One test per SCD type 2 history behaviour (docs/silver-semantics.md), through ``apply_batch``.
+
+Each test runs a few micro-batches of a customers table with ``stored_as_scd_type = 2`` into a
+fresh warehouse and compares the whole history table (as intervals in LSN terms) and, where the
+behaviour is about writing or not writing, the Delta history and change data feed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from delta.tables import DeltaTable
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from bronze.table import ensure_bronze_table
+from cdc.records import Record
+from lakehouse.audit import verify_warehouse
+from lakehouse.catalog import run_sql
+from lakehouse.config import PipelineConfig, TableSpec
+from lakehouse.identifiers import table_name_for_topic
+from lakehouse.layout import Warehouse
+from lakehouse.streaming import Trigger, await_query
+from silver.job import apply_batch, entity_tables, start_silver
+from silver.tables import EntityTables, HistoryTables, table_exists
+from tests.helpers import bronze_frame, customer_change, pg_key
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "pg.public.customers"
+SPEC = TableSpec(name="customers", topic=TOPIC, stored_as_scd_type=2)
+APP_ID = "silver-history-test"
+
+Interval = tuple[int, str | None, str | None, int | None, int | None, bool]
+
+
+def change(
+    offset: int,
+    op: str,
+    id_: int | None,
+    lsn: int,
+    name: str | None = "n",
+    notes: str | None = None,
+) -> Record:
+    """A customers change at ``(commit 100, lsn)``, bronze partition 0, ``offset``."""
+    return customer_change(TOPIC, offset, op, id_, (100, lsn), name, notes)
+
+
+def lsn_of(order: Any) -> int | None:
+    return None if order is None else int(order._sequence[-20:])
+
+
+@dataclass(frozen=True)
+class Lake:
+    """A fresh warehouse with the customers entity's tables."""
+
+    spark: SparkSession
+    tables: EntityTables
+
+    @property
+    def paths(self) -> HistoryTables:
+        assert self.tables.history is not None
+        return self.tables.history
+
+    def apply(self, records: list[Record], batch_id: int, spec: TableSpec = SPEC) -> None:
+        frame = bronze_frame(self.spark, records, batch_id)
+        apply_batch(frame, batch_id, spec, self.tables, APP_ID)
+
+    def intervals(self) -> list[Interval]:
+        """(id, name, notes, start LSN, end LSN or None, current) per history row, sorted."""
+        frame = self.spark.read.format("delta").load(self.paths.history)
+        return sorted(
+            (
+                r.id,
+                r.name,
+                r.notes,
+                lsn_of(r["__start_at"]),
+                lsn_of(r["__end_at"]),
+                r["__is_current"],
+            )
+            for r in frame.collect()
+        )
+
+    def rows(self) -> dict[tuple[int, int], dict[str, Any]]:
+        """Whole history rows by (id, start LSN)."""
+        frame = self.spark.read.format("delta").load(self.paths.history)
+        return {(r.id, lsn_of(r["__start_at"]) or 0): r.asDict() for r in frame.collect()}
+
+    def silver(self) -> list[tuple[Any, ...]]:
+        frame = self.spark.read.format("delta").load(self.tables.silver)
+        return sorted(tuple(r) for r in frame.select("id", "name", "notes").collect())
+
+    def history(self, path: str | None = None) -> list[tuple[int, str, dict[str, str]]]:
+        """``(version, operation, operationMetrics)`` oldest first."""
+        path = path or self.paths.history
+        if not table_exists(self.spark, path):
+            return []
+        rows = DeltaTable.forPath(self.spark, path).history().collect()
+        return sorted((r.version, r.operation, dict(r.operationMetrics or {})) for r in rows)
+
+    def version(self, path: str | None = None) -> int:
+        history = self.history(path)
+        return history[-1][0] if history else -1
+
+    def changes(self, since: int) -> list[tuple[str, int, int | None]]:
+        """(change type, id, start LSN) of the history table's change feed from ``since``."""
+        frame = (
+            self.spark.read.format("delta")
+            .option("readChangeFeed", "true")
+            .option("startingVersion", since)
+            .load(self.paths.history)
+        )
+        return sorted((r._change_type, r.id, lsn_of(r["__start_at"])) for r in frame.collect())
+
+
+def merge_counts(metrics: dict[str, str]) -> tuple[int, int, int]:
+    """(inserted, updated, deleted) target rows of a MERGE commit."""
+    return tuple(  # type: ignore[return-value]
+        int(metrics.get(f"numTargetRows{what}", "0")) for what in ("Inserted", "Updated", "Deleted")
+    )
+
+
+@pytest.fixture
+def lake(spark: SparkSession, tmp_path: Path) -> Lake:
+    return Lake(spark, entity_tables(Warehouse(str(tmp_path)), SPEC))
+
+
+# --------------------------------------------------------------------------------------------
+# Versions
+# --------------------------------------------------------------------------------------------
+
+
+def test_versions_in_order_and_the_scd1_table_is_kept(lake: Lake) -> None:
+    lake.apply(
+        [
+            change(0, "c", 1, 10, "a"),
+            change(1, "u", 1, 20, "b"),
+            change(2, "u", 1, 30, "a"),  # the first value again: a third version
+            change(3, "c", 2, 15, "x"),
+        ],
+        0,
+    )
+
+    assert lake.intervals() == [
+        (1, "a", None, 10, 20, False),
+        (1, "a", None, 30, None, True),
+        (1, "b", None, 20, 30, False),
+        (2, "x", None, 15, None, True),
+    ]
+    assert lake.silver() == [(1, "a", None), (2, "x", None)]
+    history = lake.history()
+    assert [op for _, op, _ in history] == ["CREATE TABLE", "MERGE"]
+    assert merge_counts(history[-1][2]) == (4, 0, 0)
+    columns = lake.spark.read.format("delta").load(lake.paths.history).dtypes
+    assert columns[-3:] == [
+        ("__start_at", "struct<_sequence:string,_bronze_partition:int,_bronze_offset:bigint>"),
+        ("__end_at", "struct<_sequence:string,_bronze_partition:int,_bronze_offset:bigint>"),
+        ("__is_current", "boolean"),
+    ]
+
+
+def test_late_change_splits_its_interval_and_rewrites_no_other_row(lake: Lake) -> None:
+    lake.apply(
+        [change(0, "c", 1, 10, "a"), change(1, "u", 1, 20, "b"), change(2, "u", 1, 40, "d")], 0
+    )
+    closed = lake.rows()[(1, 10)]
+    before = lake.version()
+
+    lake.apply([change(3, "u", 1, 30, "c")], 1)
+
+    assert lake.intervals() == [
+        (1, "a", None, 10, 20, False),
+        (1, "b", None, 20, 30, False),
+        (1, "c", None, 30, 40, False),
+        (1, "d", None, 40, None, True),
+    ]
+    history = lake.history()
+    assert [op for v, op, _ in history if v > before] == ["MERGE"]
+    assert merge_counts(history[-1][2]) == (1, 1, 0)
+    # No re-stamping: the change feed has the split interval and the new one, not the closed
+    # row before them or the current row after them, and the closed row is unchanged.
+    assert lake.changes(before + 1) == [
+        ("insert", 1, 30),
+        ("update_postimage", 1, 20),
+        ("update_preimage", 1, 20),
+    ]
+    assert lake.rows()[(1, 10)] == closed
+
+
+def test_late_change_inside_an_in_place_run_restores_the_values_of_the_time(
+    lake: Lake,
+) -> None:
+    spec = replace(SPEC, track_history_column_list=("name",))
+    lake.apply([change(0, "c", 1, 10, "a", "x"), change(1, "u", 1, 30, "a", "y")], 0, spec)
+    assert lake.intervals() == [(1, "a", "y", 10, None, True)]
+
+    lake.apply([change(2, "u", 1, 20, "b", "z")], 1, spec)
+
+    assert lake.intervals() == [
+        (1, "a", "x", 10, 20, False),  # notes as of the first event again
+        (1, "a", "y", 30, None, True),
+        (1, "b", "z", 20, 30, False),
+    ]
+
+
+def test_untracked_change_updates_the_version_in_place(lake: Lake) -> None:
+    spec = replace(SPEC, track_history_column_list=("name",))
+    lake.apply([change(0, "c", 1, 10, "a", "x")], 0, spec)
+
+    lake.apply([change(1, "u", 1, 20, "a", "y"), change(2, "c", 2, 21, "b", "x")], 1, spec)
+
+    assert lake.intervals() == [(1, "a", "y", 10, None, True), (2, "b", "x", 21, None, True)]
+    row = lake.rows()[(1, 10)]
+    assert (row["_sequence"][-2:], row["_op"], row["_bronze_offset"]) == ("20", "u", 1)
+    assert merge_counts(lake.history()[-1][2]) == (1, 1, 0)
+
+
+# --------------------------------------------------------------------------------------------
+# Deletes and truncates
+# --------------------------------------------------------------------------------------------
+
+
+def test_delete_closes_the_current_interval(lake: Lake) -> None:
+    lake.apply([change(0, "c", 1, 10, "a"), change(1, "c", 2, 11, "b")], 0)
+
+    tombstone = Record(TOPIC, 0, 3, 0, pg_key(1), None)
+    lake.apply([change(2, "d", 1, 20), tombstone], 1)
+
+    assert lake.intervals() == [(1, "a", None, 10, 20, False), (2, "b", None, 11, None, True)]
+    assert lake.silver() == [(2, "b", None)]
+    assert merge_counts(lake.history()[-1][2]) == (0, 1, 0)
+
+
+def test_reinsert_after_delete_opens_a_new_interval(lake: Lake) -> None:
+    lake.apply([change(0, "c", 1, 10, "a"), change(1, "d", 1, 20), change(2, "c", 1, 30, "a")], 0)
+
+    assert lake.intervals() == [(1, "a", None, 10, 20, False), (1, "a", None, 30, None, True)]
+
+
+def test_truncate_closes_open_intervals_and_older_events_stay_before_it(lake: Lake) -> None:
+    lake.apply([change(0, "c", 1, 10, "a"), change(1, "c", 2, 10, "b")], 0)
+    # A truncate alone in its batch: no key columns, the keys come from the history log.
+    lake.apply([change(2, "t", None, 50)], 1)
+
+    assert lake.intervals() == [(1, "a", None, 10, 50, False), (2, "b", None, 10, 50, False)]
+    assert merge_counts(lake.history()[-1][2]) == (0, 2, 0)
+
+    # Late events older than the truncate make history before it, not silver rows.
+    lake.apply(
+        [change(3, "u", 1, 60, "a"), change(4, "c", 3, 40, "c"), change(5, "u", 2, 45, "b2")], 2
+    )
+
+    assert lake.intervals() == [
+        (1, "a", None, 10, 50, False),
+        (1, "a", None, 60, None, True),
+        (2, "b", None, 10, 45, False),
+        (2, "b2", None, 45, 50, False),
+        (3, "c", None, 40, 50, False),
+    ]
+    assert lake.silver() == [(1, "a", None)]
+
+
+def test_truncate_before_any_row(lake: Lake) -> None:
+    """The first batch has only a truncate: no key is known yet; it still closes later-arriving
+    older rows."""
+    lake.apply([change(0, "t", None, 50)], 0)
+
+    lake.apply([change(1, "c", 1, 10, "a"), change(2, "c", 2, 60, "b")], 1)
+
+    assert lake.intervals() == [(1, "a", None, 10, 50, False), (2, "b", None, 60, None, True)]
+
+
+# --------------------------------------------------------------------------------------------
+# Duplicates and replays
+# --------------------------------------------------------------------------------------------
+
+
+def test_duplicate_and_replayed_batches_add_no_version(lake: Lake) -> None:
+    batch = [
+        change(0, "c", 1, 10, "a"),
+        change(1, "u", 1, 20, "b"),
+        change(2, "c", 2, 10, "x"),
+        change(3, "d", 2, 30),
+        change(4, "t", None, 40),
+    ]
+    lake.apply(batch, 0)
+    paths = (lake.paths.history, lake.paths.log)
+    versions = [lake.version(path) for path in paths]
+    rows = lake.rows()
+    assert lake.intervals() == [
+        (1, "a", None, 10, 20, False),
+        (1, "b", None, 20, 40, False),
+        (2, "x", None, 10, 30, False),
+    ]
+
+    lake.apply(batch, 0)  # the same micro-batch again (a restart before its checkpoint)
+    lake.apply(batch, 1)  # the same records again (redelivered)
+
+    assert [lake.version(path) for path in paths] == versions
+    assert lake.rows() == rows
+
+
+# --------------------------------------------------------------------------------------------
+# The streaming job, SQL and verify
+# --------------------------------------------------------------------------------------------
+
+
+def test_streaming_job_keeps_history_that_verify_and_sql_see(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    warehouse = Warehouse(str(tmp_path))
+    bronze = warehouse.table("bronze", table_name_for_topic(TOPIC))
+    ensure_bronze_table(spark, bronze, TOPIC)
+    for batch_id, records in enumerate(
+        [
+            [change(0, "c", 1, 10, "a"), change(1, "u", 1, 30, "c"), change(2, "c", 2, 10, "x")],
+            [change(3, "u", 1, 20, "b"), change(4, "d", 2, 15)],
+        ]
+    ):
+        bronze_frame(spark, records, batch_id).write.format("delta").mode("append").save(bronze)
+    config = PipelineConfig(tables=(SPEC,))
+
+    await_query(start_silver(spark, warehouse, SPEC, Trigger()))
+
+    checks = verify_warehouse(spark, warehouse, config)
+    assert [(c.table, c.actual_rows, c.expected_rows, c.ok) for c in checks] == [
+        ("customers", 1, 1, True),
+        ("customers_history", 4, 4, True),
+    ]
+    count = run_sql(spark, warehouse, "SELECT count(*) FROM silver.customers_history").first()
+    assert count is not None and count[0] == 4
+
+    history = DeltaTable.forPath(spark, warehouse.table("silver", "customers_history"))
+    history.update(F.col("id") == 2, {"name": F.lit("tampered")})
+
+    differences = verify_warehouse(spark, warehouse, config)[1].differences
+    assert len(differences) == 1
+    assert "column name is 'tampered', expected 'x'" in differences[0]

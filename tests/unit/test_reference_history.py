@@ -1,0 +1,227 @@
+"""Tests of the plain-Python reference history (silver/reference_history.py), by hand."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from cdc.records import Record
+from silver.reference import TOAST_PLACEHOLDER, FoldSpec, fold
+from silver.reference_history import END_AT, IS_CURRENT, START_AT, fold_history
+from tests.helpers import bronze_record, customer_change, pg_key
+
+pytestmark = pytest.mark.unit
+
+TOPIC = "pg.public.customers"
+PG = FoldSpec()
+TS_MS = 1_767_225_600_000
+
+
+def seq(commit: int | None, lsn: int) -> str:
+    return f"{commit or 0:020d}/{lsn:020d}"
+
+
+def event(
+    offset: int,
+    op: str,
+    id_: int | None,
+    lsn: int,
+    name: str | None = "n",
+    notes: str | None = None,
+    partition: int = 0,
+) -> Record:
+    """A customers change at ``(commit 100, lsn)`` in bronze at ``(partition, offset)``."""
+    return customer_change(TOPIC, offset, op, id_, (100, lsn), name, notes, partition)
+
+
+def at(lsn: int, offset: int, partition: int = 0) -> tuple[Any, ...]:
+    """The order of the event at ``lsn`` stored at ``(partition, offset)``."""
+    return (seq(100, lsn), partition, offset)
+
+
+def history(records: list[Record], **tracking: Any) -> dict[Any, dict[str, Any]]:
+    return fold_history([bronze_record(r) for r in records], PG, **tracking)
+
+
+def intervals(records: list[Record], **tracking: Any) -> list[tuple[Any, ...]]:
+    """(id, name, notes, start lsn, end lsn or None, current) per row, sorted."""
+    return sorted(
+        (
+            key[0],
+            row["name"],
+            row["notes"],
+            int(row[START_AT][0][-20:]),
+            int(row[END_AT][0][-20:]) if row[END_AT] else None,
+            row[IS_CURRENT],
+        )
+        for (key, _), row in history(records, **tracking).items()
+    )
+
+
+def test_each_change_starts_a_version_and_closes_the_previous() -> None:
+    records = [
+        event(0, "c", 1, 10, "a"),
+        event(1, "u", 1, 20, "b"),
+        event(2, "u", 1, 30, "a"),  # back to the first value: still a new version
+        event(3, "c", 2, 15, "x"),
+    ]
+    assert intervals(records) == [
+        (1, "a", None, 10, 20, False),
+        (1, "a", None, 30, None, True),
+        (1, "b", None, 20, 30, False),
+        (2, "x", None, 15, None, True),
+    ]
+
+
+def test_row_has_the_silver_columns_and_the_interval() -> None:
+    rows = history([event(5, "c", 1, 10, "a", partition=2), event(9, "u", 1, 20, "b")])
+    first = rows[((1,), at(10, 5, 2))]
+    assert first == {
+        "id": 1,
+        "name": "a",
+        "notes": None,
+        "_sequence": seq(100, 10),
+        "_op": "c",
+        "_source_ts": (TS_MS + 10) * 1000,  # customer_change: source.ts_ms grows with the LSN
+        "_bronze_topic": TOPIC,
+        "_bronze_partition": 2,
+        "_bronze_offset": 5,
+        START_AT: at(10, 5, 2),
+        END_AT: at(20, 9),
+        IS_CURRENT: False,
+    }
+
+
+def test_current_rows_equal_the_silver_fold() -> None:
+    records = [
+        event(0, "c", 1, 10, "a", "x"),
+        event(1, "u", 1, 20, "a", "y"),
+        event(2, "c", 2, 11, "b"),
+        event(3, "d", 2, 21),
+        event(4, "c", 3, 12, "c", TOAST_PLACEHOLDER),
+        event(5, "u", 3, 22, "c2", TOAST_PLACEHOLDER),
+    ]
+    current = {
+        key: {c: v for c, v in row.items() if c not in (START_AT, END_AT, IS_CURRENT)}
+        for (key, _), row in history(records).items()
+        if row[IS_CURRENT]
+    }
+    assert current == fold([bronze_record(r) for r in records], PG).rows
+
+
+def test_untracked_change_updates_the_version_in_place() -> None:
+    records = [
+        event(0, "c", 1, 10, "a", "x"),
+        event(1, "u", 1, 20, "a", "y"),  # only notes (untracked) changes
+        event(2, "u", 1, 30, "b", "y"),
+    ]
+    rows = history(records, track=["name"])
+    assert intervals(records, track=["name"]) == [
+        (1, "a", "y", 10, 30, False),
+        (1, "b", "y", 30, None, True),
+    ]
+    first = rows[((1,), at(10, 0))]
+    assert (first["_sequence"], first["_op"], first["_bronze_offset"]) == (seq(100, 20), "u", 1)
+    assert intervals(records, track_except=["notes"]) == intervals(records, track=["name"])
+
+
+def test_identical_update_is_not_a_new_version() -> None:
+    records = [event(0, "c", 1, 10, "a"), event(1, "u", 1, 20, "a")]
+    assert intervals(records) == [(1, "a", None, 10, None, True)]
+
+
+def test_delete_closes_and_reinsert_opens() -> None:
+    records = [
+        event(0, "c", 1, 10, "a"),
+        event(1, "d", 1, 20),
+        event(2, "d", 1, 25),  # nothing open: no effect
+        event(3, "c", 1, 30, "a"),
+    ]
+    assert intervals(records) == [
+        (1, "a", None, 10, 20, False),
+        (1, "a", None, 30, None, True),
+    ]
+
+
+def test_truncate_closes_every_open_version() -> None:
+    records = [
+        event(0, "c", 1, 10, "a"),
+        event(1, "c", 2, 11, "b"),
+        event(2, "d", 2, 12),
+        event(3, "t", None, 40),
+        event(4, "u", 1, 50, "a"),  # after the truncate: a new version, same values or not
+        event(5, "c", 3, 30, "c"),  # older than the truncate: a version it closes
+    ]
+    assert intervals(records) == [
+        (1, "a", None, 10, 40, False),
+        (1, "a", None, 50, None, True),
+        (2, "b", None, 11, 12, False),
+        (3, "c", None, 30, 40, False),
+    ]
+
+
+def test_toast_placeholder_takes_the_previous_versions_value() -> None:
+    records = [
+        event(0, "c", 1, 10, "a", "long"),
+        event(1, "u", 1, 20, "b", TOAST_PLACEHOLDER),
+        event(2, "u", 1, 30, "c", TOAST_PLACEHOLDER),
+        event(3, "d", 1, 40),
+        event(4, "c", 1, 50, "d", TOAST_PLACEHOLDER),  # nothing before it: stays
+    ]
+    assert [row[2] for row in intervals(records)] == ["long", "long", "long", TOAST_PLACEHOLDER]
+
+
+def test_toast_placeholder_follows_history_order_not_arrival() -> None:
+    records = [
+        event(0, "c", 1, 10, "a", "first"),
+        event(1, "u", 1, 30, "c", TOAST_PLACEHOLDER),
+        event(2, "u", 1, 20, "b", "second"),  # arrives last, sits before the placeholder
+    ]
+    assert [row[2] for row in intervals(records)] == ["first", "second", "second"]
+
+
+def test_copies_of_an_event_make_one_version() -> None:
+    records = [
+        event(0, "c", 1, 10, "a"),
+        event(1, "u", 1, 20, "b"),
+        event(7, "c", 1, 10, "a"),  # redelivered copies, at later offsets
+        event(8, "u", 1, 20, "b"),
+    ]
+    rows = history(records)
+    assert sorted(rows) == [((1,), at(10, 0)), ((1,), at(20, 1))]
+    assert rows[((1,), at(10, 0))][END_AT] == at(20, 1)
+    assert rows[((1,), at(20, 1))]["_bronze_offset"] == 8
+
+
+def test_history_is_a_function_of_the_set_of_records() -> None:
+    rng = random.Random(7)
+    records = [
+        event(n, op, key, lsn, name, None, key % 2)
+        for n, (op, key, lsn, name) in enumerate(
+            [
+                ("c", 1, 10, "a"),
+                ("u", 1, 20, "b"),
+                ("u", 1, 30, "a"),
+                ("d", 1, 40, None),
+                ("c", 1, 50, "a"),
+                ("c", 2, 15, "x"),
+                ("u", 2, 25, "x"),
+                ("u", 2, 35, "y"),
+            ]
+        )
+    ] + [event(99, "t", None, 33)]
+    expected = history(records)
+    assert len(expected) == 6
+    for _ in range(20):
+        delivered = records + rng.sample(records, 3)
+        rng.shuffle(delivered)
+        assert history(delivered) == expected
+
+
+def test_quarantined_records_and_tombstones_are_ignored() -> None:
+    good = event(0, "c", 1, 10, "a")
+    tombstone = Record(TOPIC, 0, 1, TS_MS, pg_key(1), None)
+    broken = Record(TOPIC, 0, 2, TS_MS, pg_key(1), "not json")
+    assert history([good, tombstone, broken]) == history([good])
