@@ -136,6 +136,8 @@ def ensure_topics(
                 f"{count}: add partitions to the topic or produce with --partitions "
                 f"{existing[topic]}."
             )
+    if not missing:
+        return
     for topic, future in admin.create_topics(missing, request_timeout=timeout_s).items():
         try:
             future.result(timeout=timeout_s)
