@@ -234,8 +234,9 @@ TABLE = '[[tables]]\nname = "users"\ntopic = "app.users"\n'
             "ignore_null_update = true",
             r"^Unknown setting\(s\) ignore_null_update in \[\[tables\]\]\. Allowed: "
             r"apply_as_deletes, apply_as_truncates, column_list, except_column_list, format, "
-            r"ignore_null_updates, keys, name, schema, sequence_by, tombstone_retention_days, "
-            r"topic\.$",
+            r"ignore_null_updates, keys, name, on_incompatible_type, schema, sequence_by, "
+            r"stored_as_scd_type, tombstone_retention_days, topic, track_history_column_list, "
+            r"track_history_except_column_list\.$",
         ),
         (
             'ignore_null_updates = "yes"',
