@@ -98,6 +98,8 @@ def forget(
         )
     removed = [list(row) for row in report.removed]
     _print_table(f"Removed key {report.key}", ["table", "rows removed"], removed)
+    if not any(count for _, count in report.removed):
+        console.print(f"no record or row held key {report.key}", markup=False)
     if report.recomputed:
         console.print(f"recomputed: {', '.join(report.recomputed)}")
     console.print(f"vacuumed (retention 0): {', '.join(report.vacuumed)}")

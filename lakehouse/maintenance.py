@@ -7,10 +7,12 @@
   and the report says why. Records silver quarantined are always kept, and so are bronze tables
   no entity reads (unreadable input). The entity's silver and gold jobs first catch up with
   bronze, so no stream still needs the dropped records.
-* Tombstone GC: a delete tombstone is dropped when its delete happened at the source
-  (``_source_ts``) more than the table's ``tombstone_retention_days`` before ``now``; tombstones
-  without a source time are kept. Risk: an event older than the delete that arrives after its
-  tombstone is gone brings the deleted row back (a replay from bronze would not).
+* Tombstone GC: a delete tombstone is dropped when its delete event was ingested into bronze
+  (``_ingested_at``; if bronze no longer has it, its source time ``_source_ts``) more than the
+  table's ``tombstone_retention_days`` before ``now``. Arrival time, not source time, because
+  lateness is about arrival: a backfill of old deletes keeps its tombstones for the full
+  retention. Risk: an event older than the delete that arrives after its tombstone is gone
+  brings the deleted row back (a replay from bronze would not).
 * OPTIMIZE compacts the small files streaming MERGEs leave, in every table of every layer and in
   the tombstone and truncation tables; then VACUUM removes the files no version of the last
   ``vacuum_retention_hours`` needs. Streams that lag further behind than that, and time travel
@@ -24,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import reduce
 from pathlib import Path
 
 from delta.tables import DeltaTable
@@ -99,7 +102,8 @@ def maintain(
     for spec in specs:
         path = warehouse.tombstones(spec.name)
         if table_exists(spark, path):
-            removed = collect_tombstones(spark, path, spec.tombstone_retention_days, now)
+            bronze = warehouse.table("bronze", table_name_for_topic(spec.topic))
+            removed = collect_tombstones(spark, path, bronze, spec.tombstone_retention_days, now)
             by_name[f"_system.tombstones.{spec.name}"].rows_removed += removed
     hours = settings.vacuum_retention_hours
     if hours < DELTA_SAFE_RETENTION_HOURS:
@@ -128,16 +132,49 @@ def maintained_tables(warehouse: Warehouse) -> Iterator[tuple[str, str]]:
                     yield f"_system.{kind}.{child.name}", str(child)
 
 
-def collect_tombstones(spark: SparkSession, path: str, retention_days: int, now: datetime) -> int:
-    """Delete the tombstones whose delete happened at the source (``_source_ts``) more than
-    ``retention_days`` before ``now``; return how many."""
+def collect_tombstones(
+    spark: SparkSession, path: str, bronze_path: str, retention_days: int, now: datetime
+) -> int:
+    """Delete the tombstones (table at ``path``) whose delete event was ingested into the bronze
+    table at ``bronze_path`` (else happened at the source) more than ``retention_days`` before
+    ``now``; return how many. Tombstones with neither time are kept."""
     cutoff = now - timedelta(days=retention_days)
-    expired = F.col("_source_ts") < F.lit(cutoff)
-    count = spark.read.format("delta").load(path).where(expired).count()
+    coordinates = ["_bronze_partition", "_bronze_offset"]
+    ingested = (
+        spark.read.format("delta")
+        .load(bronze_path)
+        .select(
+            F.col("partition").alias("_bronze_partition"),
+            F.col("offset").alias("_bronze_offset"),
+            "_ingested_at",
+        )
+    )
+    expired = (
+        spark.read.format("delta")
+        .load(path)
+        .join(ingested, coordinates, "left")
+        .where(F.coalesce("_ingested_at", "_source_ts") < F.lit(cutoff))
+        .select(*coordinates)
+        .distinct()
+        .localCheckpoint()
+    )
+    count = expired.count()
     if count:
-        message = f"tombstone GC: deletes at the source before {cutoff.isoformat()}"
+        message = f"tombstone GC: deletes ingested before {cutoff.isoformat()}"
         with commit_message(spark, message):
-            DeltaTable.forPath(spark, path).delete(expired)
+            (
+                DeltaTable.forPath(spark, path)
+                .alias("t")
+                .merge(
+                    expired.alias("s"),
+                    reduce(
+                        lambda a, b: a & b,
+                        [F.col(f"t.{c}") == F.col(f"s.{c}") for c in coordinates],
+                    ),
+                )
+                .whenMatchedDelete()
+                .execute()
+            )
     return count
 
 

@@ -3,7 +3,6 @@ expire by age, and bronze retention drops old records only when silver does not 
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -12,7 +11,7 @@ from typing import Any
 
 import pytest
 from delta.tables import DeltaTable
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from cdc.generator import write_files
@@ -61,37 +60,26 @@ class Maintained:
     pristine: Warehouse
     warehouse: Warehouse
     before: dict[str, FileStats]
-    tombstone_cutoff: int  # epoch micros
+    tombstone_cutoff: int  # epoch micros: the second arrival's ingestion
     report: MaintenanceReport
 
 
 @pytest.fixture(scope="module")
 def maintained(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Maintained:
     """One ``maintain`` run on a copy of the shared warehouse, with VACUUM retention 0, a
-    tombstone retention that expires about half of the tombstones, and a bronze retention of
-    one day at a moment when every bronze record is older than that."""
+    tombstone retention that expires the tombstones of the first arrival only, and a bronze
+    retention of one day at a moment when every bronze record is older than that."""
     pristine = Warehouse.from_path(incremental_warehouse(spark, tmp_path_factory))
     warehouse = copy_warehouse(Path(pristine.root), tmp_path_factory.mktemp("maintain") / "wh")
-    deleted_at = sorted(
-        int(r.t)
-        for entity in ENTITIES
-        for r in spark.read.format("delta")
-        .load(warehouse.tombstones(entity))
-        .select(F.unix_micros("_source_ts").alias("t"))
-        .collect()
-    )
-    assert len(deleted_at) >= 4
-    median = deleted_at[len(deleted_at) // 2]
-    ingested = max(
-        int(
-            load(spark, warehouse, "bronze", name)
-            .agg(F.max(F.unix_micros("_ingested_at")))
-            .first()[0]
-        )  # type: ignore[index]
+    second_arrival = min(
+        load(spark, warehouse, "bronze", name)
+        .where(F.col("_ingest_batch") >= 1)
+        .agg(F.min(F.unix_micros("_ingested_at")))
+        .first()[0]  # type: ignore[index]
         for name in warehouse.table_names("bronze")
     )
-    days = math.ceil((ingested - median) / 86_400e6) + 2
-    now = at_micros(median) + timedelta(days=days)  # so that now - days is the median
+    days = 2
+    now = at_micros(second_arrival) + timedelta(days=days)
     config = PipelineConfig(
         tables=(
             *SHOP_CONFIG.tables,
@@ -104,7 +92,18 @@ def maintained(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) ->
     )
     before = {name: file_stats(spark, path) for name, path in maintained_tables(warehouse)}
     report = maintain(spark, warehouse, config, now)
-    return Maintained(pristine, warehouse, before, median, report)
+    return Maintained(pristine, warehouse, before, second_arrival, report)
+
+
+def tombstones_ingested(spark: SparkSession, warehouse: Warehouse, entity: str) -> DataFrame:
+    """The entity's tombstones with ``_seen``: when bronze ingested their delete (epoch µs)."""
+    bronze = load(spark, warehouse, "bronze", f"shop_public_{entity}").select(
+        F.col("partition").alias("_bronze_partition"),
+        F.col("offset").alias("_bronze_offset"),
+        F.unix_micros("_ingested_at").alias("_seen"),
+    )
+    tombstones = spark.read.format("delta").load(warehouse.tombstones(entity))
+    return tombstones.join(bronze, ["_bronze_partition", "_bronze_offset"], "left")
 
 
 def test_optimize_and_vacuum_leave_one_file_per_table(maintained: Maintained) -> None:
@@ -133,23 +132,21 @@ def test_tombstones_older_than_their_retention_are_dropped(
     spark: SparkSession, maintained: Maintained
 ) -> None:
     removed = {t.table: t.rows_removed for t in maintained.report.tables}
-    total_expired = 0
+    expired_total = kept_total = 0
     for entity in ENTITIES:
-        before = spark.read.format("delta").load(maintained.pristine.tombstones(entity))
+        before = tombstones_ingested(spark, maintained.pristine, entity)
+        assert before.where(F.col("_seen").isNull()).isEmpty()
+        young = before.where(F.col("_seen") >= maintained.tombstone_cutoff).drop("_seen")
         after = spark.read.format("delta").load(maintained.warehouse.tombstones(entity))
-        young = before.where(F.unix_micros("_source_ts") >= maintained.tombstone_cutoff)
-        assert rows(after) == rows(young), entity
+        assert rows(after.select(*young.columns)) == rows(young), entity
         expired = before.count() - young.count()
         assert removed[f"_system.tombstones.{entity}"] == expired
-        total_expired += expired
+        expired_total, kept_total = expired_total + expired, kept_total + young.count()
         history = DeltaTable.forPath(spark, maintained.warehouse.tombstones(entity)).history()
-        messages = [r.userMetadata for r in history.collect() if r.operation == "DELETE"]
-        assert messages == ([messages[0]] if expired else []), messages
-    kept = sum(
-        spark.read.format("delta").load(maintained.warehouse.tombstones(e)).count()
-        for e in ENTITIES
-    )
-    assert total_expired > 0 and kept > 0
+        messages = [r.userMetadata for r in history.collect() if r.userMetadata]
+        assert all(m.startswith("tombstone GC: deletes ingested before") for m in messages)
+        assert len(messages) == (1 if expired else 0)
+    assert expired_total > 0 and kept_total > 0
 
 
 def test_bronze_retention_refuses_when_silver_needs_the_records(maintained: Maintained) -> None:
