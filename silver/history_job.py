@@ -60,7 +60,7 @@ def apply_history(
 
     Raises:
         ConfigError: a ``track_history_*`` setting names a column the table does not have
-            (before anything is written).
+            (before the history log or table is written).
     """
     spark = valid.sparkSession
     logged = _read(spark, tables.log)

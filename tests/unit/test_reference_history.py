@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import random
 from typing import Any
 
 import pytest
 
 from cdc.records import Record
-from silver.reference import TOAST_PLACEHOLDER, FoldSpec, fold
+from silver.reference import TOAST_PLACEHOLDER, BronzeRecord, FoldSpec, fold
 from silver.reference_history import END_AT, IS_CURRENT, START_AT, fold_history
 from tests.helpers import bronze_record, customer_change, pg_key
 
@@ -225,3 +226,25 @@ def test_quarantined_records_and_tombstones_are_ignored() -> None:
     tombstone = Record(TOPIC, 0, 1, TS_MS, pg_key(1), None)
     broken = Record(TOPIC, 0, 2, TS_MS, pg_key(1), "not json")
     assert history([good, tombstone, broken]) == history([good])
+
+
+def test_events_tables_order_versions_by_sequence_by() -> None:
+    spec = FoldSpec(
+        format="events",
+        keys=("id",),
+        sequence_by=("ts",),
+        column_types={"id": "bigint", "status": "string", "ts": "timestamp"},
+    )
+
+    def click(offset: int, status: str, ts: str) -> BronzeRecord:
+        value = json.dumps({"id": 7, "status": status, "ts": ts}).encode()
+        return BronzeRecord("web.orders", 0, offset, b"7", value)
+
+    rows = fold_history(
+        [click(0, "paid", "2026-01-01T00:00:02Z"), click(1, "new", "2026-01-01T00:00:01Z")], spec
+    )
+    new, paid = (1_767_225_601_000_000,), (1_767_225_602_000_000,)
+    assert {key: (row["status"], row[END_AT]) for key, row in rows.items()} == {
+        ((7,), (new, 0, 1)): ("new", (paid, 0, 0)),
+        ((7,), (paid, 0, 0)): ("paid", None),
+    }
