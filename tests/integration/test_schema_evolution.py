@@ -1,8 +1,8 @@
 """Schema evolution (docs/silver-semantics.md, "Schema changes").
 
-The first test is a running pipeline: the continuous runner's queries (bronze from a file
-source, silver, the gold revenue job on silver's change feed) on a processing-time trigger,
-caught up with ``processAllAvailable`` after each new source file. The source adds a column;
+The first test is a running pipeline: the continuous runner's queries (silver from a bronze
+table, the gold revenue job on silver's change feed) on a processing-time trigger, caught up
+with ``processAllAvailable`` after each append to bronze. The source adds a column;
 silver's query keeps running, the gold query is restarted from its checkpoint by the runner.
 Then ``run_once`` (``lakehouse run --once``) continues from the same checkpoints across type
 widenings. Silver agrees with the reference fold, gold with silver.
@@ -25,10 +25,9 @@ import pytest
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
-from bronze.job import BRONZE_QUERY, start_bronze
 from bronze.table import ensure_bronze_table
 from cdc.records import Record
-from cdc.sources import SourceSpec, read_source
+from cdc.sources import SourceSpec
 from gold.jobs import REVENUE_QUERY, REVENUE_TABLE
 from lakehouse.config import PipelineConfig, TableSpec
 from lakehouse.errors import SchemaChangeError
@@ -166,45 +165,41 @@ def gold_revenue(spark: SparkSession, path: str) -> dict[Any, tuple[Decimal, int
 
 
 def test_schema_evolution_in_a_running_stream(spark: SparkSession, tmp_path: Path) -> None:
-    source = tmp_path / "source"
-    source.mkdir()
     warehouse = Warehouse(str(tmp_path / "warehouse"))
     config = PipelineConfig()
+    bronze = warehouse.table("bronze", table_name_for_topic(TOPIC))
     silver = warehouse.table("silver", "orders")
     trigger = Trigger(processing_time="1 second")
     running = RunningQueries()
 
-    write_source_file(
-        source,
-        "1-initial",
+    def land(records: list[Record], batch_id: int) -> None:
+        """Append records to bronze, as the bronze job does."""
+        bronze_frame(spark, records, batch_id).write.format("delta").mode("append").save(bronze)
+
+    ensure_bronze_table(spark, bronze, TOPIC)
+    land(
         [
             order(0, "c", 1, 10, V1, total="10.50", qty=1, created_at=BASE_US),
             order(1, "c", 2, 11, V1, total="20.00", qty=2, created_at=BASE_US + MINUTE),
         ],
+        0,
     )
     try:
-        records = read_source(spark, SourceSpec("files", str(source)))
-        running.start(BRONZE_QUERY, partial(start_bronze, records, warehouse, trigger))
-        running.catch_up()
-        start_ready(spark, warehouse, config, trigger, running)  # silver: bronze exists now
+        start_ready(spark, warehouse, config, trigger, running)  # silver: bronze exists
         running.catch_up()
         start_ready(spark, warehouse, config, trigger, running)  # gold: silver exists now
         running.catch_up()
         silver_run = running.query("silver_orders").runId
         gold_run = running.query(REVENUE_QUERY).runId
-        assert gold_revenue(spark, warehouse.table("gold", REVENUE_TABLE)) == expected_revenue(
-            spark, silver
-        )
 
         # A column is added in the source; an older record of the old schema arrives later.
-        write_source_file(
-            source,
-            "2-new-column",
+        land(
             [
                 order(2, "u", 1, 20, V2, total="11.00", qty=1, created_at=BASE_US, coupon="X"),
                 order(3, "c", 3, 21, V2, total="5.25", qty=3, created_at=BASE_US, coupon="Y"),
                 order(4, "c", 4, 12, V1, total="7.00", qty=1, created_at=BASE_US + 2 * MINUTE),
             ],
+            1,
         )
         running.catch_up()
 
@@ -221,17 +216,18 @@ def test_schema_evolution_in_a_running_stream(spark: SparkSession, tmp_path: Pat
         assert gold_revenue(spark, warehouse.table("gold", REVENUE_TABLE)) == expected_revenue(
             spark, silver
         )
-
         assert all(running.query(name).isActive for name in running.names())
     finally:
         running.stop()
 
-    # ``run --once`` continues from the same checkpoints. Two types widen, numeric(10,2) ->
-    # numeric(12,2) and integer -> bigint (without the schema log, the gold job could never
-    # read silver again); an old-schema record comes after the change.
+    # ``run --once`` (here from a file source) continues from the same checkpoints. Two types
+    # widen, numeric(10,2) -> numeric(12,2) and integer -> bigint (without the schema log, the
+    # gold job could never read silver again); an old-schema record comes after the change.
+    source = tmp_path / "source"
+    source.mkdir()
     write_source_file(
         source,
-        "3-widened",
+        "widened",
         [
             order(5, "u", 2, 30, V3, total="1234567890.12", qty=2**40, created_at=BASE_US),
             order(6, "c", 5, 13, V1, total="3.00", qty=4, created_at=BASE_US + MINUTE),
