@@ -1,14 +1,13 @@
 """Schema evolution (docs/silver-semantics.md, "Schema changes").
 
-The first test is a running pipeline: the continuous runner's queries (bronze from a file
-source, silver, the gold revenue job on silver's change feed) on a processing-time trigger,
-caught up with ``processAllAvailable`` after each new source file. The source adds a column;
-silver's query keeps running, the gold query is restarted from its checkpoint by the runner.
-Then ``run_once`` (``lakehouse run --once``) continues from the same checkpoints across type
-widenings. Silver agrees with the reference fold, gold with silver.
+The first test is a running pipeline: the continuous runner's queries (silver from a bronze
+table, the gold revenue job on silver's change feed) on a processing-time trigger, caught up
+with ``processAllAvailable`` after each append to bronze. The source adds a column; silver's
+query keeps running, the gold query is restarted from its checkpoint by the runner.
 
-The other tests run single micro-batches through ``apply_batch`` (and one through the streaming
-job, for the error line the user sees).
+The other tests apply micro-batches through ``apply_batch``, then run the gold job across the
+type changes (as ``run --once`` does), or the silver job for the error line the user sees.
+Silver agrees with the reference fold (``lakehouse verify``), gold with silver.
 """
 
 from __future__ import annotations
@@ -25,16 +24,14 @@ import pytest
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
-from bronze.job import BRONZE_QUERY, start_bronze
 from bronze.table import ensure_bronze_table
 from cdc.records import Record
-from cdc.sources import SourceSpec, read_source
-from gold.jobs import REVENUE_QUERY, REVENUE_TABLE
-from lakehouse.config import PipelineConfig, TableSpec
+from gold.jobs import REVENUE_QUERY, REVENUE_TABLE, start_revenue
+from lakehouse.config import GoldSpec, PipelineConfig, TableSpec
 from lakehouse.errors import SchemaChangeError
 from lakehouse.identifiers import table_name_for_topic
 from lakehouse.layout import Warehouse
-from lakehouse.pipeline import RunningQueries, run_once, start_ready
+from lakehouse.pipeline import RunningQueries, start_ready
 from lakehouse.streaming import Trigger, run_to_end
 from silver.job import apply_batch, entity_tables, start_silver
 from silver.verify import check_table
@@ -75,13 +72,6 @@ V1 = [
     micros_field("created_at"),
 ]
 V2 = [*V1, field("coupon", "string")]  # ALTER TABLE orders ADD COLUMN coupon text
-V3 = [  # ALTER COLUMN total TYPE numeric(12,2), ALTER COLUMN qty TYPE bigint
-    field("id", "int64"),
-    decimal_field("total", 12, 2),
-    field("qty", "int64"),
-    micros_field("created_at"),
-    field("coupon", "string"),
-]
 
 
 def encode_decimal(value: str, scale: int) -> str:
@@ -114,13 +104,6 @@ def order(
     after, before = (None, {"id": id_}) if op == "d" else (row, None)
     value = pg_envelope(op, (100, lsn), after=after, before=before, fields=fields)
     return Record(TOPIC, 0, offset, 1_000 + offset, key, value)
-
-
-def write_source_file(directory: Path, name: str, records: list[Record]) -> None:
-    """A JSON-lines file that appears atomically (Spark's file source ignores hidden files)."""
-    partial_file = directory / f".{name}.tmp"
-    partial_file.write_text("".join(r.to_line() + "\n" for r in records), encoding="utf-8")
-    partial_file.rename(directory / f"{name}.jsonl")
 
 
 def silver_rows(spark: SparkSession, path: str, *columns: str) -> list[tuple[Any, ...]]:
@@ -166,45 +149,41 @@ def gold_revenue(spark: SparkSession, path: str) -> dict[Any, tuple[Decimal, int
 
 
 def test_schema_evolution_in_a_running_stream(spark: SparkSession, tmp_path: Path) -> None:
-    source = tmp_path / "source"
-    source.mkdir()
     warehouse = Warehouse(str(tmp_path / "warehouse"))
     config = PipelineConfig()
+    bronze = warehouse.table("bronze", table_name_for_topic(TOPIC))
     silver = warehouse.table("silver", "orders")
     trigger = Trigger(processing_time="1 second")
     running = RunningQueries()
 
-    write_source_file(
-        source,
-        "1-initial",
+    def land(records: list[Record], batch_id: int) -> None:
+        """Append records to bronze, as the bronze job does."""
+        bronze_frame(spark, records, batch_id).write.format("delta").mode("append").save(bronze)
+
+    ensure_bronze_table(spark, bronze, TOPIC)
+    land(
         [
             order(0, "c", 1, 10, V1, total="10.50", qty=1, created_at=BASE_US),
             order(1, "c", 2, 11, V1, total="20.00", qty=2, created_at=BASE_US + MINUTE),
         ],
+        0,
     )
     try:
-        records = read_source(spark, SourceSpec("files", str(source)))
-        running.start(BRONZE_QUERY, partial(start_bronze, records, warehouse, trigger))
-        running.catch_up()
-        start_ready(spark, warehouse, config, trigger, running)  # silver: bronze exists now
+        start_ready(spark, warehouse, config, trigger, running)  # silver: bronze exists
         running.catch_up()
         start_ready(spark, warehouse, config, trigger, running)  # gold: silver exists now
         running.catch_up()
         silver_run = running.query("silver_orders").runId
         gold_run = running.query(REVENUE_QUERY).runId
-        assert gold_revenue(spark, warehouse.table("gold", REVENUE_TABLE)) == expected_revenue(
-            spark, silver
-        )
 
         # A column is added in the source; an older record of the old schema arrives later.
-        write_source_file(
-            source,
-            "2-new-column",
+        land(
             [
                 order(2, "u", 1, 20, V2, total="11.00", qty=1, created_at=BASE_US, coupon="X"),
                 order(3, "c", 3, 21, V2, total="5.25", qty=3, created_at=BASE_US, coupon="Y"),
                 order(4, "c", 4, 12, V1, total="7.00", qty=1, created_at=BASE_US + 2 * MINUTE),
             ],
+            1,
         )
         running.catch_up()
 
@@ -221,53 +200,29 @@ def test_schema_evolution_in_a_running_stream(spark: SparkSession, tmp_path: Pat
         assert gold_revenue(spark, warehouse.table("gold", REVENUE_TABLE)) == expected_revenue(
             spark, silver
         )
-
         assert all(running.query(name).isActive for name in running.names())
     finally:
         running.stop()
-
-    # ``run --once`` continues from the same checkpoints. Two types widen, numeric(10,2) ->
-    # numeric(12,2) and integer -> bigint (without the schema log, the gold job could never
-    # read silver again); an old-schema record comes after the change.
-    write_source_file(
-        source,
-        "3-widened",
-        [
-            order(5, "u", 2, 30, V3, total="1234567890.12", qty=2**40, created_at=BASE_US),
-            order(6, "c", 5, 13, V1, total="3.00", qty=4, created_at=BASE_US + MINUTE),
-        ],
-    )
-    said: list[str] = []
-    report = run_once(spark, SourceSpec("files", str(source)), warehouse, config, said.append)
-
-    types = dtypes(spark, silver)
-    assert (types["total"], types["qty"]) == ("decimal(12,2)", "bigint")
-    assert silver_rows(spark, silver, "id", "total", "qty") == [
-        (1, Decimal("11.00"), 1),
-        (2, Decimal("1234567890.12"), 2**40),
-        (3, Decimal("5.25"), 3),
-        (4, Decimal("7.00"), 1),
-        (5, Decimal("3.00"), 4),
-    ]
-    assert REVENUE_QUERY in report.queries
-    assert f"{REVENUE_QUERY}: its input changed schema; continuing from its checkpoint" in said
-    assert gold_revenue(spark, warehouse.table("gold", REVENUE_TABLE)) == expected_revenue(
-        spark, silver
-    )
-    assert_verified(spark, warehouse, SPEC)
 
 
 # --------------------------------------------------------------------------------------------
 # Single micro-batches
 # --------------------------------------------------------------------------------------------
 
-W1 = [field("id", "int64"), decimal_field("total", 10, 2), field("qty", "int32")]
-W1 = [*W1, field("points", "int32")]
-W2 = [  # numeric(10,2) -> numeric(12,4), integer -> bigint, integer -> numeric(12,2)
+W1 = [
+    field("id", "int64"),
+    decimal_field("total", 10, 2),
+    field("qty", "int32"),
+    field("points", "int32"),
+    micros_field("created_at"),
+]
+W2 = [  # numeric(10,2) -> numeric(12,4), integer -> bigint, integer -> numeric(12,2), new column
     field("id", "int64"),
     decimal_field("total", 12, 4),
     field("qty", "int64"),
     decimal_field("points", 12, 2),
+    micros_field("created_at"),
+    field("coupon", "string"),
 ]
 AS_TEXT = [field("id", "int64"), field("total", "string"), field("qty", "int32")]
 
@@ -283,9 +238,14 @@ class Lake:
         self.tables = entity_tables(self.warehouse, SPEC)
         ensure_bronze_table(spark, self.bronze, TOPIC)
 
-    def apply(self, records: list[Record], batch_id: int, spec: TableSpec = SPEC) -> int:
+    def apply(
+        self, records: list[Record], batch_id: int, spec: TableSpec = SPEC, land: bool = True
+    ) -> int:
+        """Apply a batch (appended to bronze first unless ``land`` is false); the number of
+        records it quarantined."""
         frame = bronze_frame(self.spark, records, batch_id)
-        frame.write.format("delta").mode("append").save(self.bronze)
+        if land:
+            frame.write.format("delta").mode("append").save(self.bronze)
         return apply_batch(frame, batch_id, spec, self.tables, "evolution-test").quarantined
 
 
@@ -294,60 +254,86 @@ def lake(spark: SparkSession, tmp_path: Path) -> Lake:
     return Lake(spark, tmp_path)
 
 
+NEW = {"total": "2.1234", "qty": 2**40, "points": "7.25"}
+
+
 def test_widening_with_old_and_new_records_in_one_batch(lake: Lake) -> None:
     lake.apply(
         [
-            order(0, "c", 1, 10, W1, total="1.50", qty=1, points=7),
-            order(1, "c", 2, 11, W1, total="5.50", qty=2, points=8),
+            order(0, "c", 1, 10, W1, total="1.50", qty=1, points=7, created_at=BASE_US),
+            order(1, "c", 2, 11, W1, total="5.50", qty=2, points=8, created_at=BASE_US),
         ],
         0,
     )
     # New-schema records first in bronze, an older record of the old schema after them.
     lake.apply(
         [
-            order(2, "u", 1, 30, W2, total="2.1234", qty=2**40, points="7.25"),
-            order(3, "c", 3, 15, W1, total="3.00", qty=3, points=9),
+            order(2, "u", 1, 30, W2, **NEW, created_at=BASE_US, coupon="X"),
+            order(3, "c", 3, 15, W1, total="3.00", qty=3, points=9, created_at=BASE_US + MINUTE),
         ],
         1,
     )
 
     types = dtypes(lake.spark, lake.silver)
-    assert (types["total"], types["qty"], types["points"]) == (
+    assert (types["total"], types["qty"], types["points"], types["coupon"]) == (
         "decimal(12,4)",
         "bigint",
         "decimal(12,2)",
+        "string",
     )
-    assert silver_rows(lake.spark, lake.silver, "id", "total", "qty", "points") == [
-        (1, Decimal("2.1234"), 2**40, Decimal("7.25")),
-        (2, Decimal("5.5000"), 2, Decimal("8.00")),
-        (3, Decimal("3.0000"), 3, Decimal("9.00")),
+    assert silver_rows(lake.spark, lake.silver, "id", "total", "qty", "points", "coupon") == [
+        (1, Decimal("2.1234"), 2**40, Decimal("7.25"), "X"),
+        (2, Decimal("5.5000"), 2, Decimal("8.00"), None),
+        (3, Decimal("3.0000"), 3, Decimal("9.00"), None),
     ]
     # integer -> decimal needs ALTER TABLE; the rest came with the schema-merging write.
     assert operations(lake.spark, lake.silver)[-3:] == ["WRITE", "CHANGE COLUMN", "MERGE"]
     assert_verified(lake.spark, lake.warehouse, SPEC)
 
+    # The gold revenue job reads silver's change feed from the start, across the type changes:
+    # each stops it once, and it continues from its checkpoint (``run --once`` does this).
+    restarts: list[str] = []
+    job = partial(start_revenue, lake.spark, lake.warehouse, GoldSpec(), Trigger())
+    run_to_end(job, lambda query: restarts.append(str(query.name)))
+    assert restarts and set(restarts) == {REVENUE_QUERY}
+    revenue = gold_revenue(lake.spark, lake.warehouse.table("gold", REVENUE_TABLE))
+    assert revenue == expected_revenue(lake.spark, lake.silver)
 
-def test_incompatible_type_fails_with_one_clear_line(lake: Lake, tmp_path: Path) -> None:
-    lake.apply([order(0, "c", 1, 10, W1, total="1.50", qty=1, points=7)], 0)
+
+def test_incompatible_type_fails_or_quarantines_as_configured(lake: Lake) -> None:
+    lake.apply(
+        [
+            order(0, "c", 1, 10, W1, total="1.50", qty=1, points=7),
+            order(1, "c", 2, 11, W1, total="2.50", qty=2, points=7),
+            order(2, "c", 3, 12, W1, total="3.50", qty=3, points=7),
+        ],
+        0,
+    )
     before = operations(lake.spark, lake.silver)
-    text_total = [order(1, "u", 1, 20, AS_TEXT, total="a lot", qty=2)]
+    incompatible = order(3, "u", 1, 20, AS_TEXT, total="a lot", qty=5)
+    batch = [
+        incompatible,
+        order(4, "u", 2, 21, AS_TEXT, total=None, qty=6),  # no value there
+        order(5, "d", 3, 22, AS_TEXT),  # a delete carries no row values
+        order(6, "c", 4, 23, W1, total="4.00", qty=7, points=1),
+    ]
 
+    # on_incompatible_type = "fail" (the default): nothing of the batch is written.
     with pytest.raises(SchemaChangeError) as direct:
-        lake.apply(text_total, 1)
-
+        lake.apply(batch, 1)
     message = str(direct.value)
     for part in (
         "silver.orders",
         "column 'total'",
         "decimal(10,2) in the table",
         "but string in records of topic shop.public.orders",
-        "partition 0, offset 1",
+        "partition 0, offset 3",
         'on_incompatible_type = "quarantine"',
         "replay",
     ):
         assert part in message
     assert "\n" not in message
-    assert operations(lake.spark, lake.silver) == before  # nothing of the batch was written
+    assert operations(lake.spark, lake.silver) == before
     assert not DeltaTable.isDeltaTable(lake.spark, lake.tables.quarantine)
 
     # The same error, raised inside the streaming job's foreachBatch, reaches the caller as
@@ -357,30 +343,8 @@ def test_incompatible_type_fails_with_one_clear_line(lake: Lake, tmp_path: Path)
         run_to_end(job)
     assert str(streamed.value) == message
 
-
-def test_incompatible_type_quarantines_records_and_applies_the_rest(lake: Lake) -> None:
-    lake.apply(
-        [
-            order(0, "c", 1, 10, W1, total="1.50", qty=1, points=7),
-            order(1, "c", 2, 11, W1, total="2.50", qty=2, points=7),
-            order(2, "c", 3, 12, W1, total="3.50", qty=3, points=7),
-        ],
-        0,
-        QUARANTINING,
-    )
-    incompatible = order(3, "u", 1, 20, AS_TEXT, total="a lot", qty=5)
-    quarantined = lake.apply(
-        [
-            incompatible,
-            order(4, "u", 2, 21, AS_TEXT, total=None, qty=6),  # no value there: applied
-            order(5, "d", 3, 22, AS_TEXT),  # a delete carries no row values: applied
-            order(6, "c", 4, 23, W1, total="4.00", qty=7, points=1),
-        ],
-        1,
-        QUARANTINING,
-    )
-
-    assert quarantined == 1
+    # on_incompatible_type = "quarantine": that record is quarantined, the rest applied.
+    assert lake.apply(batch, 1, QUARANTINING, land=False) == 1
     quarantine = lake.spark.read.format("delta").load(lake.tables.quarantine)
     assert [tuple(r) for r in quarantine.select("offset", "reason", "key", "value").collect()] == [
         (
