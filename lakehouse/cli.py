@@ -39,6 +39,13 @@ def spark_options(command: F) -> F:
 SEED = click.option(
     "--seed", default=42, show_default=True, type=int, help="Random seed (same seed, same records)."
 )
+MALFORMED_RATE = click.option(
+    "--malformed-rate",
+    default=0.01,
+    show_default=True,
+    type=float,
+    help="Share of malformed records (0 to 1).",
+)
 CONFIG = click.option(
     "--config",
     "config_path",
@@ -110,13 +117,7 @@ def cli() -> None:
     help="Number of records.",
 )
 @SEED
-@click.option(
-    "--malformed-rate",
-    default=0.01,
-    show_default=True,
-    type=float,
-    help="Share of malformed records (0 to 1).",
-)
+@MALFORMED_RATE
 def generate(out_dir: Path, events: int, seed: int, malformed_rate: float) -> None:
     """Write a shop workload (customers and orders CDC, clickstream) as JSON-lines files."""
     from cdc.generator import WorkloadConfig
@@ -214,13 +215,7 @@ def run(
     "--events", default=20_000, show_default=True, type=click.IntRange(min=1), help="Records."
 )
 @SEED
-@click.option(
-    "--malformed-rate",
-    default=0.01,
-    show_default=True,
-    type=float,
-    help="Share of malformed records (0 to 1).",
-)
+@MALFORMED_RATE
 @click.option(
     "--partitions",
     default=3,
