@@ -176,7 +176,8 @@ def _silver_lags(
     )
     joined = changes.join(
         bronze,
-        (changes._bronze_partition == bronze.partition) & (changes._bronze_offset == bronze.offset),
+        (changes["_bronze_partition"] == bronze["partition"])
+        & (changes["_bronze_offset"] == bronze["offset"]),
     ).where(F.unix_millis(bronze.timestamp) >= measured_from)
     lag = F.unix_millis(changes._commit_timestamp) - F.unix_millis(bronze.timestamp)
     return [row.lag / 1000 for row in joined.select(lag.alias("lag")).collect()]
