@@ -105,21 +105,21 @@ def run_to_end(
     schema, start it again from its checkpoint (``restarted`` is told each time).
 
     Raises:
-        LakehouseError: any other failure (see :func:`await_query`), or more than
-            :data:`MAX_SCHEMA_RESTARTS` schema changes in one run.
+        LakehouseError: any other failure (see :func:`await_query`), or a schema change after
+            :data:`MAX_SCHEMA_RESTARTS` restarts (running again continues).
     """
     query = start()
-    for _ in range(MAX_SCHEMA_RESTARTS):
+    restarts = 0
+    while True:
         try:
             query.awaitTermination()
             return query
         except StreamingQueryException as error:
-            if not stopped_by_schema_change(error):
+            if restarts == MAX_SCHEMA_RESTARTS or not stopped_by_schema_change(error):
                 raise failure(query, error) from error
+        restarts += 1
         restarted(query)
         query = start()
-    await_query(query)
-    return query
 
 
 def failure(query: StreamingQuery, error: BaseException) -> LakehouseError:
