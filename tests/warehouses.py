@@ -70,6 +70,8 @@ def _hashable(value: Any) -> Any:
         return tuple((k, _hashable(v)) for k, v in value.items())
     if isinstance(value, list | tuple):
         return tuple(_hashable(v) for v in value)
+    if isinstance(value, bytearray):
+        return bytes(value)
     return value
 
 
