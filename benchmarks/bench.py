@@ -77,7 +77,7 @@ def main() -> None:
         ("bronze ingest (files -> bronze)", args.events, bronze_seconds),
         ("silver apply (ours)", bronze_rows, silver_seconds),
         ("silver apply (baseline: dedupe + MERGE)", bronze_rows, baseline_seconds),
-        ("replay (silver + gold rebuilt from bronze)", bronze_rows, replay_seconds),
+        ("replay (silver + gold from bronze)", bronze_rows, replay_seconds),
     ]
     result = {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
