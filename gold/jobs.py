@@ -10,6 +10,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
 from gold.aggregates import revenue_deltas, sessions
+from gold.schema_log import rebase_schema_log, schema_log_location
 from lakehouse.config import GoldSpec
 from lakehouse.layout import Warehouse
 from lakehouse.streaming import Trigger, query_app_id
@@ -21,10 +22,6 @@ REVENUE_QUERY = f"gold_{REVENUE_TABLE}"
 SESSIONS_QUERY = f"gold_{SESSIONS_TABLE}"
 
 
-#: Where, under a query's checkpoint, Delta keeps the schema log of its change-feed input.
-SCHEMA_LOG = "_schema_log"
-
-
 def silver_changes(spark: SparkSession, path: str, checkpoint: str | None = None) -> DataFrame:
     """The change feed of a silver table as a stream, from its first version.
 
@@ -33,7 +30,8 @@ def silver_changes(spark: SparkSession, path: str, checkpoint: str | None = None
     with. A new column or a widened type stops the query once with Delta's
     ``DELTA_STREAMING_METADATA_EVOLUTION``; started again from its checkpoint (the pipeline
     does that), it reads on with the new schema. Without the log, a widened type would stop
-    the stream for good. Silver only widens types, so every type change is accepted.
+    the stream for good. Silver only widens types, so every type change is accepted. The log
+    is first pointed at the checkpoint's current place, in case it was moved (replay, copy).
     """
     reader = (
         spark.readStream.format("delta")
@@ -41,7 +39,8 @@ def silver_changes(spark: SparkSession, path: str, checkpoint: str | None = None
         .option("startingVersion", 0)
     )
     if checkpoint is not None:
-        reader = reader.option("schemaTrackingLocation", f"{checkpoint}/{SCHEMA_LOG}").option(
+        rebase_schema_log(checkpoint)
+        reader = reader.option("schemaTrackingLocation", schema_log_location(checkpoint)).option(
             "allowSourceColumnTypeChange", "always"
         )
     return reader.load(path)

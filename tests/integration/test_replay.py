@@ -17,6 +17,7 @@ from lakehouse import swap
 from lakehouse.config import SHOP_CONFIG
 from lakehouse.errors import TableNotFoundError
 from lakehouse.layout import QUARANTINE_TABLE, Warehouse
+from lakehouse.pipeline import run_from_bronze
 from lakehouse.replay import replay
 from tests.warehouses import (
     assert_same_tables,
@@ -66,6 +67,9 @@ def test_replay_equals_incremental_processing(
     for job in ("silver_orders", "gold_revenue_per_minute"):
         assert query_id(warehouse, job) != query_id(pristine, job), job
     assert not (Path(warehouse.root) / swap.STAGING).exists()
+    # The swapped-in checkpoints work where they now are: the pipeline runs on after a replay.
+    run_from_bronze(spark, warehouse, SHOP_CONFIG)
+    assert_same_tables(spark, pristine, warehouse)
 
 
 @pytest.mark.slow
