@@ -68,14 +68,17 @@ class SchemaPlan:
     conflicts: tuple[tuple[TypeConflict, ...], ...]
 
 
-def plan_schema(table: StructType | None, versions: Sequence[VersionColumns]) -> SchemaPlan:
+def plan_schema(
+    table: StructType | None, versions: Sequence[VersionColumns], dropped: Collection[str] = ()
+) -> SchemaPlan:
     """Decide the target columns of a batch (pure).
 
     The target starts as the table's data columns (none for a new table); the versions are
     then taken in order (the caller orders them by their first record in bronze), each column
     widening its target type, or adding itself to the target, or, if no type holds both,
     becoming a conflict of that version. A table column no version has stays in the target
-    with its type: its records carry no value for it, which is null.
+    with its type: its records carry no value for it, which is null. A ``dropped`` column (one
+    silver does not keep) is never a conflict: where no type holds both, it becomes text.
     """
     target: dict[str, DataType] = {f.name: f.dataType for f in (table.fields if table else ())}
     conflicts: list[tuple[TypeConflict, ...]] = []
@@ -87,6 +90,8 @@ def plan_schema(table: StructType | None, versions: Sequence[VersionColumns]) ->
                 target[field.name] = field.dataType
                 continue
             wider = widened(current, field.dataType, json_numbers=version.inferred)
+            if wider is None and field.name in dropped:
+                wider = StringType()
             if wider is None:
                 found.append(TypeConflict(field.name, current, field.dataType))
             else:
@@ -142,21 +147,25 @@ def read_batch(
     """
     versions = discover_versions(texts, spec)
     frames = [parse_changes(_rows_of(texts, v), spec, v.layout) for v in versions]
-    plan = plan_schema(
-        table,
-        [
-            VersionColumns(_typed_columns(frame, v.layout), v.inferred)
-            for v, frame in zip(versions, frames, strict=True)
-        ],
-    )
+    typed = [
+        VersionColumns(_typed_columns(frame, v.layout), v.inferred)
+        for v, frame in zip(versions, frames, strict=True)
+    ]
+    keys = versions[0].layout.keys
+    dropped = {
+        name
+        for version in typed
+        for name in version.columns.fieldNames()
+        if name not in {k.name for k in keys} and not spec.keeps_column(name)
+    }
+    plan = plan_schema(table, typed, dropped)
     if spec.on_incompatible_type == "fail":
         for version, conflicts in zip(versions, plan.conflicts, strict=True):
             if conflicts:
                 raise SchemaChangeError(incompatible_message(spec, conflicts[0], version.first))
-    keys = versions[0].layout.keys
     # A key column no record has (so every record misses its key) still needs a column.
-    typed = plan.target.fieldNames()
-    untyped = [StructField(k.name, StringType(), True) for k in keys if k.name not in typed]
+    planned = plan.target.fieldNames()
+    untyped = [StructField(k.name, StringType(), True) for k in keys if k.name not in planned]
     target = StructType([*plan.target.fields, *untyped])
     parts = []
     for version, parsed, conflicts in zip(versions, frames, plan.conflicts, strict=True):

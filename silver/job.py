@@ -127,7 +127,7 @@ def apply_batch(
         changes = changes.where(order_of() > order_literal(floor, _order_type(changes)))
     applied = _apply_changes(spark, changes, kept, counts.toast_columns, tables, app_id, batch_id)
     if tables.history is not None:
-        apply_history(valid, layout, spec, tables.history, app_id, batch_id)
+        apply_history(valid, kept, spec, tables.history, app_id, batch_id)
     return BatchReport(counts.records, counts.quarantined, counts.tombstones, applied)
 
 

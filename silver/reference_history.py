@@ -21,6 +21,7 @@ from silver.reference import (
     FoldSpec,
     _check_spec,
     _Event,
+    _keeps,
     _Quarantine,
     _read_debezium_record,
     _read_events_record,
@@ -110,9 +111,15 @@ def _close(version: dict[str, Any], order: tuple[Any, ...]) -> None:
 
 
 def _table_columns(events: list[_Event], spec: FoldSpec) -> list[str]:
-    """The table's columns: the declared ones, else every column any event shows."""
+    """The table's columns: the declared ones, else every column any event shows; as silver,
+    only the keys and the columns ``column_list`` / ``except_column_list`` keep."""
     if spec.format == "events" and spec.column_types is not None:
         names = [*(spec.keys or ()), *spec.column_types, *(spec.sequence_by or ())]
     else:
         names = [name for event in events for name in event.columns]
-    return [name for name in dict.fromkeys(names) if name not in METADATA_COLUMNS]
+    keys = {name for event in events for name in event.key_columns} | set(spec.keys or ())
+    return [
+        name
+        for name in dict.fromkeys(names)
+        if name not in METADATA_COLUMNS and (name in keys or _keeps(spec, name))
+    ]

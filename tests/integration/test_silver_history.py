@@ -339,3 +339,26 @@ def test_streaming_job_keeps_history_that_verify_and_sql_see(
     differences = verify_warehouse(spark, warehouse, config)[1].differences
     assert len(differences) == 1
     assert "column name is 'tampered', expected 'x'" in differences[0]
+
+
+def test_columns_silver_drops_are_dropped_from_the_history_too(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    spec = replace(SPEC, except_column_list=("notes",))
+    warehouse = Warehouse(str(tmp_path))
+    bronze = warehouse.table("bronze", table_name_for_topic(TOPIC))
+    ensure_bronze_table(spark, bronze, TOPIC)
+    records = [change(0, "c", 1, 10, "a", "secret"), change(1, "u", 1, 20, "b", "other")]
+    bronze_frame(spark, records, 0).write.format("delta").mode("append").save(bronze)
+
+    await_query(start_silver(spark, warehouse, spec, Trigger()))
+
+    tables = entity_tables(warehouse, spec)
+    assert tables.history is not None
+    for path in (tables.silver, tables.history.history, tables.history.log):
+        assert "notes" not in spark.read.format("delta").load(path).columns, path
+    checks = verify_warehouse(spark, warehouse, PipelineConfig(tables=(spec,)))
+    assert [(c.table, c.actual_rows, c.expected_rows, c.ok) for c in checks] == [
+        ("customers", 1, 1, True),
+        ("customers_history", 2, 2, True),
+    ]

@@ -108,3 +108,20 @@ def test_conflict_between_versions_of_one_batch_fails_naming_both_types(
         (0, None),
         (1, "incompatible type for column amount: table string, record decimal(10,2)"),
     ]
+
+
+def test_a_column_silver_drops_never_conflicts(spark: SparkSession) -> None:
+    """``except_column_list``: the batch reads the dropped column (conditions may use it) as
+    text where its versions disagree, and neither fails nor quarantines a record for it."""
+    text_amount = {"field": "amount", "type": "string", "optional": True}
+    records = [
+        record(1, [ID, amount(10, 2)], amount="AQ=="),
+        record(0, [ID, text_amount], amount="x"),
+    ]
+    dropping = TableSpec(name="customers", topic=TOPIC, except_column_list=("amount",))
+    _, events = read_batch(as_text(bronze_frame(spark, records)), dropping, None)
+    assert dict(events.dtypes)["amount"] == "string"
+    assert sorted((r._bronze_offset, r.amount, r._reason) for r in events.collect()) == [
+        (0, "x", None),
+        (1, "0.01", None),
+    ]

@@ -209,6 +209,21 @@ def test_plan_adds_widens_and_reports_conflicts_per_version() -> None:
     )
 
 
+def test_plan_reads_a_dropped_column_as_text_where_its_types_conflict() -> None:
+    table = schema(id=LongType())
+    plan = plan_schema(
+        table,
+        [
+            VersionColumns(schema(id=LongType(), note=DecimalType(10, 2), qty=IntegerType())),
+            VersionColumns(schema(id=LongType(), note=BooleanType(), qty=StringType())),
+            VersionColumns(schema(id=LongType(), note=LongType())),
+        ],
+        dropped={"note"},
+    )
+    assert plan.target == schema(id=LongType(), note=StringType(), qty=IntegerType())
+    assert plan.conflicts == ((), (TypeConflict("qty", IntegerType(), StringType()),), ())
+
+
 def test_plan_of_a_new_table_takes_the_first_versions_columns_in_order() -> None:
     plan = plan_schema(
         None,
