@@ -57,21 +57,27 @@ def main() -> None:
     shutil.rmtree(warehouse.root, ignore_errors=True)
 
     bronze_seconds = _timed(
+        "bronze",
         lambda: await_query(
             start_bronze(
                 read_source(spark, SourceSpec("files", str(source), max_files_per_trigger=1000)),
                 warehouse,
                 Trigger(),
             )
-        )
+        ),
     )
     specs = entity_specs(spark, warehouse, SHOP_CONFIG)
     bronze_rows = sum(_bronze(spark, warehouse, s.topic).count() for s in specs)
 
-    silver_seconds = _timed(lambda: _each(specs, lambda s: _run_silver(spark, warehouse, s)))
-    baseline_seconds = _timed(lambda: _each(specs, lambda s: _run_baseline(spark, warehouse, s)))
+    silver_seconds = _timed(
+        "silver", lambda: _each(specs, lambda s: _run_silver(spark, warehouse, s))
+    )
+    baseline_seconds = _timed(
+        "baseline", lambda: _each(specs, lambda s: _run_baseline(spark, warehouse, s))
+    )
     maintenance = _maintain(spark, warehouse)
-    replay_seconds = _timed(lambda: replay(spark, warehouse, SHOP_CONFIG))
+    print(f"maintain: {maintenance}", flush=True)
+    replay_seconds = _timed("replay", lambda: replay(spark, warehouse, SHOP_CONFIG))
 
     rows = [
         ("bronze ingest (files -> bronze)", args.events, bronze_seconds),
@@ -153,10 +159,14 @@ def _maintain(spark: SparkSession, warehouse: Warehouse) -> dict[str, float | in
     }
 
 
-def _timed(action: Callable[[], object]) -> float:
+def _timed(stage: str, action: Callable[[], object]) -> float:
+    """Run ``action``; print and return its seconds (printed as it ends, in case a later stage
+    fails)."""
     started = time.perf_counter()
     action()
-    return time.perf_counter() - started
+    seconds = time.perf_counter() - started
+    print(f"{stage}: {seconds:.1f} s", flush=True)
+    return seconds
 
 
 def _print(result: dict[str, Any]) -> None:
