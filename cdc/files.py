@@ -19,7 +19,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
-from cdc.records import CREATE_TIME, KAFKA_SCHEMA, json_bytes
+from cdc.records import CREATE_TIME, KAFKA_SCHEMA, arrow_schema, json_bytes
 from lakehouse.errors import ConfigError
 
 #: Topic under which lines that are not valid records land in bronze.
@@ -28,19 +28,7 @@ UNREADABLE_TOPIC = "_unreadable_lines"
 SOURCE_COLUMN = "_source"
 SOURCED_KAFKA_SCHEMA = StructType([*KAFKA_SCHEMA.fields, StructField(SOURCE_COLUMN, StringType())])
 
-_ARROW_SCHEMA = pa.schema(
-    [
-        ("key", pa.binary()),
-        ("value", pa.binary()),
-        ("topic", pa.string()),
-        ("partition", pa.int32()),
-        ("offset", pa.int64()),
-        ("timestamp", pa.timestamp("us", tz="UTC")),
-        ("timestampType", pa.int32()),
-        ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
-        (SOURCE_COLUMN, pa.string()),
-    ]
-)
+_ARROW_SCHEMA = arrow_schema(include_headers=True).append(pa.field(SOURCE_COLUMN, pa.string()))
 
 
 def read_file_stream(

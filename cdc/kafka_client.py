@@ -25,6 +25,7 @@ from confluent_kafka import (
 
 from cdc.kafka_offsets import OffsetRange
 from cdc.kafka_options import MESSAGE_PREFIX, KafkaSourceOptions
+from cdc.records import arrow_schema
 from lakehouse.errors import DataLossError, LakehouseError, SourceUnavailableError
 
 log = logging.getLogger("cdc.kafka_source")
@@ -217,24 +218,6 @@ def read_range(options: KafkaSourceOptions, offsets: OffsetRange) -> Iterator[pa
                 )
     finally:
         client.close()
-
-
-def arrow_schema(include_headers: bool) -> pa.Schema:
-    """The Arrow form of the source's schema (Spark's Kafka source columns)."""
-    fields = [
-        ("key", pa.binary()),
-        ("value", pa.binary()),
-        ("topic", pa.string()),
-        ("partition", pa.int32()),
-        ("offset", pa.int64()),
-        ("timestamp", pa.timestamp("us", tz="UTC")),
-        ("timestampType", pa.int32()),
-    ]
-    if include_headers:
-        fields.append(
-            ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])))
-        )
-    return pa.schema(fields)
 
 
 def to_arrow(records: list[Message], include_headers: bool) -> pa.RecordBatch:

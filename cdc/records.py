@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -45,6 +46,25 @@ KAFKA_SCHEMA = StructType(
         ),
     ]
 )
+
+
+def arrow_schema(include_headers: bool) -> pa.Schema:
+    """The Arrow form of the source's schema (Spark's Kafka source columns)."""
+    fields = [
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("timestamp", pa.timestamp("us", tz="UTC")),
+        ("timestampType", pa.int32()),
+    ]
+    if include_headers:
+        fields.append(
+            ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])))
+        )
+    return pa.schema(fields)
+
 
 #: Kafka's timestamp type for producer-set (create) time.
 CREATE_TIME = 0

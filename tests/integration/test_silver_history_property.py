@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
@@ -42,6 +41,7 @@ from silver.reference import TOAST_PLACEHOLDER, FoldSpec
 from silver.reference_history import HistoryKey, fold_history
 from silver.tables import table_exists
 from silver.verify import canonical_rows
+from tests.draws import draw_examples
 from tests.helpers import bronze_frame, bronze_record, pg_envelope, pg_key
 from tests.integration.test_silver_property import (
     BATCHES,
@@ -203,26 +203,7 @@ def toast(scenario: HistoryScenario) -> bool:
 
 
 def draw_scenarios(seed_value: int) -> list[HistoryScenario]:
-    drawn: list[HistoryScenario] = []
-
-    @seed(seed_value)
-    @settings(
-        max_examples=EXAMPLES,
-        deadline=None,
-        database=None,
-        phases=[Phase.generate],
-        suppress_health_check=[
-            HealthCheck.too_slow,
-            HealthCheck.data_too_large,
-            HealthCheck.large_base_example,
-        ],
-    )
-    @given(scenario_strategy())
-    def collect(scenario: HistoryScenario) -> None:
-        drawn.append(scenario)
-
-    collect()
-    return drawn
+    return draw_examples(scenario_strategy(), seed_value, EXAMPLES)
 
 
 def pack(scenarios: list[HistoryScenario]) -> list[tuple[TableSpec, list[int]]]:

@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
@@ -42,6 +41,7 @@ from silver.job import apply_batch, entity_tables
 from silver.reference import BronzeRecord, FoldSpec, fold
 from silver.tables import table_exists
 from silver.verify import canonical_rows
+from tests.draws import draw_examples
 from tests.helpers import bronze_frame, bronze_record, pg_envelope, pg_key
 
 pytestmark = pytest.mark.integration
@@ -315,26 +315,7 @@ def has_duplicates(scenario: Scenario) -> bool:
 
 
 def draw_scenarios(seed_value: int) -> list[Scenario]:
-    drawn: list[Scenario] = []
-
-    @seed(seed_value)
-    @settings(
-        max_examples=EXAMPLES,
-        deadline=None,
-        database=None,
-        phases=[Phase.generate],
-        suppress_health_check=[
-            HealthCheck.too_slow,
-            HealthCheck.data_too_large,
-            HealthCheck.large_base_example,
-        ],
-    )
-    @given(scenario_strategy())
-    def collect(scenario: Scenario) -> None:
-        drawn.append(scenario)
-
-    collect()
-    return drawn
+    return draw_examples(scenario_strategy(), seed_value, EXAMPLES)
 
 
 def pack(scenarios: list[Scenario]) -> list[list[int]]:

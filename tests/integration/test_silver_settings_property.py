@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
@@ -45,6 +44,7 @@ from silver.job import apply_batch, entity_tables
 from silver.reference import TOAST_PLACEHOLDER, fold
 from silver.tables import table_exists
 from silver.verify import canonical_rows, fold_spec
+from tests.draws import draw_examples
 from tests.helpers import CUSTOMER_FIELDS, bronze_frame, bronze_record, pg_envelope, pg_key
 
 pytestmark = pytest.mark.integration
@@ -209,22 +209,7 @@ def scenario_strategy(draw: st.DrawFn) -> Scenario:
 
 
 def draw_scenarios(seed_value: int) -> list[Scenario]:
-    drawn: list[Scenario] = []
-
-    @seed(seed_value)
-    @settings(
-        max_examples=EXAMPLES,
-        deadline=None,
-        database=None,
-        phases=[Phase.generate],
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    )
-    @given(scenario_strategy())
-    def collect(scenario: Scenario) -> None:
-        drawn.append(scenario)
-
-    collect()
-    return drawn
+    return draw_examples(scenario_strategy(), seed_value, EXAMPLES)
 
 
 # --------------------------------------------------------------------------------------------
