@@ -7,6 +7,7 @@ Everything else uses the ``DeltaTable`` Python API.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
@@ -135,6 +136,28 @@ def readable_version(spark: SparkSession, path: str, version: int) -> DataFrame 
     if all(Path(_local(f)).exists() for f in frame.inputFiles()):
         return frame
     return None
+
+
+def change_feed_readable(path: str, version: int) -> bool:
+    """Whether every file the change feed of ``version`` reads still exists (local tables).
+
+    As the Delta protocol defines the change feed of a commit: its ``cdc`` files when it has
+    any, else the data files it adds and removes. Checked from the commit's JSON, without
+    reading (a read of a vacuumed file fails in a Spark task, which logs an error).
+    """
+    commit = Path(_local(path)) / "_delta_log" / f"{version:020d}.json"
+    if not commit.exists():
+        return False  # log cleanup removed the commit: its changes cannot be read
+    actions = [json.loads(line) for line in commit.read_text(encoding="utf-8").splitlines()]
+    changes = [a["cdc"]["path"] for a in actions if "cdc" in a]
+    if not changes:
+        changes = [
+            action[kind]["path"]
+            for action in actions
+            for kind in ("add", "remove")
+            if kind in action and action[kind].get("dataChange", True)
+        ]
+    return all(Path(_local(path), unquote(_local(file))).exists() for file in changes)
 
 
 def forget_cached_logs(spark: SparkSession) -> None:

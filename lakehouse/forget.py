@@ -29,14 +29,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from delta.tables import DeltaTable
-from py4j.protocol import Py4JJavaError
-from pyspark.errors import PySparkException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lakehouse import swap
 from lakehouse.config import PipelineConfig, TableSpec
-from lakehouse.delta_ops import commit_message, readable_version, rewritable, vacuum, versions
+from lakehouse.delta_ops import (
+    change_feed_readable,
+    commit_message,
+    readable_version,
+    rewritable,
+    vacuum,
+    versions,
+)
 from lakehouse.entities import dependent_gold, history_table, resolve_entities
 from lakehouse.errors import PipelineError
 from lakehouse.identifiers import table_name_for_topic
@@ -188,6 +193,8 @@ def _check(spark: SparkSession, targets: list[_Target], report: ForgetReport) ->
 
 def _change_feed_holds_key(spark: SparkSession, target: _Target, version: int) -> bool:
     """Whether the change feed of ``version`` can be read and has a row of the key."""
+    if not change_feed_readable(target.path, version):
+        return False  # VACUUM removed its files: that version's changes are unreadable
     changes = (
         spark.read.format("delta")
         .option("readChangeFeed", "true")
@@ -195,17 +202,7 @@ def _change_feed_holds_key(spark: SparkSession, target: _Target, version: int) -
         .option("endingVersion", version)
         .load(target.path)
     )
-    try:
-        return not changes.where(target.rows).isEmpty()
-    except (Py4JJavaError, PySparkException) as error:
-        if _missing_file(error):
-            return False  # VACUUM removed its files: that version's changes are unreadable
-        raise
-
-
-def _missing_file(error: Exception) -> bool:
-    text = str(error)
-    return "FILE_NOT_EXIST" in text or "FileNotFoundException" in text
+    return not changes.where(target.rows).isEmpty()
 
 
 def _load(spark: SparkSession, path: str) -> DataFrame:
