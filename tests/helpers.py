@@ -106,3 +106,10 @@ def customer_change(
     ts_ms = 1_767_225_600_000 + sequence[1]
     value = pg_envelope(op, sequence, after=after, before=before, ts_ms=ts_ms)
     return Record(topic, partition, offset, ts_ms, key, value)
+
+
+def merge_counts(metrics: dict[str, str]) -> tuple[int, int, int]:
+    """(inserted, updated, deleted) target rows of a MERGE commit."""
+    return tuple(  # type: ignore[return-value]
+        int(metrics.get(f"numTargetRows{what}", "0")) for what in ("Inserted", "Updated", "Deleted")
+    )

@@ -26,7 +26,7 @@ from lakehouse.layout import Warehouse
 from lakehouse.streaming import Trigger, await_query
 from silver.job import apply_batch, entity_tables, start_silver
 from silver.tables import EntityTables, HistoryTables, table_exists
-from tests.helpers import bronze_frame, customer_change, pg_key
+from tests.helpers import bronze_frame, customer_change, merge_counts, pg_key
 
 pytestmark = pytest.mark.integration
 
@@ -114,13 +114,6 @@ class Lake:
             .load(self.paths.history)
         )
         return sorted((r._change_type, r.id, lsn_of(r["__start_at"])) for r in frame.collect())
-
-
-def merge_counts(metrics: dict[str, str]) -> tuple[int, int, int]:
-    """(inserted, updated, deleted) target rows of a MERGE commit."""
-    return tuple(  # type: ignore[return-value]
-        int(metrics.get(f"numTargetRows{what}", "0")) for what in ("Inserted", "Updated", "Deleted")
-    )
 
 
 @pytest.fixture

@@ -45,13 +45,13 @@ from tests.draws import draw_examples
 from tests.helpers import bronze_frame, bronze_record, pg_envelope, pg_key
 from tests.integration.test_silver_property import (
     BATCHES,
-    KEY_SPACE,
     TOPIC,
     Delivery,
     Scenario,
     draw_deliveries,
     draw_log,
     has_duplicates,
+    mismatch_report,
     one_in,
 )
 
@@ -263,14 +263,7 @@ def check_group(
     wrong = list(differences(expected, history_rows(spark, tables.history.history)))
     if not wrong:
         return None
-    bad = sorted({key // KEY_SPACE for key, _ in wrong})
-    return "\n".join(
-        [
-            f"{header}: scenarios {bad} differ",
-            *(f"    {line}" for _, line in wrong),
-            *(scenarios[i].describe(i) for i in bad),
-        ]
-    )
+    return mismatch_report(header, wrong, scenarios)
 
 
 def test_history_equals_model_under_any_delivery(spark: SparkSession, tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from lakehouse.config import TableSpec
 from lakehouse.layout import Warehouse
 from silver.job import BatchReport, apply_batch, entity_tables
 from silver.tables import EntityTables, table_exists
-from tests.helpers import bronze_frame, pg_envelope, pg_key
+from tests.helpers import bronze_frame, merge_counts, pg_envelope, pg_key
 
 pytestmark = pytest.mark.integration
 
@@ -106,13 +106,6 @@ class Lake:
     def version(self, path: str | None = None) -> int:
         history = self.history(path)
         return history[-1][0] if history else -1
-
-
-def merge_counts(metrics: dict[str, str]) -> tuple[int, int, int]:
-    """(inserted, updated, deleted) target rows of a MERGE commit."""
-    return tuple(  # type: ignore[return-value]
-        int(metrics.get(f"numTargetRows{what}", "0")) for what in ("Inserted", "Updated", "Deleted")
-    )
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ import os
 import random
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -381,6 +381,13 @@ def check_group(
     wrong = list(differences(expected.rows, actual))
     if not wrong:
         return None
+    return mismatch_report(header, wrong, scenarios)
+
+
+def mismatch_report(
+    header: str, wrong: list[tuple[int, str]], scenarios: Sequence[Scenario]
+) -> str:
+    """What differs, per key id, then the scenarios those keys belong to."""
     bad = sorted({key // KEY_SPACE for key, _ in wrong})
     return "\n".join(
         [

@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 import random
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -46,6 +46,7 @@ from silver.tables import table_exists
 from silver.verify import canonical_rows, fold_spec
 from tests.draws import draw_examples
 from tests.helpers import CUSTOMER_FIELDS, bronze_frame, bronze_record, pg_envelope, pg_key
+from tests.integration.test_silver_property import differences
 
 pytestmark = pytest.mark.integration
 
@@ -287,15 +288,6 @@ def silver_rows(spark: SparkSession, path: str) -> dict[tuple[Any, ...], dict[st
     if not table_exists(spark, path):
         return {}
     return {(row["id"],): row for row in canonical_rows(spark.read.format("delta").load(path))}
-
-
-def differences(
-    expected: dict[tuple[Any, ...], dict[str, Any]], actual: dict[tuple[Any, ...], dict[str, Any]]
-) -> Iterator[tuple[int, str]]:
-    for key in sorted(set(expected) | set(actual)):
-        want, got = expected.get(key), actual.get(key)
-        if want != got:
-            yield key[0], f"key {key[0]}: silver {got}\n      expected {want}"
 
 
 def check_table(
