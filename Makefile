@@ -14,7 +14,7 @@ $(STAMP): requirements.lock pyproject.toml
 	$(BIN)/python -m pip install --quiet -r requirements.lock
 	$(BIN)/python -m pip install --quiet --no-deps jsoniq==3.0.2
 	$(BIN)/python -m pip install --quiet --no-deps -e .
-	$(BIN)/python -c "from lakehouse.spark import local_delta_jars; local_delta_jars()"
+	$(BIN)/python -c "from core.spark import local_delta_jars; local_delta_jars()"
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -26,6 +26,7 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 test: lint
 	$(BIN)/pytest $(PYTEST_ARGS)

@@ -14,9 +14,9 @@ from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from lakehouse.config import TableSpec
+from core.config import TableSpec
+from core.delta_io import ensure_table
 from silver.parse import METADATA_COLUMNS, as_text, discover_layout, parse_changes
-from silver.tables import ensure_table
 
 
 def baseline_applier(spec: TableSpec, path: str) -> Callable[[DataFrame, int], None]:

@@ -26,15 +26,15 @@ from benchmarks.kafka_bench import kafka_results
 from bronze.job import start_bronze
 from cdc.generator import WorkloadConfig
 from cdc.sources import SourceSpec, read_source
-from lakehouse.config import SHOP_CONFIG, TableSpec
+from core.config import SHOP_CONFIG, TableSpec
+from core.identifiers import table_name_for_topic
+from core.layout import Warehouse
+from core.spark import get_spark
+from core.streaming import Trigger, await_query
 from lakehouse.demo import write_workload
-from lakehouse.identifiers import table_name_for_topic
-from lakehouse.layout import Warehouse
+from lakehouse.entities import entity_specs
 from lakehouse.maintenance import maintain
-from lakehouse.pipeline import entity_specs
 from lakehouse.replay import replay
-from lakehouse.spark import get_spark
-from lakehouse.streaming import Trigger, await_query
 from silver.job import start_silver
 
 WORK = Path(__file__).parent / "work"

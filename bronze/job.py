@@ -9,9 +9,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
 from bronze.table import ensure_bronze_table, with_ingestion_metadata
-from lakehouse.identifiers import table_name_for_topic
-from lakehouse.layout import Warehouse
-from lakehouse.streaming import Trigger, idempotent_write_options, query_app_id
+from core.identifiers import table_name_for_topic
+from core.layout import Warehouse
+from core.streaming import Trigger, idempotent_write_options, query_app_id
 
 BRONZE_QUERY = "bronze"
 

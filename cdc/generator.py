@@ -46,7 +46,7 @@ from cdc.shop import (
     key_only_row,
     key_schema,
 )
-from lakehouse.errors import ConfigError
+from core.errors import ConfigError
 
 __all__ = [
     "CLICKSTREAM_TOPIC",

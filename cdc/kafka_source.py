@@ -47,7 +47,7 @@ from cdc.kafka_options import (
     parse_options,
 )
 from cdc.records import KAFKA_SCHEMA
-from lakehouse.errors import ConfigError, SourceUnavailableError
+from core.errors import ConfigError, SourceUnavailableError
 
 KAFKA_FORMAT = "lakehouse_kafka"
 

@@ -21,7 +21,7 @@ from confluent_kafka.cimpl import NewTopic
 
 from cdc.generator import WorkloadConfig, generate
 from cdc.records import Record
-from lakehouse.errors import ConfigError, SourceUnavailableError
+from core.errors import ConfigError, SourceUnavailableError
 
 #: librdkafka's own log lines go here (the command line keeps them quiet unless debugging).
 KAFKA_LOG = logging.getLogger("cdc.kafka")

@@ -11,7 +11,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from cdc.files import SOURCE_COLUMN, read_file_stream
-from lakehouse.errors import ConfigError
+from core.errors import ConfigError
 
 SourceKind = Literal["files", "kafka"]
 

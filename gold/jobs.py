@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
+from core.config import GoldSpec, PipelineConfig
+from core.delta_io import append, ensure_table, idempotent_dml
+from core.layout import Warehouse
+from core.streaming import Trigger, query_app_id
 from gold.aggregates import revenue_deltas, sessions
 from gold.schema_log import rebase_schema_log, schema_log_location
-from lakehouse.config import GoldSpec
-from lakehouse.layout import Warehouse
-from lakehouse.streaming import Trigger, query_app_id
-from silver.tables import append, ensure_table, idempotent_dml
 
 REVENUE_TABLE = "revenue_per_minute"
 SESSIONS_TABLE = "user_sessions"
@@ -129,3 +130,24 @@ def _session_rebuilder(
         append(rebuilt, path, f"{app_id}:append", batch_id)
 
     return rebuild
+
+
+class GoldJob(NamedTuple):
+    """A gold streaming job: its query (and checkpoint) name, gold table and silver input."""
+
+    query: str
+    table: str
+    input: str
+    what: str
+    start: Callable[[SparkSession, Warehouse, GoldSpec, Trigger], StreamingQuery]
+
+
+def gold_jobs(config: PipelineConfig) -> list[GoldJob]:
+    """Every gold job of the pipeline with the silver table it reads."""
+    gold = config.gold
+    return [
+        GoldJob(
+            REVENUE_QUERY, REVENUE_TABLE, gold.orders_table, "revenue per window", start_revenue
+        ),
+        GoldJob(SESSIONS_QUERY, SESSIONS_TABLE, gold.clicks_table, "user sessions", start_sessions),
+    ]

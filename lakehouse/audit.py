@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pyspark.sql import SparkSession
 
-from lakehouse.config import PipelineConfig
-from lakehouse.identifiers import table_name_for_topic
-from lakehouse.layout import Warehouse
-from lakehouse.pipeline import entity_specs
+from core.config import PipelineConfig
+from core.identifiers import table_name_for_topic
+from core.layout import Warehouse
+from lakehouse.entities import entity_specs
 from silver.verify import TableCheck, check_history, check_table
 
 

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from lakehouse.errors import EnvironmentSetupError
+from core.errors import EnvironmentSetupError
 
 PACKAGE = "noida-db==0.2.3"
 #: sha256 of noida_db-0.2.3-py3-none-manylinux_2_17_x86_64.whl, the only wheel of that release.

@@ -12,10 +12,10 @@ from pyspark.sql import SparkSession
 from cdc.generator import WorkloadConfig, generate, write_files
 from cdc.producer import ProduceReport, send_workload
 from cdc.sources import SourceSpec
+from core.catalog import run_sql
+from core.config import SHOP_CONFIG
+from core.layout import LAYERS, Warehouse
 from lakehouse.audit import verify_warehouse
-from lakehouse.catalog import run_sql
-from lakehouse.config import SHOP_CONFIG
-from lakehouse.layout import LAYERS, Warehouse
 from lakehouse.pipeline import Progress, run_once
 
 GOLD_QUERY = (

@@ -7,14 +7,27 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from lakehouse.config import PipelineConfig, TableSpec
-from lakehouse.errors import TableNotFoundError
-from lakehouse.layout import Warehouse
-from lakehouse.pipeline import GoldJob, entity_specs, gold_jobs
-from lakehouse.streaming import APP_ID_FILE
+from bronze.table import bronze_topic
+from core.config import PipelineConfig, TableSpec
+from core.errors import TableNotFoundError
+from core.layout import Warehouse
+from core.streaming import APP_ID_FILE
+from gold.jobs import GoldJob, gold_jobs
 
 #: Suffix of an entity's SCD type 2 history table (``silver/<entity>_history``).
 HISTORY_SUFFIX = "_history"
+
+
+def entity_specs(
+    spark: SparkSession, warehouse: Warehouse, config: PipelineConfig
+) -> list[TableSpec]:
+    """The silver spec of every bronze topic present (internal topics excluded)."""
+    specs = []
+    for name in warehouse.table_names("bronze"):
+        topic = bronze_topic(spark, warehouse.table("bronze", name))
+        if topic and not topic.startswith("_"):
+            specs.append(config.spec_for_topic(topic))
+    return specs
 
 
 def resolve_entities(

@@ -32,23 +32,23 @@ from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lakehouse import swap
-from lakehouse.config import PipelineConfig, TableSpec
-from lakehouse.delta_ops import (
+from core.config import PipelineConfig, TableSpec
+from core.delta_io import (
     change_feed_readable,
     commit_message,
     readable_version,
     rewritable,
+    table_exists,
     vacuum,
     versions,
 )
+from core.errors import PipelineError
+from core.identifiers import table_name_for_topic
+from core.layout import QUARANTINE_TABLE, Warehouse
+from lakehouse import swap
 from lakehouse.entities import dependent_gold, history_table, resolve_entities
-from lakehouse.errors import PipelineError
-from lakehouse.identifiers import table_name_for_topic
-from lakehouse.layout import QUARANTINE_TABLE, Warehouse
 from lakehouse.pipeline import Progress, run_from_bronze
 from silver.keys import EntityKey, KeyValue, coordinates_condition, entity_key, records_of_key
-from silver.tables import table_exists
 
 DEFAULT_REASON = "privacy request"
 

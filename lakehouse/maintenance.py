@@ -30,26 +30,26 @@ from functools import reduce
 from pathlib import Path
 
 from delta.tables import DeltaTable
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from lakehouse import swap
-from lakehouse.config import PipelineConfig, TableSpec
-from lakehouse.delta_ops import (
+from core.config import PipelineConfig, TableSpec
+from core.delta_io import (
     DELTA_SAFE_RETENTION_HOURS,
     FileStats,
     commit_message,
     file_stats,
     optimize,
     rewritable,
+    table_exists,
     vacuum,
 )
-from lakehouse.identifiers import table_name_for_topic
-from lakehouse.layout import LAYERS, Warehouse
-from lakehouse.pipeline import Progress, entity_specs, run_from_bronze
-from silver.parse import as_text, discover_layout, parse_changes
-from silver.retention import REASONS, retention_conflicts
-from silver.tables import table_exists
+from core.identifiers import table_name_for_topic
+from core.layout import LAYERS, Warehouse
+from lakehouse import swap
+from lakehouse.entities import entity_specs
+from lakehouse.pipeline import Progress, run_from_bronze
+from silver.retention import REASONS, marked_events, retention_conflicts
 
 #: ``_system`` tables that streaming MERGEs write and maintenance compacts.
 SYSTEM_TABLES = ("tombstones", "truncations")
@@ -205,7 +205,7 @@ def trim_bronze(
         return Trimmed(name)
     progress(f"maintain: bringing silver.{spec.name} up to date before trimming {name}")
     run_from_bronze(spark, warehouse, config, progress, [spec.name])
-    events, keys = _marked_events(spark.read.format("delta").load(path), spec, old)
+    events, keys = marked_events(spark.read.format("delta").load(path), spec, old)
     events = events.localCheckpoint()
     counts = events.agg(
         F.count_if("_dropped").alias("dropped"),
@@ -255,23 +255,3 @@ def trim_bronze(
         f"{name}: kept {counts.kept} old records that silver quarantined." if counts.kept else None
     )
     return Trimmed(name, dropped=int(counts.dropped), note=note)
-
-
-def _marked_events(
-    bronze: DataFrame, spec: TableSpec, old: Column
-) -> tuple[DataFrame, tuple[str, ...]]:
-    """Parsed events with ``_old`` (ingested before the cutoff) and ``_dropped`` (old and not
-    quarantined), and the key columns."""
-    texts = as_text(bronze)
-    layout = discover_layout(texts, spec)
-    ages = bronze.select(
-        F.col("partition").alias("_bronze_partition"),
-        F.col("offset").alias("_bronze_offset"),
-        old.alias("_old"),
-    )
-    events = (
-        parse_changes(texts, spec, layout)
-        .join(ages, ["_bronze_partition", "_bronze_offset"])
-        .withColumn("_dropped", F.col("_old") & F.col("_reason").isNull())
-    )
-    return events, layout.key_names

@@ -8,32 +8,24 @@ import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from functools import partial
-from typing import NamedTuple
 
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from bronze.job import BRONZE_QUERY, start_bronze
-from bronze.table import bronze_topic
 from cdc.sources import SourceSpec, read_source
-from gold.jobs import (
-    REVENUE_QUERY,
-    REVENUE_TABLE,
-    SESSIONS_QUERY,
-    SESSIONS_TABLE,
-    start_revenue,
-    start_sessions,
-)
-from lakehouse.config import GoldSpec, PipelineConfig, TableSpec
-from lakehouse.layout import Warehouse
-from lakehouse.streaming import (
+from core.config import PipelineConfig
+from core.layout import Warehouse
+from core.streaming import (
     MAX_SCHEMA_RESTARTS,
     Trigger,
     failure,
     run_to_end,
     stopped_by_schema_change,
 )
+from gold.jobs import gold_jobs
+from lakehouse.entities import entity_specs
 from silver.job import start_silver
 
 Progress = Callable[[str], None]
@@ -46,18 +38,6 @@ class RunReport:
 
     queries: list[str] = field(default_factory=list)
     seconds: float = 0.0
-
-
-def entity_specs(
-    spark: SparkSession, warehouse: Warehouse, config: PipelineConfig
-) -> list[TableSpec]:
-    """The silver spec of every bronze topic present (internal topics excluded)."""
-    specs = []
-    for name in warehouse.table_names("bronze"):
-        topic = bronze_topic(spark, warehouse.table("bronze", name))
-        if topic and not topic.startswith("_"):
-            specs.append(config.spec_for_topic(topic))
-    return specs
 
 
 def run_once(
@@ -249,27 +229,6 @@ def _gold_jobs(
             progress(f"gold: {job.what} from silver.{job.input}")
             ready.append((job.query, partial(job.start, spark, warehouse, config.gold, trigger)))
     return ready
-
-
-class GoldJob(NamedTuple):
-    """A gold streaming job: its query (and checkpoint) name, gold table and silver input."""
-
-    query: str
-    table: str
-    input: str
-    what: str
-    start: Callable[[SparkSession, Warehouse, GoldSpec, Trigger], StreamingQuery]
-
-
-def gold_jobs(config: PipelineConfig) -> list[GoldJob]:
-    """Every gold job of the pipeline with the silver table it reads."""
-    gold = config.gold
-    return [
-        GoldJob(
-            REVENUE_QUERY, REVENUE_TABLE, gold.orders_table, "revenue per window", start_revenue
-        ),
-        GoldJob(SESSIONS_QUERY, SESSIONS_TABLE, gold.clicks_table, "user sessions", start_sessions),
-    ]
 
 
 def _finish(start: Callable[[], StreamingQuery], report: RunReport, progress: Progress) -> None:

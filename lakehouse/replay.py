@@ -21,13 +21,12 @@ from dataclasses import dataclass, field
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from core.config import PipelineConfig
+from core.delta_io import forget_cached_logs, table_exists
+from core.layout import QUARANTINE_TABLE, Warehouse
 from lakehouse import swap
-from lakehouse.config import PipelineConfig
-from lakehouse.delta_ops import forget_cached_logs
 from lakehouse.entities import derived_paths, resolve_entities
-from lakehouse.layout import QUARANTINE_TABLE, Warehouse
 from lakehouse.pipeline import Progress, run_from_bronze
-from silver.tables import table_exists
 
 
 @dataclass

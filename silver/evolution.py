@@ -5,9 +5,9 @@ A micro-batch can hold records of several schema versions (each Debezium record 
 Connect schema). Each version is parsed with its own schema, then every version's rows are
 brought to one set of columns, the *target*: the table's columns and every column of the
 batch, each in the narrowest type that holds the table's values and the batch's
-(:func:`silver.widening.widened`). A version whose type for a column no such type holds is a
+(:func:`core.widening.widened`). A version whose type for a column no such type holds is a
 conflict: with ``on_incompatible_type = "fail"`` the batch fails with
-:class:`~lakehouse.errors.SchemaChangeError`; with ``"quarantine"`` its records that carry a
+:class:`~core.errors.SchemaChangeError`; with ``"quarantine"`` its records that carry a
 value in that column are quarantined, and the rest of the batch is applied.
 """
 
@@ -22,8 +22,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StringType, StructField, StructType
 
 from cdc.debezium import ColumnCodec
-from lakehouse.config import TableSpec
-from lakehouse.errors import SchemaChangeError
+from core.config import TableSpec
+from core.errors import SchemaChangeError
+from core.widening import same_type, widened
 from silver.parse import (
     RowLayout,
     SchemaVersion,
@@ -31,7 +32,6 @@ from silver.parse import (
     discover_versions,
     parse_changes,
 )
-from silver.widening import same_type, widened
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructType
 from pyspark.sql.window import WindowSpec
 
-from lakehouse.config import TableSpec
-from lakehouse.errors import ConfigError
+from core.config import TableSpec
+from core.errors import ConfigError
 from silver.parse import CHANGE_OPS, METADATA_COLUMNS, TRUNCATE_OP, order_of
 
 START_AT = "__start_at"

@@ -9,8 +9,9 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
-from lakehouse.config import TableSpec
-from lakehouse.layout import Warehouse
+from core.config import TableSpec
+from core.delta_io import append, ensure_table, idempotent_dml, table_exists
+from core.layout import Warehouse
 from silver.history import (
     ACTION,
     LOG_METADATA,
@@ -23,15 +24,7 @@ from silver.history import (
     tracked_columns,
 )
 from silver.parse import TRUNCATE_OP, RowLayout, order_of
-from silver.tables import (
-    Assignments,
-    HistoryTables,
-    append,
-    ensure_table,
-    idempotent_dml,
-    key_match,
-    table_exists,
-)
+from silver.tables import Assignments, HistoryTables, key_match
 
 
 def history_tables(warehouse: Warehouse, spec: TableSpec) -> HistoryTables | None:

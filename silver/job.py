@@ -10,10 +10,11 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import StructField, StructType
 
-from lakehouse.config import TableSpec
-from lakehouse.identifiers import table_name_for_topic
-from lakehouse.layout import QUARANTINE_TABLE, Warehouse
-from lakehouse.streaming import Trigger, query_app_id
+from core.config import TableSpec
+from core.delta_io import append, ensure_table, idempotent_dml
+from core.identifiers import table_name_for_topic
+from core.layout import QUARANTINE_TABLE, Warehouse
+from core.streaming import Trigger, query_app_id
 from silver.changes import latest_per_key, newer_than
 from silver.evolution import read_batch
 from silver.history_job import apply_history, history_tables
@@ -28,12 +29,9 @@ from silver.tables import (
     QUARANTINE_COLUMNS,
     TOMBSTONE_METADATA,
     EntityTables,
-    append,
     current_orders,
     data_columns,
     delete_older_than,
-    ensure_table,
-    idempotent_dml,
     latest_truncation,
     merge_silver,
     merge_tombstones,

@@ -18,8 +18,8 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType
 
-from lakehouse.config import TableSpec
-from lakehouse.errors import ConfigError
+from core.config import TableSpec
+from core.errors import ConfigError
 from silver.parse import as_text, discover_layout, parse_changes
 
 KeyValue = str | int | float | bool

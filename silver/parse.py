@@ -31,9 +31,9 @@ from cdc.debezium import (
     raw_struct,
     row_codecs,
 )
-from lakehouse.config import TableSpec
-from lakehouse.errors import ConfigError
-from lakehouse.identifiers import require_identifier
+from core.config import TableSpec
+from core.errors import ConfigError
+from core.identifiers import require_identifier
 
 CHANGE_OPS = ("c", "u", "r", "d")
 TRUNCATE_OP = "t"

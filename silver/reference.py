@@ -20,7 +20,7 @@ How it works:
 4. The table keeps the key columns, the columns ``column_list`` / ``except_column_list``
    select, and the metadata columns.
 
-The conditions are parsed by ``lakehouse.conditions`` (a small grammar, shared so that both
+The conditions are parsed by ``core.conditions`` (a small grammar, shared so that both
 sides read the same text the same way) and evaluated here in plain Python, independently of
 the Spark column expressions the job builds from the same tree.
 
@@ -41,7 +41,7 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any, Literal
 
-from lakehouse.conditions import And, Compare, Condition, IsNull, Not, parse_condition
+from core.conditions import And, Compare, Condition, IsNull, Not, parse_condition
 
 __all__ = [
     "METADATA_COLUMNS",
@@ -122,7 +122,7 @@ class FoldSpec:
     ``column_types`` (``events`` only): the declared columns and their types, one of
     ``string, int, bigint, double, boolean, timestamp, date``; when given, the table has
     exactly these columns (plus any undeclared key and ``sequence_by`` columns).
-    ``apply_as_deletes`` / ``apply_as_truncates``: conditions (``lakehouse.conditions``
+    ``apply_as_deletes`` / ``apply_as_truncates``: conditions (``core.conditions``
     grammar) on an upsert's image that make it a delete / a truncate (truncate first).
     ``column_list`` / ``except_column_list``: the non-key columns the table keeps.
     ``ignore_null_updates``: a null column of an upsert takes the previous version's value.

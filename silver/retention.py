@@ -23,7 +23,8 @@ from collections.abc import Sequence
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from silver.parse import TRUNCATE_OP, order_of
+from core.config import TableSpec
+from silver.parse import TRUNCATE_OP, as_text, discover_layout, order_of, parse_changes
 
 #: Why a key's row could change: its reason column in :func:`retention_conflicts`.
 REASONS = {
@@ -78,3 +79,23 @@ def _between_floors() -> Column:
     """The event lies below the newest truncate but not below the newest kept truncate."""
     above_kept = F.col("_kept_floor").isNull() | (F.col("_order") > F.col("_kept_floor"))
     return F.col("_floor").isNotNull() & (F.col("_order") < F.col("_floor")) & above_kept
+
+
+def marked_events(
+    bronze: DataFrame, spec: TableSpec, old: Column
+) -> tuple[DataFrame, tuple[str, ...]]:
+    """Parsed events with ``_old`` (ingested before the cutoff) and ``_dropped`` (old and not
+    quarantined), and the key columns."""
+    texts = as_text(bronze)
+    layout = discover_layout(texts, spec)
+    ages = bronze.select(
+        F.col("partition").alias("_bronze_partition"),
+        F.col("offset").alias("_bronze_offset"),
+        old.alias("_old"),
+    )
+    events = (
+        parse_changes(texts, spec, layout)
+        .join(ages, ["_bronze_partition", "_bronze_offset"])
+        .withColumn("_dropped", F.col("_old") & F.col("_reason").isNull())
+    )
+    return events, layout.key_names

@@ -6,7 +6,7 @@
   mechanism that also carries TOAST placeholders, so they take the previous version's value.
 * ``column_list`` / ``except_column_list``: the row columns silver keeps.
 
-The conditions are built as Spark columns from the parsed tree of ``lakehouse.conditions``
+The conditions are built as Spark columns from the parsed tree of ``core.conditions``
 (never from the config text), after checking each column against the batch's columns.
 """
 
@@ -18,9 +18,9 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, DataType, IntegralType, StringType
 
-from lakehouse.conditions import And, Compare, Condition, IsNull, Not
-from lakehouse.config import ConditionSetting, TableSpec
-from lakehouse.errors import ConfigError
+from core.conditions import And, Compare, Condition, IsNull, Not
+from core.config import ConditionSetting, TableSpec
+from core.errors import ConfigError
 from silver.parse import CHANGE_OPS, METADATA_COLUMNS, TRUNCATE_OP, RowLayout
 
 UPSERT_OPS = tuple(op for op in CHANGE_OPS if op != "d")

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import reduce
 from typing import Any
@@ -13,10 +12,9 @@ from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructType
 
-from lakehouse.identifiers import quote_identifier
+from core.delta_io import table_exists
 from silver.changes import LAST_DELETE, fill_order, fill_value, first_value
 from silver.parse import METADATA_COLUMNS, order_of
-from silver.widening import table_changes
 
 Assignments = dict[str, str | Column]
 
@@ -53,69 +51,6 @@ class EntityTables:
     history: HistoryTables | None = None
 
 
-def table_exists(spark: SparkSession, path: str) -> bool:
-    return DeltaTable.isDeltaTable(spark, path)
-
-
-@contextmanager
-def idempotent_dml(spark: SparkSession, app_id: str, batch_id: int) -> Iterator[None]:
-    """Make the Delta DML inside the block a no-op when this (app, batch) already committed."""
-    spark.conf.set("spark.databricks.delta.write.txnAppId", app_id)
-    spark.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
-    try:
-        yield
-    finally:
-        spark.conf.unset("spark.databricks.delta.write.txnAppId")
-        spark.conf.unset("spark.databricks.delta.write.txnVersion")
-
-
-def append(frame: DataFrame, path: str, app_id: str, batch_id: int) -> None:
-    """Idempotent append (schema may gain columns)."""
-    (
-        frame.write.format("delta")
-        .mode("append")
-        .option("mergeSchema", "true")
-        .option("txnAppId", app_id)
-        .option("txnVersion", batch_id)
-        .save(path)
-    )
-
-
-#: Table property that lets Delta widen column types (see :mod:`silver.widening`).
-TYPE_WIDENING_PROPERTY = "delta.enableTypeWidening"
-
-
-def ensure_table(spark: SparkSession, path: str, schema: StructType, change_feed: bool) -> None:
-    """Make the table at ``path`` able to take rows of ``schema``: create it (with type
-    widening enabled) if missing; add the columns it lacks; widen the columns whose type in
-    ``schema`` is a Delta type widening of the table's (enabling type widening on a table
-    created without it). Narrower or incompatible types are left as they are.
-    """
-    if not table_exists(spark, path):
-        builder = (
-            DeltaTable.createIfNotExists(spark)
-            .location(path)
-            .addColumns(schema)
-            .property(TYPE_WIDENING_PROPERTY, "true")
-        )
-        if change_feed:
-            builder = builder.property("delta.enableChangeDataFeed", "true")
-        builder.execute()
-        return
-    changes = table_changes(spark.read.format("delta").load(path).schema, schema)
-    if changes.widened or changes.altered:
-        _enable_type_widening(spark, path)
-    if changes.added or changes.widened:
-        # One commit adds the columns and applies the widenings Delta's schema evolution takes.
-        empty = spark.createDataFrame([], StructType([*changes.added, *changes.widened]))
-        empty.write.format("delta").mode("append").option("mergeSchema", "true").save(path)
-    for field in changes.altered:
-        spark.sql(
-            f"ALTER TABLE {_delta_path(path)} ALTER COLUMN "
-            f"{quote_identifier(field.name, 'column name')} TYPE {field.dataType.simpleString()}"
-        )
-
-
 def data_columns(spark: SparkSession, path: str) -> StructType | None:
     """The key and row columns of a silver table (not the metadata columns); None if there is
     no table."""
@@ -123,21 +58,6 @@ def data_columns(spark: SparkSession, path: str) -> StructType | None:
         return None
     schema = spark.read.format("delta").load(path).schema
     return StructType([f for f in schema.fields if f.name not in METADATA_COLUMNS])
-
-
-def _enable_type_widening(spark: SparkSession, path: str) -> None:
-    detail = DeltaTable.forPath(spark, path).detail().select("properties").first()
-    properties = detail.properties if detail is not None else {}
-    if str(properties.get(TYPE_WIDENING_PROPERTY, "")).lower() != "true":
-        spark.sql(
-            f"ALTER TABLE {_delta_path(path)} "
-            f"SET TBLPROPERTIES ('{TYPE_WIDENING_PROPERTY}' = 'true')"
-        )
-
-
-def _delta_path(path: str) -> str:
-    """A path-based table reference for SQL (the path quoted, backquotes doubled)."""
-    return "delta.`" + path.replace("`", "``") + "`"
 
 
 def current_orders(

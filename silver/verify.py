@@ -23,10 +23,10 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from lakehouse.config import TableSpec
+from core.config import TableSpec
+from core.delta_io import table_exists
 from silver.reference import METADATA_COLUMNS, BronzeRecord, FoldSpec, fold
 from silver.reference_history import START_AT, fold_history
-from silver.tables import table_exists
 
 MAX_REPORTED = 20
 

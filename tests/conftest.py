@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import pytest
 from pyspark.sql import SparkSession
 
+from core.spark import get_spark
 from lakehouse.broker import LocalBroker, free_port
-from lakehouse.spark import get_spark
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from lakehouse.layout import Warehouse
+from core.layout import Warehouse
 from silver.verify import canonical_rows
 
 LAKEHOUSE = Path(sys.executable).parent / "lakehouse"

@@ -19,8 +19,8 @@ from pyspark.sql import DataFrame, SparkSession
 
 from cdc.generator import WorkloadConfig, generate, write_files
 from cdc.sources import SourceSpec
-from lakehouse.config import SHOP_CONFIG
-from lakehouse.layout import QUARANTINE_TABLE, Warehouse
+from core.config import SHOP_CONFIG
+from core.layout import QUARANTINE_TABLE, Warehouse
 from lakehouse.pipeline import run_once
 from silver.verify import canonical_rows
 

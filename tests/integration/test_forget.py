@@ -18,11 +18,11 @@ from pyspark.errors import PySparkException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from core.config import SHOP_CONFIG
+from core.errors import ConfigError, TableNotFoundError
+from core.layout import LAYERS, Warehouse
 from gold.jobs import REVENUE_TABLE
-from lakehouse.config import SHOP_CONFIG
-from lakehouse.errors import ConfigError, TableNotFoundError
 from lakehouse.forget import ForgetReport, forget
-from lakehouse.layout import LAYERS, Warehouse
 from lakehouse.replay import replay
 from tests.warehouses import assert_same_tables, copy_warehouse, incremental_warehouse, load
 

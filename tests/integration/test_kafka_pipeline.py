@@ -25,10 +25,10 @@ from pyspark.sql import functions as F
 from cdc.generator import WorkloadConfig, generate, write_files
 from cdc.producer import ProduceReport, end_offsets, ensure_topics, produce, send_workload
 from cdc.sources import SourceSpec
+from core.config import SHOP_CONFIG
+from core.layout import LAYERS, QUARANTINE_TABLE, Warehouse
 from lakehouse.audit import verify_warehouse
-from lakehouse.config import SHOP_CONFIG
 from lakehouse.demo import workload_source
-from lakehouse.layout import LAYERS, QUARANTINE_TABLE, Warehouse
 from lakehouse.pipeline import run_once
 from tests.runs import LAKEHOUSE, Run, assert_same_rows, described, load
 

@@ -17,10 +17,10 @@ from pyspark.sql import functions as F
 from cdc.generator import write_files
 from cdc.records import Record
 from cdc.sources import SourceSpec
-from lakehouse.config import SHOP_CONFIG, MaintenanceSpec, PipelineConfig, TableSpec, load_config
-from lakehouse.delta_ops import FileStats, file_stats
-from lakehouse.errors import ConfigError
-from lakehouse.layout import Warehouse
+from core.config import SHOP_CONFIG, MaintenanceSpec, PipelineConfig, TableSpec, load_config
+from core.delta_io import FileStats, file_stats
+from core.errors import ConfigError
+from core.layout import Warehouse
 from lakehouse.maintenance import (
     MaintenanceReport,
     Trimmed,

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from core.config import SHOP_CONFIG
+from core.errors import TableNotFoundError
+from core.layout import QUARANTINE_TABLE, Warehouse
 from gold.jobs import REVENUE_TABLE, SESSIONS_TABLE
 from lakehouse import swap
-from lakehouse.config import SHOP_CONFIG
-from lakehouse.errors import TableNotFoundError
-from lakehouse.layout import QUARANTINE_TABLE, Warehouse
 from lakehouse.pipeline import run_from_bronze
 from lakehouse.replay import replay
 from tests.warehouses import (

@@ -24,8 +24,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from cdc.generator import WorkloadConfig, generate, write_files
+from core.layout import LAYERS, QUARANTINE_TABLE, Warehouse
 from gold.jobs import SESSIONS_QUERY, SESSIONS_TABLE
-from lakehouse.layout import LAYERS, QUARANTINE_TABLE, Warehouse
 from tests.runs import (
     LAKEHOUSE,
     PHASES,

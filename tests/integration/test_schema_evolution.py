@@ -26,13 +26,13 @@ from pyspark.sql import SparkSession
 
 from bronze.table import ensure_bronze_table
 from cdc.records import Record
+from core.config import GoldSpec, PipelineConfig, TableSpec
+from core.errors import SchemaChangeError
+from core.identifiers import table_name_for_topic
+from core.layout import Warehouse
+from core.streaming import Trigger, run_to_end
 from gold.jobs import REVENUE_QUERY, REVENUE_TABLE, start_revenue
-from lakehouse.config import GoldSpec, PipelineConfig, TableSpec
-from lakehouse.errors import SchemaChangeError
-from lakehouse.identifiers import table_name_for_topic
-from lakehouse.layout import Warehouse
 from lakehouse.pipeline import RunningQueries, start_ready
-from lakehouse.streaming import Trigger, run_to_end
 from silver.job import apply_batch, entity_tables, start_silver
 from silver.verify import check_table
 from tests.helpers import bronze_frame, pg_envelope

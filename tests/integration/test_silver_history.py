@@ -18,14 +18,15 @@ from pyspark.sql import functions as F
 
 from bronze.table import ensure_bronze_table
 from cdc.records import Record
+from core.catalog import run_sql
+from core.config import PipelineConfig, TableSpec
+from core.delta_io import table_exists
+from core.identifiers import table_name_for_topic
+from core.layout import Warehouse
+from core.streaming import Trigger, await_query
 from lakehouse.audit import verify_warehouse
-from lakehouse.catalog import run_sql
-from lakehouse.config import PipelineConfig, TableSpec
-from lakehouse.identifiers import table_name_for_topic
-from lakehouse.layout import Warehouse
-from lakehouse.streaming import Trigger, await_query
 from silver.job import apply_batch, entity_tables, start_silver
-from silver.tables import EntityTables, HistoryTables, table_exists
+from silver.tables import EntityTables, HistoryTables
 from tests.helpers import bronze_frame, customer_change, merge_counts, pg_key
 
 pytestmark = pytest.mark.integration

@@ -18,10 +18,11 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from cdc.records import Record
-from lakehouse.config import TableSpec
-from lakehouse.layout import Warehouse
+from core.config import TableSpec
+from core.delta_io import table_exists
+from core.layout import Warehouse
 from silver.job import BatchReport, apply_batch, entity_tables
-from silver.tables import EntityTables, table_exists
+from silver.tables import EntityTables
 from tests.helpers import bronze_frame, merge_counts, pg_envelope, pg_key
 
 pytestmark = pytest.mark.integration

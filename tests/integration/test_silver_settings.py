@@ -16,15 +16,16 @@ from pyspark.sql import SparkSession
 
 from bronze.table import ensure_bronze_table
 from cdc.records import Record
-from lakehouse.config import TableSpec
-from lakehouse.errors import ConfigError
-from lakehouse.identifiers import table_name_for_topic
-from lakehouse.layout import Warehouse
-from lakehouse.streaming import Trigger, await_query
+from core.config import TableSpec
+from core.delta_io import table_exists
+from core.errors import ConfigError
+from core.identifiers import table_name_for_topic
+from core.layout import Warehouse
+from core.streaming import Trigger, await_query
 from silver.job import BatchReport, apply_batch, entity_tables, start_silver
 from silver.parse import METADATA_COLUMNS
 from silver.reference import TOAST_PLACEHOLDER, fold
-from silver.tables import EntityTables, table_exists
+from silver.tables import EntityTables
 from silver.verify import canonical_rows, fold_spec
 from tests.helpers import bronze_frame, bronze_record, pg_envelope, pg_key
 from tests.integration.test_silver_merge import merge_counts

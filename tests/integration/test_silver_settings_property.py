@@ -38,11 +38,11 @@ from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
 from cdc.records import Record
-from lakehouse.config import TableSpec
-from lakehouse.layout import Warehouse
+from core.config import TableSpec
+from core.delta_io import table_exists
+from core.layout import Warehouse
 from silver.job import apply_batch, entity_tables
 from silver.reference import TOAST_PLACEHOLDER, fold
-from silver.tables import table_exists
 from silver.verify import canonical_rows, fold_spec
 from tests.draws import draw_examples
 from tests.helpers import CUSTOMER_FIELDS, bronze_frame, bronze_record, pg_envelope, pg_key

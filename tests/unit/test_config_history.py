@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from lakehouse.config import PipelineConfig, TableSpec, load_config
-from lakehouse.errors import ConfigError
+from core.config import PipelineConfig, TableSpec, load_config
+from core.errors import ConfigError
 from silver.history import tracked_columns
 
 pytestmark = pytest.mark.unit

@@ -1,7 +1,7 @@
 """Reading bronze records: Debezium/events parsing, type decoding, sequences, quarantine reasons.
 
 Also the file-source line parser (``cdc.files.parse_line``), the pipeline settings
-(``lakehouse.config``) and the identifier checks (``lakehouse.identifiers``).
+(``core.config``) and the identifier checks (``core.identifiers``).
 
 Spark-side values are compared in the contract's canonical form where the Python form would
 depend on the machine (timestamps as epoch microseconds, dates as epoch days).
@@ -22,9 +22,9 @@ from pyspark.sql import functions as F
 
 from cdc.files import UNREADABLE_TOPIC, parse_line
 from cdc.records import CREATE_TIME, Record
-from lakehouse.config import SHOP_CONFIG, GoldSpec, PipelineConfig, TableSpec, load_config
-from lakehouse.errors import ConfigError
-from lakehouse.identifiers import (
+from core.config import SHOP_CONFIG, GoldSpec, PipelineConfig, TableSpec, load_config
+from core.errors import ConfigError
+from core.identifiers import (
     entity_name_for_topic,
     quote_identifier,
     require_identifier,
@@ -714,7 +714,7 @@ def test_parse_line_rejects_values_the_schema_cannot_hold(line: str) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# lakehouse.config
+# core.config
 # --------------------------------------------------------------------------------------------
 
 
@@ -864,7 +864,7 @@ def test_load_config_rejects_wrong_value_types(tmp_path: Path, text: str) -> Non
 
 
 # --------------------------------------------------------------------------------------------
-# lakehouse.identifiers
+# core.identifiers
 # --------------------------------------------------------------------------------------------
 
 

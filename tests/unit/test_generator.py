@@ -30,7 +30,7 @@ from cdc.generator import (
 )
 from cdc.records import Record
 from cdc.shop import TOAST_PLACEHOLDER, decimal_b64
-from lakehouse.errors import ConfigError
+from core.errors import ConfigError
 
 pytestmark = pytest.mark.unit
 

@@ -12,8 +12,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import DecimalType, LongType, StructField, StructType
 
 from cdc.records import Record
-from lakehouse.config import TableSpec
-from lakehouse.errors import SchemaChangeError
+from core.config import TableSpec
+from core.errors import SchemaChangeError
 from silver.evolution import read_batch
 from silver.parse import as_text, discover_versions
 from tests.helpers import bronze_frame, pg_envelope, pg_key

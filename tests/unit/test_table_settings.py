@@ -16,7 +16,7 @@ from pyspark.sql.types import IntegerType, StringType
 
 from cdc.debezium import ColumnCodec
 from cdc.records import Record
-from lakehouse.conditions import (
+from core.conditions import (
     SUPPORTED,
     And,
     Compare,
@@ -27,8 +27,8 @@ from lakehouse.conditions import (
     condition_columns,
     parse_condition,
 )
-from lakehouse.config import TableSpec, load_config
-from lakehouse.errors import ConfigError
+from core.config import TableSpec, load_config
+from core.errors import ConfigError
 from silver.parse import RowLayout
 from silver.reference import TOAST_PLACEHOLDER, BronzeRecord, FoldSpec, fold
 from silver.settings import kept_layout

@@ -24,7 +24,7 @@ from typing import Literal
 
 from pyspark.sql import SparkSession
 
-from lakehouse.errors import EnvironmentSetupError
+from core.errors import EnvironmentSetupError
 
 SparkMode = Literal["auto", "active", "local-jars", "maven"]
 

@@ -13,7 +13,7 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 
-from lakehouse.errors import ConfigError, LakehouseError, PipelineError, raised_error
+from core.errors import ConfigError, LakehouseError, PipelineError, raised_error
 
 APP_ID_FILE = "_lakehouse_app_id"
 

@@ -1,6 +1,7 @@
-"""Operations commands of the ``lakehouse`` command line: replay, forget, maintain.
+"""Operations commands: ``verify``, ``replay``, ``forget`` and ``maintain``.
 
-They register on :data:`lakehouse.cli.cli` when :mod:`lakehouse.cli` is imported.
+They check or rewrite the tables of an existing warehouse; the pipeline should be stopped while
+``replay``, ``forget`` or ``maintain`` run.
 """
 
 from __future__ import annotations
@@ -13,19 +14,46 @@ from pathlib import Path
 
 import click
 
-from lakehouse.cli import (
+from core.errors import LakehouseError
+from lakehouse.commands.common import (
     CONFIG,
     EXISTING_WAREHOUSE,
-    _print_table,
-    _progress,
-    _spark,
-    cli,
     console,
+    print_table,
+    progress,
     spark_options,
+    spark_session,
 )
 
 
-@cli.command()
+@click.command()
+@EXISTING_WAREHOUSE
+@CONFIG
+@spark_options
+def verify(warehouse: Path, config_path: Path | None, spark_mode: str, master: str) -> None:
+    """Recompute every silver table from bronze with an independent fold and compare."""
+    from core.config import load_config
+    from core.layout import Warehouse
+    from lakehouse.audit import verify_warehouse
+
+    with spark_session(spark_mode, master) as spark:
+        checks = verify_warehouse(spark, Warehouse.from_path(warehouse), load_config(config_path))
+    if not checks:
+        raise LakehouseError(
+            f"No bronze tables in {warehouse}: point --warehouse at a warehouse that "
+            "'lakehouse run' has written."
+        )
+    for check in checks:
+        status = "ok" if check.ok else f"{len(check.differences)} differences"
+        rows = f"{check.actual_rows} rows, expected {check.expected_rows}"
+        console.print(f"silver.{check.table}: {rows}: {status}")
+        for line in check.differences[:20]:
+            console.print(f"  {line}", markup=False)
+    if not all(c.ok for c in checks):
+        sys.exit(1)
+
+
+@click.command()
 @EXISTING_WAREHOUSE
 @click.option(
     "--table",
@@ -42,18 +70,18 @@ def replay(
     The rebuild runs the pipeline's jobs with fresh checkpoints into a staging area; the live
     tables are replaced only when it is complete. Stop the pipeline first.
     """
-    from lakehouse.config import load_config
-    from lakehouse.layout import Warehouse
+    from core.config import load_config
+    from core.layout import Warehouse
     from lakehouse.replay import replay as replay_tables
 
     config = load_config(config_path)
-    with _spark(spark_mode, master) as spark:
-        report = replay_tables(spark, Warehouse.from_path(warehouse), config, table, _progress)
-    _print_table("Rebuilt from bronze", ["table", "rows"], [list(t) for t in report.tables])
+    with spark_session(spark_mode, master) as spark:
+        report = replay_tables(spark, Warehouse.from_path(warehouse), config, table, progress)
+    print_table("Rebuilt from bronze", ["table", "rows"], [list(t) for t in report.tables])
     console.print(f"replayed {', '.join(report.entities)} in {report.seconds:.1f} s")
 
 
-@cli.command()
+@click.command()
 @EXISTING_WAREHOUSE
 @click.option("--table", required=True, help="The silver table (entity) the key belongs to.")
 @click.option(
@@ -85,19 +113,19 @@ def forget(
     is recorded in the table history. Afterwards no readable table version holds the key;
     older versions of the touched tables can no longer be read (VACUUM with retention 0).
     """
-    from lakehouse.config import load_config
+    from core.config import load_config
+    from core.layout import Warehouse
     from lakehouse.forget import forget as forget_key
-    from lakehouse.layout import Warehouse
     from silver.keys import parse_key
 
     values = parse_key(key_text)
     config = load_config(config_path)
-    with _spark(spark_mode, master) as spark:
+    with spark_session(spark_mode, master) as spark:
         report = forget_key(
-            spark, Warehouse.from_path(warehouse), config, table, values, reason, _progress
+            spark, Warehouse.from_path(warehouse), config, table, values, reason, progress
         )
     removed = [list(row) for row in report.removed]
-    _print_table(f"Removed key {report.key}", ["table", "rows removed"], removed)
+    print_table(f"Removed key {report.key}", ["table", "rows removed"], removed)
     if not any(count for _, count in report.removed):
         console.print(f"no record or row held key {report.key}", markup=False)
     if report.recomputed:
@@ -111,7 +139,7 @@ def forget(
     console.print("the source (Kafka topic or files) is outside the warehouse: delete it there too")
 
 
-@cli.command()
+@click.command()
 @EXISTING_WAREHOUSE
 @CONFIG
 @click.option(
@@ -139,8 +167,8 @@ def maintain(
 
     Exit status 1 if bronze retention had to keep records that silver still needs.
     """
-    from lakehouse.config import load_config
-    from lakehouse.layout import Warehouse
+    from core.config import load_config
+    from core.layout import Warehouse
     from lakehouse.maintenance import maintain as run_maintenance
 
     config = load_config(config_path)
@@ -150,9 +178,9 @@ def maintain(
     }
     settings = replace(config.maintenance, **{k: v for k, v in overrides.items() if v is not None})
     config = replace(config, maintenance=settings)
-    with _spark(spark_mode, master) as spark:
+    with spark_session(spark_mode, master) as spark:
         report = run_maintenance(
-            spark, Warehouse.from_path(warehouse), config, datetime.now(UTC), _progress
+            spark, Warehouse.from_path(warehouse), config, datetime.now(UTC), progress
         )
     rows = [
         [
@@ -164,7 +192,7 @@ def maintain(
         ]
         for t in report.tables
     ]
-    _print_table("Maintenance", ["table", "files", "bytes", "files on disk", "rows removed"], rows)
+    print_table("Maintenance", ["table", "files", "bytes", "files on disk", "rows removed"], rows)
     for note in report.notes:
         console.print(f"note: {note}", markup=False)
     for refusal in report.refused:

@@ -1,4 +1,5 @@
-"""Delta table operations shared by replay, forget and maintain (I/O only).
+"""Generic Delta table I/O every layer uses: idempotent appends and DML, table creation and
+schema growth, properties, maintenance and log inspection (I/O only).
 
 Table properties are changed with ``ALTER TABLE delta.`<path>` ...`` (the Python API has no
 property setter); the path is checked and quoted, and the property and values are constants.
@@ -16,8 +17,10 @@ from urllib.parse import unquote, urlparse
 
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
 
-from lakehouse.errors import ConfigError
+from core.identifiers import quote_identifier
+from core.widening import table_changes
 
 #: Delta refuses VACUUM below this retention unless its safety check is disabled.
 DELTA_SAFE_RETENTION_HOURS = 168
@@ -55,17 +58,8 @@ def commit_message(spark: SparkSession, text: str) -> AbstractContextManager[Non
 
 
 def quoted_path(path: str) -> str:
-    """``delta.`<path>``` for a SQL statement.
-
-    Raises:
-        ConfigError: the path contains a backquote, which cannot be quoted safely.
-    """
-    if "`" in path:
-        raise ConfigError(
-            f"Table path {path!r} contains a backquote (`); move the warehouse to a path "
-            "without one."
-        )
-    return f"delta.`{path}`"
+    """``delta.`<path>``` for a SQL statement (backquotes in the path doubled)."""
+    return "delta.`" + path.replace("`", "``") + "`"
 
 
 def is_append_only(spark: SparkSession, path: str) -> bool:
@@ -170,3 +164,76 @@ def forget_cached_logs(spark: SparkSession) -> None:
 def _local(uri: str) -> str:
     parsed = urlparse(uri)
     return unquote(parsed.path) if parsed.scheme == "file" else uri
+
+
+def table_exists(spark: SparkSession, path: str) -> bool:
+    return DeltaTable.isDeltaTable(spark, path)
+
+
+@contextmanager
+def idempotent_dml(spark: SparkSession, app_id: str, batch_id: int) -> Iterator[None]:
+    """Make the Delta DML inside the block a no-op when this (app, batch) already committed."""
+    spark.conf.set("spark.databricks.delta.write.txnAppId", app_id)
+    spark.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
+    try:
+        yield
+    finally:
+        spark.conf.unset("spark.databricks.delta.write.txnAppId")
+        spark.conf.unset("spark.databricks.delta.write.txnVersion")
+
+
+def append(frame: DataFrame, path: str, app_id: str, batch_id: int) -> None:
+    """Idempotent append (schema may gain columns)."""
+    (
+        frame.write.format("delta")
+        .mode("append")
+        .option("mergeSchema", "true")
+        .option("txnAppId", app_id)
+        .option("txnVersion", batch_id)
+        .save(path)
+    )
+
+
+#: Table property that lets Delta widen column types (see :mod:`core.widening`).
+TYPE_WIDENING_PROPERTY = "delta.enableTypeWidening"
+
+
+def ensure_table(spark: SparkSession, path: str, schema: StructType, change_feed: bool) -> None:
+    """Make the table at ``path`` able to take rows of ``schema``: create it (with type
+    widening enabled) if missing; add the columns it lacks; widen the columns whose type in
+    ``schema`` is a Delta type widening of the table's (enabling type widening on a table
+    created without it). Narrower or incompatible types are left as they are.
+    """
+    if not table_exists(spark, path):
+        builder = (
+            DeltaTable.createIfNotExists(spark)
+            .location(path)
+            .addColumns(schema)
+            .property(TYPE_WIDENING_PROPERTY, "true")
+        )
+        if change_feed:
+            builder = builder.property("delta.enableChangeDataFeed", "true")
+        builder.execute()
+        return
+    changes = table_changes(spark.read.format("delta").load(path).schema, schema)
+    if changes.widened or changes.altered:
+        _enable_type_widening(spark, path)
+    if changes.added or changes.widened:
+        # One commit adds the columns and applies the widenings Delta's schema evolution takes.
+        empty = spark.createDataFrame([], StructType([*changes.added, *changes.widened]))
+        empty.write.format("delta").mode("append").option("mergeSchema", "true").save(path)
+    for field in changes.altered:
+        spark.sql(
+            f"ALTER TABLE {quoted_path(path)} ALTER COLUMN "
+            f"{quote_identifier(field.name, 'column name')} TYPE {field.dataType.simpleString()}"
+        )
+
+
+def _enable_type_widening(spark: SparkSession, path: str) -> None:
+    detail = DeltaTable.forPath(spark, path).detail().select("properties").first()
+    properties = detail.properties if detail is not None else {}
+    if str(properties.get(TYPE_WIDENING_PROPERTY, "")).lower() != "true":
+        spark.sql(
+            f"ALTER TABLE {quoted_path(path)} "
+            f"SET TBLPROPERTIES ('{TYPE_WIDENING_PROPERTY}' = 'true')"
+        )

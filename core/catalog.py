@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame, SparkSession
 
-from lakehouse.identifiers import quote_identifier
-from lakehouse.layout import LAYERS, Warehouse
+from core.identifiers import quote_identifier
+from core.layout import LAYERS, Warehouse
 
 
 def register_tables(spark: SparkSession, warehouse: Warehouse) -> list[str]:

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import NoReturn
 
-from lakehouse.errors import ConfigError
+from core.errors import ConfigError
 
 Literal = str | int | bool
 

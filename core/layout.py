@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from lakehouse.identifiers import require_identifier
+from core.identifiers import require_identifier
 
 Layer = Literal["bronze", "silver", "gold"]
 LAYERS: tuple[Layer, ...] = ("bronze", "silver", "gold")

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
-from lakehouse.conditions import Condition, parse_condition
-from lakehouse.errors import ConfigError
-from lakehouse.identifiers import entity_name_for_topic, require_identifier
-from lakehouse.layout import QUARANTINE_TABLE
+from core.conditions import Condition, parse_condition
+from core.errors import ConfigError
+from core.identifiers import entity_name_for_topic, require_identifier
+from core.layout import QUARANTINE_TABLE
 
 TableFormat = Literal["debezium", "events"]
 TABLE_FORMATS: tuple[TableFormat, ...] = ("debezium", "events")
@@ -92,7 +92,7 @@ class TableSpec:
         """The parsed ``apply_as_deletes`` or ``apply_as_truncates`` condition, if set.
 
         Raises:
-            ConfigError: the condition is outside the grammar of :mod:`lakehouse.conditions`.
+            ConfigError: the condition is outside the grammar of :mod:`core.conditions`.
         """
         text = self.apply_as_deletes if setting == "apply_as_deletes" else self.apply_as_truncates
         return None if text is None else parse_condition(text, f"{setting} of table {self.name!r}")

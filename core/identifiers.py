@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from lakehouse.errors import ConfigError
+from core.errors import ConfigError
 
 _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 _NON_NAME_CHARS = re.compile(r"[^A-Za-z0-9_]+")

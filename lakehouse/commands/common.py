@@ -1,0 +1,122 @@
+"""What the commands share: options, console output, the Spark session and error lines."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from core.errors import LakehouseError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+console = Console()
+errors = Console(stderr=True)
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def spark_options(command: F) -> F:
+    """Options shared by every command that starts Spark."""
+    command = click.option(
+        "--spark-mode",
+        type=click.Choice(["auto", "active", "local-jars", "maven"]),
+        default="auto",
+        show_default=True,
+        help="How Delta gets onto Spark: reuse a session, jars from the jsoniq wheel, or Maven.",
+    )(command)
+    return click.option(
+        "--master", default="local[2]", show_default=True, help="Spark master URL."
+    )(command)
+
+
+SEED = click.option(
+    "--seed", default=42, show_default=True, type=int, help="Random seed (same seed, same records)."
+)
+MALFORMED_RATE = click.option(
+    "--malformed-rate",
+    default=0.01,
+    show_default=True,
+    type=float,
+    help="Share of malformed records (0 to 1).",
+)
+CONFIG = click.option(
+    "--config",
+    "config_path",
+    default=None,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Pipeline TOML file (default: the shop demo's settings).",
+)
+KAFKA_OPTION = click.option(
+    "--kafka-option",
+    "kafka_option",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A Kafka source option (subscribe, maxOffsetsPerTrigger, ...) or librdkafka setting "
+    "as kafka.<setting>; repeatable.",
+)
+KAFKA_SETTINGS = click.option(
+    "--kafka-settings",
+    default=None,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="librdkafka settings file (key=value lines), e.g. SASL/SSL; keeps secrets off the "
+    "command line.",
+)
+EXISTING_WAREHOUSE = click.option(
+    "--warehouse",
+    required=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Warehouse root directory.",
+)
+
+
+def kafka_options(pairs: tuple[str, ...], settings_file: Path | None) -> dict[str, str]:
+    """Source options from ``--kafka-settings`` and ``--kafka-option`` (the latter win)."""
+    from cdc.sources import read_kafka_settings
+
+    options = read_kafka_settings(settings_file) if settings_file else {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise LakehouseError(f"--kafka-option {key or pair!r}: write it as KEY=VALUE.")
+        options[key] = value
+    return options
+
+
+def show(value: Any) -> str:
+    """A cell as printed: ``NULL`` for None."""
+    return "NULL" if value is None else str(value)
+
+
+def print_table(title: str | None, columns: list[str], rows: list[list[Any]]) -> None:
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*[show(v) for v in row])
+    console.print(table)
+
+
+def progress(message: str) -> None:
+    """A progress line of a long job (``- layer: what``)."""
+    console.print(f"[dim]- {message}[/dim]")
+
+
+@contextmanager
+def spark_session(spark_mode: str, master: str) -> Iterator[SparkSession]:
+    """The session a command runs in (see :func:`core.spark.get_spark`)."""
+    from core.spark import get_spark
+
+    with console.status("starting Spark"):
+        spark = get_spark(mode=spark_mode, master=master)  # type: ignore[arg-type]
+    spark.sparkContext.setLogLevel("ERROR")
+    yield spark
+
+
+def first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else text

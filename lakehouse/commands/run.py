@@ -1,0 +1,97 @@
+"""``lakehouse run``: the pipeline, once or continuously."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from core.errors import LakehouseError
+from lakehouse.commands.common import (
+    CONFIG,
+    KAFKA_OPTION,
+    KAFKA_SETTINGS,
+    console,
+    kafka_options,
+    progress,
+    spark_options,
+    spark_session,
+)
+
+
+@click.command()
+@click.option(
+    "--source",
+    required=True,
+    help="files:DIR (JSON-lines records) or kafka:HOST:PORT[,HOST:PORT] (bootstrap servers).",
+)
+@click.option(
+    "--warehouse", required=True, type=click.Path(path_type=Path), help="Warehouse root directory."
+)
+@click.option(
+    "--once",
+    "once",
+    is_flag=True,
+    default=False,
+    help="Process what is available, then stop (the default).",
+)
+@click.option(
+    "--processing-time", default=None, help="Run continuously with this trigger interval, e.g. 10s."
+)
+@CONFIG
+@click.option(
+    "--max-files-per-trigger",
+    default=4,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="File source: files per micro-batch.",
+)
+@KAFKA_OPTION
+@KAFKA_SETTINGS
+@click.option(
+    "--kafka-format",
+    type=click.Choice(["lakehouse", "spark"]),
+    default="lakehouse",
+    show_default=True,
+    help="Kafka source: this project's confluent-kafka source, or Spark's own 'kafka' format "
+    "(Databricks, or a cluster with the connector jar).",
+)
+@spark_options
+def run(
+    source: str,
+    warehouse: Path,
+    once: bool,
+    processing_time: str | None,
+    config_path: Path | None,
+    max_files_per_trigger: int,
+    kafka_option: tuple[str, ...],
+    kafka_settings: Path | None,
+    kafka_format: str,
+    spark_mode: str,
+    master: str,
+) -> None:
+    """Run the pipeline: source -> bronze -> silver -> gold."""
+    from dataclasses import replace
+
+    from cdc.sources import SPARK_KAFKA_FORMAT, SourceSpec
+    from core.config import load_config
+    from core.layout import Warehouse
+    from core.streaming import Trigger
+    from lakehouse.pipeline import run_continuously, run_once
+
+    if once and processing_time:
+        raise LakehouseError("Use either --once or --processing-time, not both.")
+    spec = replace(
+        SourceSpec.parse(source),
+        max_files_per_trigger=max_files_per_trigger,
+        kafka_options=kafka_options(kafka_option, kafka_settings),
+        kafka_format=SPARK_KAFKA_FORMAT if kafka_format == "spark" else None,
+    )
+    trigger = Trigger.parse(processing_time)
+    config = load_config(config_path)
+    with spark_session(spark_mode, master) as spark:
+        if trigger.once:
+            report = run_once(spark, spec, Warehouse.from_path(warehouse), config, progress)
+            console.print(f"done: {len(report.queries)} queries in {report.seconds:.1f} s")
+        else:
+            run_continuously(spark, spec, Warehouse.from_path(warehouse), config, trigger, progress)
