@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test lint unit bench clean
+.PHONY: venv demo test test-deep lint unit bench clean
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,11 @@ lint: venv
 
 test: lint
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+# Not in CI: the property tests with ten times the examples, each run from a new seed
+# (a failure prints the seed that reproduces it).
+test-deep: venv
+	LAKEHOUSE_TEST_DEPTH=10 $(BIN)/pytest tests/integration -k property $(PYTEST_ARGS)
 
 unit: venv
 	$(BIN)/pytest -m unit $(PYTEST_ARGS)

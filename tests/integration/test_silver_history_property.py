@@ -20,8 +20,6 @@ Reproduce a failure with the seed printed in its message: ``SCD2_PROPERTY_SEED=<
 
 from __future__ import annotations
 
-import os
-import random
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -41,7 +39,7 @@ from silver.job import apply_batch, entity_tables
 from silver.reference import TOAST_PLACEHOLDER, FoldSpec
 from silver.reference_history import HistoryKey, fold_history
 from silver.verify import canonical_rows
-from tests.draws import draw_examples
+from tests.draws import draw_examples, example_count, property_seed
 from tests.helpers import bronze_frame, bronze_record, pg_envelope, pg_key
 from tests.integration.test_silver_property import (
     BATCHES,
@@ -59,7 +57,7 @@ pytestmark = pytest.mark.integration
 
 SPEC = TableSpec(name="customers", topic=TOPIC, stored_as_scd_type=2)
 NAME_ONLY = replace(SPEC, track_history_column_list=("name",))
-EXAMPLES = 120
+EXAMPLES = example_count(120)
 PLAIN_GROUPS = (SPEC, NAME_ONLY)  # one Spark run each
 TRUNCATE_ONE_IN = 6
 NAMES = ("A", "B", "C")
@@ -267,7 +265,7 @@ def check_group(
 
 
 def test_history_equals_model_under_any_delivery(spark: SparkSession, tmp_path: Path) -> None:
-    seed_value = int(os.environ.get("SCD2_PROPERTY_SEED") or random.randrange(2**32))
+    seed_value = property_seed("SCD2_PROPERTY_SEED")
     started = time.monotonic()
     scenarios = draw_scenarios(seed_value)
     assert len(scenarios) == EXAMPLES

@@ -21,7 +21,6 @@ Reproduce a failure with the seed printed in its message: ``SILVER_PROPERTY_SEED
 from __future__ import annotations
 
 import itertools
-import os
 import random
 import time
 from collections import Counter, defaultdict
@@ -41,7 +40,7 @@ from core.layout import Warehouse
 from silver.job import apply_batch, entity_tables
 from silver.reference import BronzeRecord, FoldSpec, fold
 from silver.verify import canonical_rows
-from tests.draws import draw_examples
+from tests.draws import draw_examples, example_count, property_seed
 from tests.helpers import bronze_frame, bronze_record, pg_envelope, pg_key
 
 pytestmark = pytest.mark.integration
@@ -50,7 +49,7 @@ SPEC = TableSpec(name="customers", topic="shop.public.customers")
 MODEL = FoldSpec()
 TOPIC = SPEC.topic
 
-EXAMPLES = 200
+EXAMPLES = example_count(200)
 PLAIN_GROUPS = 4  # Spark runs for the scenarios without a truncate
 TRUNCATE_GROUPS = 2  # Spark runs for the scenarios with one
 BATCHES = 4
@@ -399,7 +398,7 @@ def mismatch_report(
 
 
 def test_silver_equals_fold_under_any_delivery(spark: SparkSession, tmp_path: Path) -> None:
-    seed_value = int(os.environ.get("SILVER_PROPERTY_SEED") or random.randrange(2**32))
+    seed_value = property_seed("SILVER_PROPERTY_SEED")
     started = time.monotonic()
     scenarios = draw_scenarios(seed_value)
     assert len(scenarios) == EXAMPLES

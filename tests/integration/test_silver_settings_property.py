@@ -25,7 +25,6 @@ Reproduce a failure with the seed printed in its message: ``SETTINGS_PROPERTY_SE
 
 from __future__ import annotations
 
-import os
 import random
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -44,7 +43,7 @@ from core.layout import Warehouse
 from silver.job import apply_batch, entity_tables
 from silver.reference import TOAST_PLACEHOLDER, fold
 from silver.verify import canonical_rows, fold_spec
-from tests.draws import draw_examples
+from tests.draws import draw_examples, example_count, property_seed
 from tests.helpers import CUSTOMER_FIELDS, bronze_frame, bronze_record, pg_envelope, pg_key
 from tests.integration.test_silver_property import differences
 
@@ -58,7 +57,7 @@ PARTIAL = TableSpec(
 TOAST_ONLY = replace(PARTIAL, ignore_null_updates=False)
 FIELDS = [*CUSTOMER_FIELDS, {"field": "status", "type": "string", "optional": True}]
 
-EXAMPLES = 150
+EXAMPLES = example_count(150)
 BATCHES = 4
 PARTITIONS = 3
 KEY_SPACE = 100  # key id = scenario index * KEY_SPACE + key
@@ -324,7 +323,7 @@ def check_table(
 def test_partial_columns_and_soft_deletes_equal_the_fold(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    seed_value = int(os.environ.get("SETTINGS_PROPERTY_SEED") or random.randrange(2**32))
+    seed_value = property_seed("SETTINGS_PROPERTY_SEED")
     scenarios = draw_scenarios(seed_value)
     assert len(scenarios) == EXAMPLES
     failures: list[str] = []

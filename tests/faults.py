@@ -1,0 +1,53 @@
+"""Deterministic fault injection: the process "dies" right after a chosen Delta commit.
+
+A :class:`CommitFaults` wraps the functions a job calls to commit (looked up by name in the
+job's modules) so that each call is recorded, and the call chosen by ``crash_after`` raises
+:class:`InjectedCrash` after it returned: its commit is in the table, nothing after it ran.
+Running the same micro-batch again then shows what a restart after a crash at that commit
+boundary does. Cheaper and exact where a SIGKILL at a random moment is neither.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+
+class InjectedCrash(Exception):
+    """Stands for the process dying right after a commit."""
+
+
+@dataclass
+class CommitFaults:
+    """Records commit-site calls; ``crash_after`` (1-based, None: never) picks the crash."""
+
+    monkeypatch: pytest.MonkeyPatch
+    sites: list[tuple[ModuleType, str]]
+    crash_after: int | None = None
+    calls: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for module, name in self.sites:
+            original = getattr(module, name)
+            self.monkeypatch.setattr(module, name, self._wrapped(name, original))
+
+    def arm(self, crash_after: int | None) -> None:
+        """Forget the calls so far and crash after the ``crash_after``-th call from now."""
+        self.calls.clear()
+        self.crash_after = crash_after
+
+    def _wrapped(self, name: str, function: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(function)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            result = function(*args, **kwargs)
+            self.calls.append(name)
+            if self.crash_after == len(self.calls):
+                raise InjectedCrash(f"after commit #{len(self.calls)} ({name})")
+            return result
+
+        return call
