@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Sequence
 
 import click
 
@@ -35,13 +36,14 @@ for command in (
     cli.add_command(command)
 
 
-def main() -> None:
-    """Entry point: user errors become one line on stderr and exit status 2."""
+def main(args: Sequence[str] | None = None) -> None:
+    """Entry point (``args``: the command line, default ``sys.argv[1:]``): user errors become
+    one line on stderr and exit status 2."""
     logging.getLogger("py4j").setLevel(logging.CRITICAL)
     for name in ("DataFrameQueryContextLogger", "SQLQueryContextLogger", "cdc.kafka"):
         logging.getLogger(name).setLevel(logging.CRITICAL)
     try:
-        cli(standalone_mode=False)
+        cli(args=args, standalone_mode=False)
     except click.exceptions.Abort:
         errors.print("aborted")
         sys.exit(130)

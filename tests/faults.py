@@ -30,6 +30,7 @@ class CommitFaults:
     sites: list[tuple[ModuleType, str]]
     crash_after: int | None = None
     calls: list[str] = field(default_factory=list)
+    crashed: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         for module, name in self.sites:
@@ -47,6 +48,7 @@ class CommitFaults:
             result = function(*args, **kwargs)
             self.calls.append(name)
             if self.crash_after == len(self.calls):
+                self.crashed.append(name)
                 raise InjectedCrash(f"after commit #{len(self.calls)} ({name})")
             return result
 

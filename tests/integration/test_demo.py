@@ -1,40 +1,22 @@
 """The command line end to end: ``lakehouse demo``, ``lakehouse sql`` and user errors.
 
-Each command runs as a subprocess through the installed ``lakehouse`` console script, as a
-user would run it. A user error must end with exit status 2 and one ``error:`` line on stderr,
-never a Python traceback.
+``demo`` and ``sql`` run in this process (:func:`tests.cli.run_cli`, the test session's Spark);
+the user errors run through the installed ``lakehouse`` console script, as a user would run
+it: a user error must end with exit status 2 and one ``error:`` line on stderr, never a Python
+or Java stack trace.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.cli import lakehouse, run_cli
+
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
-
-LAKEHOUSE = Path(sys.executable).parent / "lakehouse"
-COMMAND_TIMEOUT = 900
-
-
-def lakehouse(*args: str | Path, wide: bool = True) -> subprocess.CompletedProcess[str]:
-    """Run the console script. ``wide``: a wide terminal, so that rich does not wrap tables;
-    otherwise the environment of a pipe (no ``COLUMNS``), as in a script or a CI log."""
-    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-    if wide:
-        env["COLUMNS"] = "250"
-    return subprocess.run(
-        [str(LAKEHOUSE), *map(str, args)],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=COMMAND_TIMEOUT,
-        env=env,
-    )
 
 
 def table_cells(output: str) -> list[list[str]]:
@@ -58,7 +40,7 @@ def assert_user_error(result: subprocess.CompletedProcess[str], *phrases: str) -
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
     root = tmp_path_factory.mktemp("demo")
-    return root, lakehouse("demo", "--events", 3000, "--warehouse", root)
+    return root, run_cli("demo", "--events", 3000, "--warehouse", root)
 
 
 def test_demo_runs_every_layer_and_verifies(
@@ -88,7 +70,7 @@ def test_sql_counts_gold_sessions(demo: tuple[Path, subprocess.CompletedProcess[
     root, result = demo
     assert result.returncode == 0
     query = "SELECT count(*) AS n FROM gold.user_sessions"
-    sql = lakehouse("sql", "--warehouse", root / "warehouse", query)
+    sql = run_cli("sql", "--warehouse", root / "warehouse", query)
     assert sql.returncode == 0, sql.stdout + sql.stderr
     cells = table_cells(sql.stdout)
     assert len(cells) == 1 and cells[0][0].isdigit() and int(cells[0][0]) > 0, sql.stdout

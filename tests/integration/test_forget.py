@@ -4,8 +4,6 @@ longer counts it, bronze's history says why, and a replay still equals the wareh
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -24,11 +22,11 @@ from core.layout import LAYERS, Warehouse
 from gold.jobs import REVENUE_TABLE
 from lakehouse.forget import ForgetReport, forget
 from lakehouse.replay import replay
+from tests.cli import run_cli
 from tests.warehouses import assert_same_tables, copy_warehouse, incremental_warehouse, load
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
 
-LAKEHOUSE = Path(sys.executable).parent / "lakehouse"
 BRONZE = "shop_public_orders"
 REASON = "test: privacy request"
 
@@ -238,7 +236,6 @@ def test_bad_keys_are_refused_before_anything_changes(
     assert before == after
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     ("key", "phrase"),
     [
@@ -249,21 +246,8 @@ def test_bad_keys_are_refused_before_anything_changes(
 def test_bad_key_on_the_command_line_is_one_error_line(
     forgotten: Forgotten, key: str, phrase: str
 ) -> None:
-    result = subprocess.run(
-        [
-            str(LAKEHOUSE),
-            "forget",
-            "--warehouse",
-            forgotten.warehouse.root,
-            "--table",
-            "orders",
-            "--key",
-            key,
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
+    result = run_cli(
+        "forget", "--warehouse", forgotten.warehouse.root, "--table", "orders", "--key", key
     )
     assert result.returncode == 2, result.stdout + result.stderr
     assert "Traceback" not in result.stderr

@@ -4,9 +4,6 @@ produced (silver, gold and quarantine), for the whole warehouse and for one tabl
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +16,7 @@ from gold.jobs import REVENUE_TABLE, SESSIONS_TABLE
 from lakehouse import swap
 from lakehouse.pipeline import run_from_bronze
 from lakehouse.replay import replay
+from tests.cli import run_cli
 from tests.warehouses import (
     assert_same_tables,
     copy_warehouse,
@@ -27,8 +25,6 @@ from tests.warehouses import (
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
-
-LAKEHOUSE = Path(sys.executable).parent / "lakehouse"
 
 
 def query_id(warehouse: Warehouse, job: str) -> str:
@@ -72,7 +68,6 @@ def test_replay_equals_incremental_processing(
     assert_same_tables(spark, pristine, warehouse)
 
 
-@pytest.mark.slow
 def test_replay_of_one_table_through_the_command_line(
     spark: SparkSession, pristine: Warehouse, tmp_path: Path
 ) -> None:
@@ -90,14 +85,7 @@ def test_replay_of_one_table_through_the_command_line(
         for path in (warehouse.table("silver", "orders"), warehouse.table("gold", REVENUE_TABLE))
     }
 
-    result = subprocess.run(
-        [str(LAKEHOUSE), "replay", "--warehouse", warehouse.root, "--table", "orders"],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=900,
-        env={**os.environ, "COLUMNS": "200"},
-    )
+    result = run_cli("replay", "--warehouse", warehouse.root, "--table", "orders")
 
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     printed = {

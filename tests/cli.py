@@ -1,0 +1,55 @@
+"""Running the ``lakehouse`` command line from tests: in this process (the default, reusing the
+test session's Spark), or as the installed console script where the process itself is tested."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from lakehouse.cli import main
+from lakehouse.commands.common import console
+
+LAKEHOUSE = Path(sys.executable).parent / "lakehouse"
+COMMAND_TIMEOUT = 900
+WIDE = 250  # columns: rich does not wrap the tables it prints
+
+
+def run_cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    """Run a command through :func:`lakehouse.cli.main` in this process (Spark: the active
+    session), capturing what it prints and its exit status."""
+    argv = [str(arg) for arg in args]
+    stdout, stderr = io.StringIO(), io.StringIO()
+    width = console.width
+    console.width = WIDE
+    code: int | str | None = 0
+    try:
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            try:
+                main(argv)
+            except SystemExit as exit_:
+                code = exit_.code
+    finally:
+        console.width = width
+    returncode = code if isinstance(code, int) else (0 if code is None else 1)
+    return subprocess.CompletedProcess(argv, returncode, stdout.getvalue(), stderr.getvalue())
+
+
+def lakehouse(*args: str | Path, wide: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run the console script in a new process. ``wide``: a wide terminal, so that rich does
+    not wrap tables; otherwise the environment of a pipe (no ``COLUMNS``), as in a script or a
+    CI log."""
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    if wide:
+        env["COLUMNS"] = str(WIDE)
+    return subprocess.run(
+        [str(LAKEHOUSE), *map(str, args)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=COMMAND_TIMEOUT,
+        env=env,
+    )
