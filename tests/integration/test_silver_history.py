@@ -25,8 +25,10 @@ from core.identifiers import table_name_for_topic
 from core.layout import Warehouse
 from core.streaming import Trigger, await_query
 from lakehouse.audit import verify_warehouse
+from silver import history_job
 from silver.job import apply_batch, entity_tables, start_silver
 from silver.tables import EntityTables, HistoryTables
+from tests.faults import CommitFaults, InjectedCrash
 from tests.helpers import bronze_frame, customer_change, merge_counts, pg_key
 
 pytestmark = pytest.mark.integration
@@ -272,7 +274,12 @@ def test_truncate_before_any_row(lake: Lake) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def test_duplicate_and_replayed_batches_add_no_version(lake: Lake) -> None:
+def test_duplicate_and_replayed_batches_add_no_version(
+    lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A crash right after the history log append, then the batch again: the log gains no
+    version and the history MERGE runs once; replaying the finished batch, or redelivering its
+    records, then adds no version."""
     batch = [
         change(0, "c", 1, 10, "a"),
         change(1, "u", 1, 20, "b"),
@@ -280,7 +287,18 @@ def test_duplicate_and_replayed_batches_add_no_version(lake: Lake) -> None:
         change(3, "d", 2, 30),
         change(4, "t", None, 40),
     ]
-    lake.apply(batch, 0)
+    faults = CommitFaults(
+        monkeypatch, [(history_job, "append"), (history_job, "_merge")], crash_after=1
+    )
+    with pytest.raises(InjectedCrash):
+        lake.apply(batch, 0)
+    log_version = lake.version(lake.paths.log)
+    assert lake.version(lake.paths.history) == -1
+
+    faults.arm(None)
+    lake.apply(batch, 0)  # the same micro-batch again (a restart before its checkpoint)
+    assert faults.calls == ["_merge"]
+    assert lake.version(lake.paths.log) == log_version
     paths = (lake.paths.history, lake.paths.log)
     versions = [lake.version(path) for path in paths]
     rows = lake.rows()
@@ -290,7 +308,7 @@ def test_duplicate_and_replayed_batches_add_no_version(lake: Lake) -> None:
         (2, "x", None, 10, 30, False),
     ]
 
-    lake.apply(batch, 0)  # the same micro-batch again (a restart before its checkpoint)
+    lake.apply(batch, 0)  # and again, finished this time
     lake.apply(batch, 1)  # the same records again (redelivered)
 
     assert [lake.version(path) for path in paths] == versions
