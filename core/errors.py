@@ -35,7 +35,7 @@ class DataLossError(LakehouseError):
     """Records a query still needed are gone from the source (retention, deleted topic)."""
 
 
-_RAISED_HERE = re.compile(r"^lakehouse\.errors\.(\w+): (.+)$", re.MULTILINE)
+_RAISED_HERE = re.compile(rf"^{re.escape(__name__)}\.(\w+): (.+)$", re.MULTILINE)
 
 
 def raised_error(text: str) -> LakehouseError | None:
