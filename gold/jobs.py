@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
 from core.config import GoldSpec, PipelineConfig
-from core.delta_io import append, ensure_table, idempotent_dml
+from core.delta_io import ensure_table, idempotent_dml
 from core.layout import Warehouse
 from core.streaming import Trigger, query_app_id
 from gold.aggregates import revenue_deltas, sessions
@@ -125,11 +125,31 @@ def _session_rebuilder(
         rebuilt = sessions(events, spec.click_user, spec.click_time, spec.session_gap)
         rebuilt = rebuilt.localCheckpoint()
         ensure_table(spark, path, rebuilt.schema, change_feed=False)
-        with idempotent_dml(spark, f"{app_id}:delete", batch_id):
-            DeltaTable.forPath(spark, path).delete(F.col("user_id").isin(users))
-        append(rebuilt, path, f"{app_id}:append", batch_id)
+        with idempotent_dml(spark, app_id, batch_id):
+            replace_sessions(spark, path, rebuilt, users)
 
     return rebuild
+
+
+def replace_sessions(spark: SparkSession, path: str, rebuilt: DataFrame, users: list[Any]) -> None:
+    """Make the sessions of ``users`` in the table exactly ``rebuilt``, in one commit.
+
+    One MERGE, not a delete and an append: a replayed micro-batch must not delete what the
+    first attempt appended (a delete that matched nothing commits nothing, so its transaction
+    id would not be recorded). Applying the same sessions again changes nothing.
+    """
+    same_session = (F.col("t.user_id") == F.col("s.user_id")) & (
+        F.col("t.session_start") == F.col("s.session_start")
+    )
+    (
+        DeltaTable.forPath(spark, path)
+        .alias("t")
+        .merge(rebuilt.alias("s"), same_session)
+        .whenMatchedUpdateAll()
+        .whenNotMatchedInsertAll()
+        .whenNotMatchedBySourceDelete(condition=F.col("t.user_id").isin(users))
+        .execute()
+    )
 
 
 class GoldJob(NamedTuple):

@@ -213,16 +213,16 @@ def test_killed_runs_converge_to_the_uninterrupted_result(
 def test_sessions_survive_a_crash_after_their_first_commit(
     spark: SparkSession, workload: Workload, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Crash the run right after the sessions job appends its first batch, before the batch's
+    """Crash the run right after the sessions job commits its first batch, before the batch's
     checkpoint commit; the next run replays that batch and ends with the reference's sessions."""
     want = load(spark, workload.reference, "gold", SESSIONS_TABLE)
     assert not want.isEmpty()
     warehouse = Warehouse.from_path(tmp_path / "crashed")
     source = SourceSpec.parse(f"files:{workload.source}")
-    faults = CommitFaults(monkeypatch, [(gold.jobs, "append")], crash_after=1)
+    faults = CommitFaults(monkeypatch, [(gold.jobs, "replace_sessions")], crash_after=1)
     with pytest.raises(LakehouseError):
         run_once(spark, source, warehouse, SHOP_CONFIG)
-    assert faults.crashed == ["append"]
+    assert faults.crashed == ["replace_sessions"]
     checkpoint = Path(warehouse.checkpoint(SESSIONS_QUERY))
     assert (checkpoint / "offsets" / "0").exists() and not (checkpoint / "commits" / "0").exists()
     faults.arm(None)
