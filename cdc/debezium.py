@@ -1,10 +1,11 @@
 """Debezium JSON: Kafka Connect schemas to Spark types, and the value decoders (pure).
 
 A Debezium message with ``schemas.enable=true`` carries the Connect schema of its row. Each
-column maps to the Spark type its JSON value has (``raw_type``) and a decoder from that JSON
-value to the column's real type: ``MicroTimestamp`` (µs) and ``Timestamp`` (ms) to timestamp,
-``ZonedTimestamp`` (ISO-8601) to timestamp, ``Date`` (days) to date, ``Decimal`` (base64 of the
-big-endian two's-complement unscaled value) to ``decimal(p, s)``, ``bytes`` (base64) to binary.
+column maps to the Spark type its JSON value has (``raw_type``, what ``from_json`` reads) and a
+decoder from that JSON value to the column's real type. Every Connect type (``int8`` ...
+``double``, ``bytes``, ``array``, ``map``, ``struct``) and every Debezium logical type has its
+Spark type; the table is "Debezium types" in docs/silver-semantics.md. A logical name this
+module does not know is decoded as its Connect type.
 """
 
 from __future__ import annotations
@@ -18,18 +19,23 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
+    AtomicType,
+    BinaryType,
     BooleanType,
     ByteType,
     DataType,
+    DateType,
     DecimalType,
     DoubleType,
     FloatType,
     IntegerType,
     LongType,
+    MapType,
     ShortType,
     StringType,
     StructField,
     StructType,
+    TimestampType,
 )
 
 #: Postgres TOAST placeholder: "this column did not change".
@@ -37,17 +43,30 @@ UNAVAILABLE_VALUE = "__debezium_unavailable_value"
 
 Decoder = Callable[[Column], Column]
 
+#: Connect primitive types as the JsonConverter names them (``float32``/``float64`` are the
+#: names of Connect's Java enum, accepted too) and their Spark types.
 _PRIMITIVES: Mapping[str, DataType] = {
     "int8": ByteType(),
     "int16": ShortType(),
     "int32": IntegerType(),
     "int64": LongType(),
+    "float": FloatType(),
+    "double": DoubleType(),
     "float32": FloatType(),
     "float64": DoubleType(),
     "boolean": BooleanType(),
     "string": StringType(),
-    "bytes": StringType(),
 }
+
+#: Spark type of ``io.debezium.data.VariableScaleDecimal`` (``numeric`` without precision):
+#: Spark's own JDBC type for such a column.
+VARIABLE_SCALE_DECIMAL = DecimalType(38, 18)
+_MICROS_PER_DAY = 86_400_000_000
+#: ``io.debezium.time.ZonedTime``: ``HH:MM[:SS[.fraction]]`` and ``Z`` or an offset.
+_ISO_TIME = (
+    r"^([0-9]{2}):([0-9]{2})(?::([0-9]{2})(?:[.,]([0-9]+))?)?"
+    r"(Z|z|([+-])([0-9]{2})(?::?([0-9]{2}))?)?$"
+)
 
 #: Fields of ``source`` used for ordering and provenance, for every connector.
 SOURCE_TYPE = StructType(
@@ -81,36 +100,228 @@ def _identity(column: Column) -> Column:
     return column
 
 
+@dataclass(frozen=True)
+class _Typed:
+    """How a Connect schema is read: the JSON-side type, the decoder, the decoded type."""
+
+    raw: DataType
+    decode: Decoder
+    type: DataType
+
+
 def codec_for(field: Mapping[str, Any]) -> ColumnCodec:
-    """Map one Connect schema field (``{"type", "name", "parameters", "field"}``) to a codec."""
-    name = str(field["field"])
-    connect_type = str(field.get("type", "string"))
-    logical = field.get("name")
-    if logical in ("io.debezium.time.MicroTimestamp",):
-        return ColumnCodec(name, LongType(), F.timestamp_micros, False)
-    if logical in ("io.debezium.time.Timestamp", "org.apache.kafka.connect.data.Timestamp"):
-        return ColumnCodec(name, LongType(), F.timestamp_millis, False)
-    if logical == "io.debezium.time.NanoTimestamp":
-        return ColumnCodec(name, LongType(), lambda c: F.timestamp_micros(F.floor(c / 1000)), False)
-    if logical == "io.debezium.time.ZonedTimestamp":
-        return ColumnCodec(name, StringType(), lambda c: c.cast("timestamp"), False)
-    if logical in ("io.debezium.time.Date", "org.apache.kafka.connect.data.Date"):
-        return ColumnCodec(name, IntegerType(), F.date_from_unix_date, False)
-    if logical == "org.apache.kafka.connect.data.Decimal":
-        parameters = field.get("parameters") or {}
-        scale = int(parameters.get("scale", 0))
-        precision = int(parameters.get("connect.decimal.precision", 38))
-        return ColumnCodec(name, StringType(), _decimal_decoder(precision, scale), False)
-    if connect_type == "bytes":
-        return ColumnCodec(name, StringType(), F.unbase64, True)
-    if connect_type == "array":
-        element = codec_for({**(field.get("items") or {}), "field": "item"})
-        return ColumnCodec(name, ArrayType(element.raw_type), _identity, False)
+    """Map one Connect schema field (``{"type", "name", "parameters", "field", ...}``) to a
+    codec. A column can carry the TOAST placeholder if it is text or binary in silver."""
+    typed = _typed(field)
+    toastable = isinstance(typed.raw, StringType) and isinstance(
+        typed.type, StringType | BinaryType
+    )
+    return ColumnCodec(str(field["field"]), typed.raw, typed.decode, toastable)
+
+
+def _typed(schema: Mapping[str, Any]) -> _Typed:
+    logical = schema.get("name")
+    if isinstance(logical, str) and logical in _LOGICAL:
+        return _LOGICAL[logical](schema)
+    connect_type = str(schema.get("type", "string"))
     if connect_type in _PRIMITIVES:
-        raw = _PRIMITIVES[connect_type]
-        return ColumnCodec(name, raw, _identity, isinstance(raw, StringType))
-    # Nested structs and maps are kept as their JSON text.
-    return ColumnCodec(name, StringType(), _identity, False)
+        primitive = _PRIMITIVES[connect_type]
+        return _Typed(primitive, _identity, primitive)
+    if connect_type == "bytes":
+        return _Typed(StringType(), F.unbase64, BinaryType())
+    if connect_type == "array":
+        return _array(_typed(_schema(schema.get("items"))))
+    if connect_type == "map":
+        return _map(_typed(_schema(schema.get("keys"))), _typed(_schema(schema.get("values"))))
+    if connect_type == "struct":
+        return _struct(schema)
+    # Anything else is kept as its JSON text.
+    return _Typed(StringType(), _identity, StringType())
+
+
+def _schema(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _array(element: _Typed) -> _Typed:
+    decode = _identity if element.decode is _identity else lambda c: F.transform(c, element.decode)
+    return _Typed(ArrayType(element.raw), decode, ArrayType(element.type))
+
+
+def _map(key: _Typed, value: _Typed) -> _Typed:
+    """A map: a JSON object when its keys are strings, else an array of ``[key, value]``
+    pairs (the JsonConverter's two forms)."""
+    decoded = MapType(key.type, value.type)
+    if isinstance(key.raw, StringType):
+
+        def from_object(column: Column) -> Column:
+            if key.decode is not _identity:
+                column = F.transform_keys(column, lambda k, _: key.decode(k))
+            if value.decode is not _identity:
+                column = F.transform_values(column, lambda _, v: value.decode(v))
+            return column
+
+        return _Typed(MapType(StringType(), value.raw), from_object, decoded)
+
+    def from_pairs(column: Column) -> Column:
+        entries = F.transform(
+            column,
+            lambda pair: F.struct(
+                key.decode(_from_text(pair[0], key.raw)).alias("key"),
+                value.decode(_from_text(pair[1], value.raw)).alias("value"),
+            ),
+        )
+        return F.when(column.isNotNull(), F.map_from_entries(entries))
+
+    return _Typed(ArrayType(ArrayType(StringType())), from_pairs, decoded)
+
+
+def _from_text(text: Column, raw: DataType) -> Column:
+    """A JSON value read as text (a string unquoted, anything else its JSON) in type ``raw``."""
+    if isinstance(raw, StringType):
+        return text
+    if isinstance(raw, AtomicType):
+        return text.cast(raw)
+    return F.from_json(text, raw if isinstance(raw, ArrayType | StructType) else raw.simpleString())
+
+
+def _struct(schema: Mapping[str, Any]) -> _Typed:
+    fields = [
+        (str(f["field"]), _typed(f))
+        for f in schema.get("fields") or []
+        if isinstance(f, Mapping) and "field" in f
+    ]
+    raw = StructType([StructField(name, t.raw) for name, t in fields])
+    decoded = StructType([StructField(name, t.type) for name, t in fields])
+    if all(t.decode is _identity for _, t in fields):
+        return _Typed(raw, _identity, decoded)
+
+    def decode(column: Column) -> Column:
+        members = [t.decode(column[name]).alias(name) for name, t in fields]
+        return F.when(column.isNotNull(), F.struct(*members))
+
+    return _Typed(raw, decode, decoded)
+
+
+# --------------------------------------------------------------------------------------------
+# Logical types
+# --------------------------------------------------------------------------------------------
+
+
+def _simple(raw: DataType, decode: Decoder, decoded: DataType) -> Callable[[Any], _Typed]:
+    typed = _Typed(raw, decode, decoded)
+    return lambda _schema: typed
+
+
+def _floor_div(column: Column, divisor: int) -> Column:
+    """Exact floor division of a bigint (also below zero)."""
+    return F.floor(column.cast(DecimalType(20, 0)) / F.lit(divisor)).cast(LongType())
+
+
+def _zoned_time_micros(text: Column) -> Column:
+    """``io.debezium.time.ZonedTime`` to microseconds since midnight UTC (null if unreadable)."""
+
+    def number(group: int, width: int = 0) -> Column:
+        digits = F.regexp_extract(text, _ISO_TIME, group)
+        if width:
+            digits = F.rpad(F.substring(digits, 1, width), width, "0")
+        return F.coalesce(digits.try_cast(LongType()), F.lit(0))
+
+    sign = F.when(F.regexp_extract(text, _ISO_TIME, 6) == "-", -1).otherwise(1)
+    offset_minutes = sign * (number(7) * 60 + number(8))
+    seconds = (number(1) * 60 + number(2) - offset_minutes) * 60 + number(3)
+    micros = seconds * 1_000_000 + number(4, 6)
+    return F.when(text.rlike(_ISO_TIME), F.pmod(micros, F.lit(_MICROS_PER_DAY)))
+
+
+def _unscaled_text(encoded: Column) -> Column:
+    """The signed decimal digits of a base64 big-endian two's-complement integer; null if it
+    has more than 38 digits.
+
+    A negative value is decoded as ``-(~x + 1)``: the complement's digits are the magnitude
+    minus one, which keeps every intermediate value within ``decimal(38, 0)``.
+    """
+    hex_digits = F.hex(F.unbase64(encoded))
+    negative = F.substring(hex_digits, 1, 1).isin(*"89ABCDEF")
+    complement = F.translate(hex_digits, "0123456789ABCDEF", "FEDCBA9876543210")
+    magnitude = F.when(negative, F.try_add(_hex_to_decimal(complement), F.lit(1))).otherwise(
+        _hex_to_decimal(hex_digits)
+    )
+    return F.concat(F.when(negative, F.lit("-")).otherwise(F.lit("")), magnitude.cast("string"))
+
+
+_WIDE = DecimalType(38, 0)
+
+
+def _hex_to_decimal(hex_digits: Column) -> Column:
+    """Unsigned value of hex digits as ``decimal(38, 0)``, in two 64-bit halves (``conv``
+    handles 64 bits); null beyond 38 decimal digits."""
+    significant = F.regexp_replace(hex_digits, "^0+", "")
+    padded = F.lpad(significant, 32, "0")
+    high = F.conv(F.substring(padded, 1, 16), 16, 10).cast(_WIDE)
+    low = F.conv(F.substring(padded, 17, 16), 16, 10).cast(_WIDE)
+    value = F.try_add(F.try_multiply(high, F.lit(Decimal(2**64))), low)
+    return F.when(F.length(significant) <= 32, value)
+
+
+def _scaled(unscaled: Column, exponent: Column, target: DecimalType) -> Column:
+    """``unscaled * 10**exponent`` as ``target``: exact, rounded half up to its scale, null
+    if it does not fit (the text ``<digits>E<exponent>`` is cast, so no digit is lost on the
+    way)."""
+    return F.concat(unscaled, F.lit("E"), exponent.cast("string")).try_cast(target)
+
+
+def _decimal(schema: Mapping[str, Any]) -> _Typed:
+    """``org.apache.kafka.connect.data.Decimal``: base64 unscaled value, ``scale`` parameter."""
+    parameters = schema.get("parameters") or {}
+    scale = int(parameters.get("scale", 0))
+    precision = int(parameters.get("connect.decimal.precision", 38))
+    target = DecimalType(min(precision, 38), scale)
+    return _Typed(StringType(), lambda c: _scaled(_unscaled_text(c), F.lit(-scale), target), target)
+
+
+_VARIABLE_SCALE_RAW = StructType(
+    [StructField("scale", IntegerType()), StructField("value", StringType())]
+)
+
+
+def _variable_scale_decimal(value: Column) -> Column:
+    """``io.debezium.data.VariableScaleDecimal`` (``{scale, value}``) to ``decimal(38, 18)``."""
+    return _scaled(_unscaled_text(value["value"]), -value["scale"], VARIABLE_SCALE_DECIMAL)
+
+
+_TIMESTAMP, _DATE, _TIME_OF_DAY = TimestampType(), DateType(), LongType()
+
+#: Debezium and Connect logical types: schema -> how it is read. Times of day are bigint
+#: microseconds since midnight (Spark 4.0 has no time type Delta can store), durations bigint
+#: microseconds (Delta stores no interval type).
+_LOGICAL: Mapping[str, Callable[[Mapping[str, Any]], _Typed]] = {
+    "io.debezium.time.Date": _simple(IntegerType(), F.date_from_unix_date, _DATE),
+    "org.apache.kafka.connect.data.Date": _simple(IntegerType(), F.date_from_unix_date, _DATE),
+    "io.debezium.time.Timestamp": _simple(LongType(), F.timestamp_millis, _TIMESTAMP),
+    "org.apache.kafka.connect.data.Timestamp": _simple(LongType(), F.timestamp_millis, _TIMESTAMP),
+    "io.debezium.time.MicroTimestamp": _simple(LongType(), F.timestamp_micros, _TIMESTAMP),
+    "io.debezium.time.NanoTimestamp": _simple(
+        LongType(), lambda c: F.timestamp_micros(_floor_div(c, 1000)), _TIMESTAMP
+    ),
+    "io.debezium.time.ZonedTimestamp": _simple(
+        StringType(), lambda c: c.cast(_TIMESTAMP), _TIMESTAMP
+    ),
+    "io.debezium.time.Time": _simple(
+        IntegerType(), lambda c: c.cast(LongType()) * 1000, _TIME_OF_DAY
+    ),
+    "org.apache.kafka.connect.data.Time": _simple(
+        IntegerType(), lambda c: c.cast(LongType()) * 1000, _TIME_OF_DAY
+    ),
+    "io.debezium.time.MicroTime": _simple(LongType(), _identity, _TIME_OF_DAY),
+    "io.debezium.time.NanoTime": _simple(LongType(), lambda c: _floor_div(c, 1000), _TIME_OF_DAY),
+    "io.debezium.time.ZonedTime": _simple(StringType(), _zoned_time_micros, _TIME_OF_DAY),
+    "io.debezium.time.MicroDuration": _simple(LongType(), _identity, LongType()),
+    "org.apache.kafka.connect.data.Decimal": _decimal,
+    "io.debezium.data.VariableScaleDecimal": _simple(
+        _VARIABLE_SCALE_RAW, _variable_scale_decimal, VARIABLE_SCALE_DECIMAL
+    ),
+}
 
 
 def row_codecs(connect_struct: Mapping[str, Any]) -> list[ColumnCodec]:
@@ -148,38 +359,3 @@ def merge_codecs(groups: Sequence[Sequence[ColumnCodec]]) -> list[ColumnCodec]:
 def raw_struct(codecs: Sequence[ColumnCodec]) -> StructType:
     """The JSON-side struct type for ``from_json``."""
     return StructType([StructField(c.name, c.raw_type) for c in codecs])
-
-
-def _decimal_decoder(precision: int, scale: int) -> Decoder:
-    """Decode base64 big-endian two's complement (up to 16 bytes) to ``decimal(p, s)``.
-
-    A negative value is decoded as ``-(~x + 1)``: the complement's digits are the magnitude
-    minus one, which keeps every intermediate value within ``decimal(38, 0)``.
-    """
-    target = DecimalType(min(precision, 38), scale)
-    unit = F.lit(Decimal(1).scaleb(-scale))
-    negative_unit = F.lit(Decimal(-1).scaleb(-scale))
-
-    def decode(encoded: Column) -> Column:
-        hex_digits = F.hex(F.unbase64(encoded))
-        negative = F.conv(F.substring(hex_digits, 1, 1), 16, 10).cast("int") >= 8
-        complement = F.translate(hex_digits, "0123456789ABCDEF", "FEDCBA9876543210")
-        # Spark's unary minus on decimal(38, 0) loses digits; multiply by a signed unit instead.
-        return (
-            F.when(negative, (_hex_to_decimal(complement) + 1) * negative_unit)
-            .otherwise(_hex_to_decimal(hex_digits) * unit)
-            .cast(target)
-        )
-
-    return decode
-
-
-_WIDE = DecimalType(38, 0)
-
-
-def _hex_to_decimal(hex_digits: Column) -> Column:
-    """Unsigned value of up to 32 hex digits, in two halves (``conv`` handles 64 bits)."""
-    padded = F.lpad(hex_digits, 32, "0")
-    high = F.conv(F.substring(padded, 1, 16), 16, 10).cast(_WIDE)
-    low = F.conv(F.substring(padded, 17, 16), 16, 10).cast(_WIDE)
-    return high * F.lit(Decimal(2**64)) + low

@@ -26,7 +26,10 @@ the Spark column expressions the job builds from the same tree.
 
 Rows use the contract's canonical values: timestamps as int epoch microseconds (UTC), dates as
 int days since the epoch, decimals as strings with exactly ``scale`` fraction digits, binary
-as the base64 string, everything else as the JSON value.
+as the base64 string, floats as the nearest 32-bit float, arrays as lists, maps as dicts,
+structs as tuples of their fields (schema order), everything else as the JSON value. Values
+with a Connect schema are decoded here from the schema's type names, in plain Python (the
+table "Debezium types" in docs/silver-semantics.md), never by the Spark decoders.
 """
 
 from __future__ import annotations
@@ -35,10 +38,12 @@ import base64
 import binascii
 import datetime as dt
 import json
+import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+import struct
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal, localcontext
 from typing import Any, Literal
 
 from core.conditions import And, Compare, Condition, IsNull, Not, parse_condition
@@ -73,14 +78,8 @@ UNKNOWN_OP = "unknown op"
 MISSING_KEY = "missing key"
 MISSING_SEQUENCE = "missing sequence"
 
-# Debezium / Kafka Connect logical type names.
-_MICRO_TIMESTAMP = "io.debezium.time.MicroTimestamp"
-_TIMESTAMP = "io.debezium.time.Timestamp"
-_NANO_TIMESTAMP = "io.debezium.time.NanoTimestamp"
-_ZONED_TIMESTAMP = "io.debezium.time.ZonedTimestamp"
-_DATE = "io.debezium.time.Date"
+# Kafka Connect logical type name with a parameter-dependent type (the others: _LOGICAL_TYPES).
 _DECIMAL = "org.apache.kafka.connect.data.Decimal"
-_JSON = "io.debezium.data.Json"
 
 _UPSERT_OPS = ("c", "u", "r")
 _EVENT_COLUMN_TYPES = ("string", "int", "bigint", "double", "boolean", "timestamp", "date")
@@ -93,6 +92,11 @@ _ISO_TIMESTAMP = re.compile(
     r"(?::([0-9]{2})(?:[.,]([0-9]+))?)?"
     r"(Z|z|[+-][0-9]{2}(?::?[0-9]{2})?)?"
 )
+_ISO_TIME = re.compile(
+    r"([0-9]{2}):([0-9]{2})(?::([0-9]{2})(?:[.,]([0-9]+))?)?"
+    r"(Z|z|([+-])([0-9]{2})(?::?([0-9]{2}))?)?"
+)
+_MICROS_PER_DAY = 86_400_000_000
 
 
 # --------------------------------------------------------------------------------------------
@@ -698,41 +702,20 @@ _CONNECT_TYPES = {
     "int16": "smallint",
     "int32": "int",
     "int64": "bigint",
-    "float32": "float",
+    "float": "float",
+    "double": "double",
+    "float32": "float",  # Connect's Java enum names, accepted too
     "float64": "double",
     "boolean": "boolean",
     "string": "string",
-}
-_CONNECT_TIMESTAMP = "org.apache.kafka.connect.data.Timestamp"
-_CONNECT_DATE = "org.apache.kafka.connect.data.Date"
-#: The JSON form of logical types (array elements keep it).
-_JSON_FORMS = {
-    _MICRO_TIMESTAMP: "bigint",
-    _TIMESTAMP: "bigint",
-    _CONNECT_TIMESTAMP: "bigint",
-    _NANO_TIMESTAMP: "bigint",
-    _ZONED_TIMESTAMP: "string",
-    _DATE: "int",
-    _CONNECT_DATE: "int",
-    _DECIMAL: "string",
+    "bytes": "binary",
 }
 
 
 def _column_type(field_schema: Mapping[str, Any]) -> str | None:
-    """The silver column type of a connect field (None: not a readable schema)."""
+    """The silver column type (Spark's type name) of a connect schema (None: not a readable
+    schema). A logical name not known here is read as its connect type."""
     name = field_schema.get("name")
-    if name in (
-        _MICRO_TIMESTAMP,
-        _TIMESTAMP,
-        _CONNECT_TIMESTAMP,
-        _NANO_TIMESTAMP,
-        _ZONED_TIMESTAMP,
-    ):
-        return "timestamp"
-    if name in (_DATE, _CONNECT_DATE):
-        return "date"
-    if field_schema.get("type") == "bytes" and name != _DECIMAL:
-        return "binary"
     if name == _DECIMAL:
         parameters = field_schema.get("parameters") or {}
         try:
@@ -741,20 +724,29 @@ def _column_type(field_schema: Mapping[str, Any]) -> str | None:
         except (TypeError, ValueError):
             return None
         return f"decimal({min(precision, 38)},{scale})"
-    return _json_type(field_schema)
-
-
-def _json_type(field_schema: Mapping[str, Any]) -> str:
-    """The type of a connect field's JSON value (bytes and logical types as their JSON form);
-    nested structs and maps are kept as JSON text."""
-    name = field_schema.get("name")
-    if name in _JSON_FORMS:
-        return _JSON_FORMS[str(name)]
+    if isinstance(name, str) and name in _LOGICAL_TYPES:
+        return _LOGICAL_TYPES[name][0]
     kind = field_schema.get("type", "string")
     if kind == "array":
-        items = field_schema.get("items")
-        return f"array<{_json_type(items if isinstance(items, dict) else {})}>"
+        items = _column_type(_schema_of(field_schema.get("items")))
+        return None if items is None else f"array<{items}>"
+    if kind == "map":
+        keys = _column_type(_schema_of(field_schema.get("keys")))
+        values = _column_type(_schema_of(field_schema.get("values")))
+        return None if keys is None or values is None else f"map<{keys},{values}>"
+    if kind == "struct":
+        members = []
+        for name_, member in _connect_fields(field_schema).items():
+            member_type = _column_type(member)
+            if member_type is None:
+                return None
+            members.append(f"{name_}:{member_type}")
+        return f"struct<{','.join(members)}>"
     return _CONNECT_TYPES.get(str(kind), "string")
+
+
+def _schema_of(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def _fits(record: str, table: str) -> bool:
@@ -826,7 +818,9 @@ def _in_type(value: Any, table: str | None) -> Any:
         number = Decimal(str(value))
     except ArithmeticError:
         return value
-    return format(number.quantize(Decimal(1).scaleb(-int(decimal.group(2)))), "f")
+    with localcontext() as context:
+        context.prec = 100  # decimal(38, s) needs more than the default 28 digits
+        return format(number.quantize(Decimal(1).scaleb(-int(decimal.group(2)))), "f")
 
 
 def _record_key_fields(data: bytes | None) -> dict[str, dict[str, Any]]:
@@ -873,35 +867,72 @@ def _decode_image(
 
 
 def _is_string_column(field_schema: dict[str, Any] | None) -> bool:
-    """A string column in silver: connect type string (any name but ZonedTimestamp), or any
-    column when there is no schema (the placeholder itself is a string)."""
+    """A string column in silver: connect type string read as text (not ``ZonedTimestamp`` or
+    ``ZonedTime``), or any column when there is no schema (the placeholder is a string)."""
     if field_schema is None:
         return True
-    return field_schema.get("type") == "string" and field_schema.get("name") != _ZONED_TIMESTAMP
+    return field_schema.get("type") == "string" and _column_type(field_schema) == "string"
 
 
 def _decode_connect(value: Any, field_schema: Mapping[str, Any] | None) -> Any:
-    """Canonical value of a JSON value under its connect field schema (None: no schema)."""
+    """Canonical value of a JSON value under its connect schema (None: no schema)."""
     if value is None or field_schema is None:
         return value
     name = field_schema.get("name")
-    if name in (_MICRO_TIMESTAMP, _DATE):
-        return _require_int(value)
-    if name == _TIMESTAMP:
-        return _require_int(value) * 1000
-    if name == _NANO_TIMESTAMP:
-        return _require_int(value) // 1000  # floor, also before the epoch
-    if name == _ZONED_TIMESTAMP:
-        return _iso_timestamp_micros(value)
     if name == _DECIMAL:
         return _connect_decimal(value, field_schema.get("parameters"))
-    if name == _JSON:
-        if not isinstance(value, str):
-            raise _Quarantine(UNPARSEABLE)
-        return value
-    # Plain bytes (and other named types) stay as the converter wrote them: binary is the
-    # base64 string, which is already its canonical form.
+    if isinstance(name, str) and name in _LOGICAL_TYPES:
+        return _LOGICAL_TYPES[name][1](value, field_schema)
+    kind = field_schema.get("type")
+    if kind in ("float", "float32"):
+        return _float32(_json_float(value))
+    if kind in ("double", "float64"):
+        return _json_float(value)
+    if kind == "array" and isinstance(value, list):
+        items = _schema_of(field_schema.get("items"))
+        return [_decode_connect(item, items) for item in value]
+    if kind == "map":
+        return _connect_map(value, field_schema)
+    if kind == "struct" and isinstance(value, dict):
+        fields = _connect_fields(field_schema)
+        return tuple(_decode_connect(value.get(n), f) for n, f in fields.items())
+    # Integers, booleans and strings are their JSON value; bytes (and the logical types read
+    # as bytes) the base64 string the converter wrote, which is already their canonical form.
     return value
+
+
+def _connect_map(value: Any, field_schema: Mapping[str, Any]) -> dict[Any, Any]:
+    """A map: a JSON object when its keys are strings, else a list of ``[key, value]``."""
+    keys = _schema_of(field_schema.get("keys"))
+    values = _schema_of(field_schema.get("values"))
+    if isinstance(value, dict):
+        pairs = list(value.items())
+    elif isinstance(value, list) and all(isinstance(p, list) and len(p) == 2 for p in value):
+        pairs = [(p[0], p[1]) for p in value]
+    else:
+        raise _Quarantine(UNPARSEABLE)
+    return {_decode_connect(k, keys): _decode_connect(v, values) for k, v in pairs}
+
+
+_NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+def _json_float(value: Any) -> float:
+    """A floating point JSON value (the converter writes NaN and infinities as strings)."""
+    if isinstance(value, str) and value in _NON_FINITE:
+        return _NON_FINITE[value]
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _Quarantine(UNPARSEABLE)
+    return float(value)
+
+
+def _float32(value: float) -> float:
+    """The nearest 32-bit float (what a ``float`` column holds)."""
+    try:
+        result: float = struct.unpack("<f", struct.pack("<f", value))[0]
+    except OverflowError:
+        return math.copysign(math.inf, value)
+    return result
 
 
 def _require_int(value: Any) -> int:
@@ -911,25 +942,115 @@ def _require_int(value: Any) -> int:
     return result
 
 
-def _connect_decimal(value: Any, parameters: Any) -> str:
-    """Base64 big-endian two's-complement unscaled value + ``scale`` parameter -> "d.ddd"."""
+def _whole(value: Any, _schema: Mapping[str, Any]) -> int:
+    """A number already in the column's unit (µs, days, years)."""
+    return _require_int(value)
+
+
+def _thousandfold(value: Any, _schema: Mapping[str, Any]) -> int:
+    """Milliseconds to microseconds."""
+    return _require_int(value) * 1000
+
+
+def _thousandth(value: Any, _schema: Mapping[str, Any]) -> int:
+    """Nanoseconds to microseconds, floored (also before the epoch)."""
+    return _require_int(value) // 1000
+
+
+def _text(value: Any, _schema: Mapping[str, Any]) -> str:
+    if not isinstance(value, str):
+        raise _Quarantine(UNPARSEABLE)
+    return value
+
+
+def _connect_decimal(value: Any, parameters: Any) -> str | None:
+    """Base64 big-endian two's-complement unscaled value + ``scale`` parameter -> "d.ddd"
+    (None beyond 38 digits; the source's precision is not checked)."""
     if not isinstance(value, str) or not isinstance(parameters, dict):
         raise _Quarantine(UNPARSEABLE)
     try:
         scale = int(parameters["scale"])
-        unscaled_bytes = base64.b64decode(value, validate=True)
-    except (KeyError, TypeError, ValueError, binascii.Error) as error:
+    except (KeyError, TypeError, ValueError) as error:
         raise _Quarantine(UNPARSEABLE) from error
     if scale < 0:
         raise _Quarantine(UNPARSEABLE)
-    return _format_decimal(int.from_bytes(unscaled_bytes, "big", signed=True), scale)
+    return _decimal_in(_unscaled(value), scale, max(38, scale), scale)
 
 
-def _format_decimal(unscaled: int, scale: int) -> str:
-    """``unscaled * 10**-scale`` with exactly ``scale`` fraction digits (no rounding)."""
+def _variable_scale_decimal(value: Any, _schema: Mapping[str, Any]) -> str | None:
+    """``io.debezium.data.VariableScaleDecimal`` ``{scale, value}`` -> decimal(38, 18) text."""
+    if not isinstance(value, dict):
+        raise _Quarantine(UNPARSEABLE)
+    scale, encoded = _require_int(value.get("scale")), value.get("value")
+    if not isinstance(encoded, str):
+        raise _Quarantine(UNPARSEABLE)
+    return _decimal_in(_unscaled(encoded), scale, 38, 18)
+
+
+def _unscaled(encoded: str) -> int:
+    try:
+        unscaled_bytes = base64.b64decode(encoded, validate=True)
+    except (ValueError, binascii.Error) as error:
+        raise _Quarantine(UNPARSEABLE) from error
+    return int.from_bytes(unscaled_bytes, "big", signed=True)
+
+
+def _decimal_in(unscaled: int, scale: int, precision: int, target_scale: int) -> str | None:
+    """``unscaled * 10**-scale`` in ``decimal(precision, target_scale)``, rounded half up, with
+    exactly ``target_scale`` fraction digits; None if the unscaled value has more than 38
+    digits or the result more than ``precision``."""
+    if abs(unscaled) >= 10**38:
+        return None
     digits = tuple(int(d) for d in str(abs(unscaled)))
     number = Decimal((1 if unscaled < 0 else 0, digits, -scale))
-    return format(number, "f")
+    if unscaled and number.adjusted() >= precision - target_scale:
+        return None
+    with localcontext() as context:
+        context.prec = 100
+        rounded = number.quantize(Decimal(1).scaleb(-target_scale), rounding=ROUND_HALF_UP)
+    if abs(rounded) >= Decimal(10) ** (precision - target_scale):
+        return None
+    return format(rounded, "f")
+
+
+def _iso_time_micros(value: Any, _schema: Mapping[str, Any]) -> int:
+    """``io.debezium.time.ZonedTime`` (``HH:MM[:SS[.f]]`` and ``Z`` or an offset; none means
+    UTC) -> microseconds since midnight UTC. Fractions beyond microseconds are truncated."""
+    if not isinstance(value, str):
+        raise _Quarantine(UNPARSEABLE)
+    match = _ISO_TIME.fullmatch(value)
+    if match is None:
+        raise _Quarantine(UNPARSEABLE)
+    hour, minute, second, fraction, _, sign, offset_hours, offset_minutes = match.groups()
+    offset = int(offset_hours or 0) * 60 + int(offset_minutes or 0)
+    minutes = int(hour) * 60 + int(minute) - (-offset if sign == "-" else offset)
+    micros = (minutes * 60 + int(second or 0)) * 1_000_000 + int((fraction or "")[:6].ljust(6, "0"))
+    return micros % _MICROS_PER_DAY
+
+
+_Decode = Callable[[Any, Mapping[str, Any]], Any]
+
+#: Debezium and Connect logical types (but ``Decimal``): name -> (silver column type, decoder of
+#: the JSON value). Times of day are microseconds since midnight, durations microseconds. Any
+#: other name (``Xml``, ``Uuid``, ``Enum``, ``EnumSet``, ``Interval``, ``Year``, ``Bits``, the
+#: geometry structs, ...) is read as its connect type.
+_LOGICAL_TYPES: dict[str, tuple[str, _Decode]] = {
+    "io.debezium.time.Date": ("date", _whole),
+    "org.apache.kafka.connect.data.Date": ("date", _whole),
+    "io.debezium.time.Timestamp": ("timestamp", _thousandfold),
+    "org.apache.kafka.connect.data.Timestamp": ("timestamp", _thousandfold),
+    "io.debezium.time.MicroTimestamp": ("timestamp", _whole),
+    "io.debezium.time.NanoTimestamp": ("timestamp", _thousandth),
+    "io.debezium.time.ZonedTimestamp": ("timestamp", lambda v, _: _iso_timestamp_micros(v)),
+    "io.debezium.time.Time": ("bigint", _thousandfold),
+    "org.apache.kafka.connect.data.Time": ("bigint", _thousandfold),
+    "io.debezium.time.MicroTime": ("bigint", _whole),
+    "io.debezium.time.NanoTime": ("bigint", _thousandth),
+    "io.debezium.time.ZonedTime": ("bigint", _iso_time_micros),
+    "io.debezium.time.MicroDuration": ("bigint", _whole),
+    "io.debezium.data.VariableScaleDecimal": ("decimal(38,18)", _variable_scale_decimal),
+    "io.debezium.data.Json": ("string", _text),
+}
 
 
 def _iso_timestamp_micros(value: Any) -> int:

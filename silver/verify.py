@@ -2,7 +2,8 @@
 
 The Spark side renders each silver row in the canonical form of :mod:`silver.reference`
 (timestamps as epoch microseconds, dates as epoch days, decimals as plain strings, binary as
-base64), so the two can be compared value by value.
+base64, arrays as lists, maps as dicts, structs as tuples), so the two can be compared value by
+value.
 """
 
 from __future__ import annotations
@@ -11,13 +12,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
+    ArrayType,
     BinaryType,
     DataType,
     DateType,
     DecimalType,
+    MapType,
     StructType,
     TimestampNTZType,
     TimestampType,
@@ -152,7 +155,7 @@ def canonical_rows(frame: DataFrame) -> Iterator[dict[str, Any]]:
         _canonical(F.col(f"`{f.name}`"), f.dataType).alias(f.name) for f in frame.schema.fields
     ]
     for row in frame.select(*columns).toLocalIterator():
-        yield {name: _plain(value) for name, value in row.asDict(recursive=True).items()}
+        yield {name: _plain(value) for name, value in row.asDict().items()}
 
 
 def _canonical(column: Column, data_type: DataType) -> Column:
@@ -167,12 +170,23 @@ def _canonical(column: Column, data_type: DataType) -> Column:
     if isinstance(data_type, StructType):
         fields = [_canonical(column[f.name], f.dataType).alias(f.name) for f in data_type.fields]
         return F.when(column.isNotNull(), F.struct(*fields))
+    if isinstance(data_type, ArrayType):
+        return F.transform(column, lambda element: _canonical(element, data_type.elementType))
+    if isinstance(data_type, MapType):
+        keys = F.transform_keys(column, lambda k, _: _canonical(k, data_type.keyType))
+        return F.transform_values(keys, lambda _, v: _canonical(v, data_type.valueType))
     return column
 
 
 def _plain(value: Any) -> Any:
+    """Python values of a canonical row: a struct as the tuple of its fields, a map as a
+    dict, an array as a list."""
+    if isinstance(value, Row):
+        return tuple(_plain(v) for v in value)
     if isinstance(value, dict):
-        return tuple(_plain(v) for v in value.values())
+        return {_plain(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
     return value
 
 

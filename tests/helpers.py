@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -113,3 +114,287 @@ def merge_counts(metrics: dict[str, str]) -> tuple[int, int, int]:
     return tuple(  # type: ignore[return-value]
         int(metrics.get(f"numTargetRows{what}", "0")) for what in ("Inserted", "Updated", "Deleted")
     )
+
+
+# --------------------------------------------------------------------------------------------
+# Debezium types: one column per Connect / Debezium type, as the JsonConverter writes them
+# --------------------------------------------------------------------------------------------
+
+
+def connect_field(name: str, kind: str, logical: str | None = None, **extra: Any) -> dict[str, Any]:
+    """A field of a Connect struct schema, shaped like the JsonConverter's output."""
+    schema: dict[str, Any] = {"type": kind, "optional": True}
+    if logical is not None:
+        schema.update(name=logical, version=1)
+    return {**schema, **extra, "field": name}
+
+
+def b64_int(unscaled: int) -> str:
+    """Base64 of the minimal big-endian two's-complement bytes (Connect ``Decimal``)."""
+    width = max(1, (unscaled.bit_length() + 8) // 8)
+    return base64.b64encode(unscaled.to_bytes(width, "big", signed=True)).decode()
+
+
+_WKB_POINT = "AQEAAAAAAAAAAADwPwAAAAAAAABA"  # POINT(1 2)
+_GEOMETRY_FIELDS = [
+    {"type": "bytes", "optional": False, "field": "wkb"},
+    {"type": "int32", "optional": True, "field": "srid"},
+]
+
+#: Type family -> columns ``(Connect field schema, JSON value, Spark type, canonical value)``.
+#: Canonical values as docs/silver-semantics.md defines them (what ``lakehouse verify``
+#: compares): timestamps epoch µs, dates epoch days, decimals text, binary base64, structs
+#: tuples, times of day µs since midnight, durations µs.
+DEBEZIUM_TYPES: dict[str, list[tuple[dict[str, Any], Any, str, Any]]] = {
+    "primitives": [
+        (connect_field("i8", "int8"), -128, "tinyint", -128),
+        (connect_field("i16", "int16"), 32_767, "smallint", 32_767),
+        (connect_field("i32", "int32"), -70_000, "int", -70_000),
+        (connect_field("i64", "int64"), 2**62, "bigint", 2**62),
+        (connect_field("real", "float"), 1.1, "float", 1.100000023841858),  # float32(1.1)
+        (connect_field("dbl", "double"), 3.141592653589793, "double", 3.141592653589793),
+        (connect_field("flag", "boolean"), True, "boolean", True),
+        (connect_field("txt", "string"), "x  ", "string", "x  "),
+        (connect_field("raw", "bytes"), "AP9oaQ==", "binary", "AP9oaQ=="),
+    ],
+    "times": [
+        (connect_field("d", "int32", "io.debezium.time.Date"), 19_723, "date", 19_723),
+        (connect_field("cd", "int32", "org.apache.kafka.connect.data.Date"), -1, "date", -1),
+        (
+            connect_field("ms", "int64", "io.debezium.time.Timestamp"),
+            1_700_000_000_123,
+            "timestamp",
+            1_700_000_000_123_000,
+        ),
+        (
+            connect_field("cms", "int64", "org.apache.kafka.connect.data.Timestamp"),
+            -1_500,
+            "timestamp",
+            -1_500_000,
+        ),
+        (
+            connect_field("us", "int64", "io.debezium.time.MicroTimestamp"),
+            1_700_000_000_123_456,
+            "timestamp",
+            1_700_000_000_123_456,
+        ),
+        (  # ns / 1000 as a double would round up to ...457
+            connect_field("ns", "int64", "io.debezium.time.NanoTimestamp"),
+            1_700_000_000_123_456_999,
+            "timestamp",
+            1_700_000_000_123_456,
+        ),
+        (
+            connect_field("tz", "string", "io.debezium.time.ZonedTimestamp"),
+            "2024-01-01T10:00:00.123456Z",
+            "timestamp",
+            1_704_103_200_123_456,
+        ),
+        (
+            connect_field("t", "int32", "io.debezium.time.Time"),
+            45_296_789,
+            "bigint",
+            45_296_789_000,
+        ),
+        (
+            connect_field("ct", "int32", "org.apache.kafka.connect.data.Time"),
+            45_296_789,
+            "bigint",
+            45_296_789_000,
+        ),
+        (
+            connect_field("ut", "int64", "io.debezium.time.MicroTime"),
+            45_296_789_012,
+            "bigint",
+            45_296_789_012,
+        ),
+        (
+            connect_field("nt", "int64", "io.debezium.time.NanoTime"),
+            45_296_789_012_345,
+            "bigint",
+            45_296_789_012,
+        ),
+        (
+            connect_field("zt", "string", "io.debezium.time.ZonedTime"),
+            "21:30:00.123456Z",
+            "bigint",
+            77_400_123_456,
+        ),
+        (
+            connect_field("dur", "int64", "io.debezium.time.MicroDuration"),
+            90_061_000_001,
+            "bigint",
+            90_061_000_001,
+        ),
+        (
+            connect_field("iv", "string", "io.debezium.time.Interval"),
+            "P1Y2M3DT4H5M6.78S",
+            "string",
+            "P1Y2M3DT4H5M6.78S",
+        ),
+        (connect_field("yr", "int32", "io.debezium.time.Year"), 2024, "int", 2024),
+    ],
+    "decimals": [
+        (  # more than 6 fraction digits
+            connect_field(
+                "amount",
+                "bytes",
+                "org.apache.kafka.connect.data.Decimal",
+                parameters={"scale": "10", "connect.decimal.precision": "20"},
+            ),
+            b64_int(-12_345_678_901),
+            "decimal(20,10)",
+            "-1.2345678901",
+        ),
+        (
+            connect_field(
+                "n",
+                "struct",
+                "io.debezium.data.VariableScaleDecimal",
+                fields=[
+                    {"type": "int32", "optional": False, "field": "scale"},
+                    {"type": "bytes", "optional": False, "field": "value"},
+                ],
+                doc="Variable scaled decimal",
+            ),
+            {"scale": 3, "value": b64_int(-12_345)},
+            "decimal(38,18)",
+            "-12.345000000000000000",
+        ),
+        (  # 19 fraction digits: rounded half up to 18
+            connect_field(
+                "tiny",
+                "struct",
+                "io.debezium.data.VariableScaleDecimal",
+                fields=[
+                    {"type": "int32", "optional": False, "field": "scale"},
+                    {"type": "bytes", "optional": False, "field": "value"},
+                ],
+            ),
+            {"scale": 19, "value": b64_int(15)},
+            "decimal(38,18)",
+            "0.000000000000000002",
+        ),
+    ],
+    "texts": [
+        (connect_field("doc", "string", "io.debezium.data.Json"), '{"a": 1}', "string", '{"a": 1}'),
+        (connect_field("xml", "string", "io.debezium.data.Xml"), "<a>1</a>", "string", "<a>1</a>"),
+        (
+            connect_field("uid", "string", "io.debezium.data.Uuid"),
+            "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11",
+            "string",
+            "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11",
+        ),
+        (
+            connect_field("mood", "string", "io.debezium.data.Enum", parameters={"allowed": "a,b"}),
+            "b",
+            "string",
+            "b",
+        ),
+        (
+            connect_field(
+                "tags", "string", "io.debezium.data.EnumSet", parameters={"allowed": "a,b,c"}
+            ),
+            "a,c",
+            "string",
+            "a,c",
+        ),
+        (
+            connect_field("bits", "bytes", "io.debezium.data.Bits", parameters={"length": "8"}),
+            "BQ==",
+            "binary",
+            "BQ==",
+        ),
+        (  # an unknown logical name is read as its Connect type
+            connect_field("custom", "double", "com.example.Celsius"),
+            21.5,
+            "double",
+            21.5,
+        ),
+    ],
+    "nested": [
+        (
+            connect_field("ints", "array", items={"type": "int32", "optional": True}),
+            [1, None, 3],
+            "array<int>",
+            [1, None, 3],
+        ),
+        (
+            connect_field(
+                "stamps",
+                "array",
+                items={"type": "int64", "name": "io.debezium.time.MicroTimestamp", "version": 1},
+            ),
+            [1_000_000, -1],
+            "array<timestamp>",
+            [1_000_000, -1],
+        ),
+        (  # hstore.handling.mode=map
+            connect_field(
+                "attrs",
+                "map",
+                keys={"type": "string", "optional": False},
+                values={"type": "string", "optional": True},
+            ),
+            {"k": "v", "e": None},
+            "map<string,string>",
+            {"k": "v", "e": None},
+        ),
+        (  # keys that are not strings: an array of [key, value] pairs
+            connect_field(
+                "scores",
+                "map",
+                keys={"type": "int32", "optional": False},
+                values={"type": "double", "optional": True},
+            ),
+            [[1, 0.5], [2, 2.0]],
+            "map<int,double>",
+            {1: 0.5, 2: 2.0},
+        ),
+        (
+            connect_field(
+                "pair",
+                "struct",
+                fields=[
+                    {"type": "int32", "optional": False, "field": "x"},
+                    connect_field("at", "int64", "io.debezium.time.MicroTimestamp"),
+                ],
+            ),
+            {"x": 7, "at": 5_000_000},
+            "struct<x:int,at:timestamp>",
+            (7, 5_000_000),
+        ),
+        (
+            connect_field(
+                "geom", "struct", "io.debezium.data.geometry.Geometry", fields=_GEOMETRY_FIELDS
+            ),
+            {"wkb": _WKB_POINT, "srid": 4326},
+            "struct<wkb:binary,srid:int>",
+            (_WKB_POINT, 4326),
+        ),
+        (
+            connect_field(
+                "geog", "struct", "io.debezium.data.geometry.Geography", fields=_GEOMETRY_FIELDS
+            ),
+            {"wkb": _WKB_POINT, "srid": 4326},
+            "struct<wkb:binary,srid:int>",
+            (_WKB_POINT, 4326),
+        ),
+        (
+            connect_field(
+                "pt",
+                "struct",
+                "io.debezium.data.geometry.Point",
+                fields=[
+                    {"type": "double", "optional": False, "field": "x"},
+                    {"type": "double", "optional": False, "field": "y"},
+                    *_GEOMETRY_FIELDS[:1],
+                    {"type": "int32", "optional": True, "field": "srid"},
+                ],
+            ),
+            {"x": 1.0, "y": 2.0, "wkb": _WKB_POINT, "srid": None},
+            "struct<x:double,y:double,wkb:binary,srid:int>",
+            (1.0, 2.0, _WKB_POINT, None),
+        ),
+    ],
+}

@@ -31,7 +31,15 @@ from core.identifiers import (
     table_name_for_topic,
 )
 from silver.parse import RowLayout, as_text, discover_layout, parse_changes
-from tests.helpers import CUSTOMER_FIELDS, bronze_frame, pg_envelope, pg_key
+from silver.verify import canonical_rows
+from tests.helpers import (
+    CUSTOMER_FIELDS,
+    DEBEZIUM_TYPES,
+    bronze_frame,
+    connect_field,
+    pg_envelope,
+    pg_key,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -366,6 +374,57 @@ def test_decimal_decoding_sixteen_byte_negative(spark: SparkSession) -> None:
     row = events.select(F.col("amount").cast("string")).first()
     assert row is not None
     assert row[0] == "-100000000000000000000000000000000000.00"
+
+
+@pytest.mark.parametrize("family", sorted(DEBEZIUM_TYPES))
+def test_every_debezium_type_is_decoded_to_its_spark_type(spark: SparkSession, family: str) -> None:
+    """One record with a column of each type of the family, as the JsonConverter writes it:
+    each column gets its Spark type and its value (compared in canonical form, as verify)."""
+    columns = DEBEZIUM_TYPES[family]
+    names = [field["field"] for field, *_ in columns]
+    after = {"id": 1, **{field["field"]: value for field, value, *_ in columns}}
+    fields = [TYPED_FIELDS[0], *(field for field, *_ in columns)]
+    _, events = parse(spark, [record(0, pg_key(1), pg_envelope("c", (1, 2), after, fields=fields))])
+
+    types = dict(events.dtypes)
+    assert {name: types[name] for name in names} == {
+        field["field"]: spark_type for field, _, spark_type, _ in columns
+    }
+    assert list(canonical_rows(events.select("_reason", *names))) == [
+        {"_reason": None, **{field["field"]: value for field, _, _, value in columns}}
+    ]
+
+
+def test_zoned_time_offsets_wrap_around_midnight(spark: SparkSession) -> None:
+    fields = [TYPED_FIELDS[0], connect_field("zt", "string", "io.debezium.time.ZonedTime")]
+    texts = ["23:30:00.5-02:00", "00:15+0100", "12:00:00.123456789Z", "not a time"]
+    records = [
+        record(i, pg_key(i), pg_envelope("c", (1, i + 1), {"id": i, "zt": t}, fields=fields))
+        for i, t in enumerate(texts)
+    ]
+    _, events = parse(spark, records)
+    assert by_offset(events, "zt") == {
+        0: (5_400_500_000,),  # 01:30:00.5 UTC, the next day
+        1: (83_700_000_000,),  # 23:15 UTC, the day before
+        2: (43_200_123_456,),  # nanoseconds truncated
+        3: (None,),
+    }
+
+
+def test_toast_placeholder_only_in_columns_read_as_text(spark: SparkSession) -> None:
+    """Text logical types can carry the placeholder; a ``ZonedTime`` (read as a number) not."""
+    fields = [
+        TYPED_FIELDS[0],
+        connect_field("xml", "string", "io.debezium.data.Xml"),
+        connect_field("iv", "string", "io.debezium.time.Interval"),
+        connect_field("zt", "string", "io.debezium.time.ZonedTime"),
+        connect_field("raw", "bytes"),
+    ]
+    after = {"id": 1, "xml": PLACEHOLDER, "iv": PLACEHOLDER, "zt": PLACEHOLDER, "raw": None}
+    _, events = parse(spark, [record(0, pg_key(1), pg_envelope("u", (1, 2), after, fields=fields))])
+    assert {k: sorted(v[0]) for k, v in by_offset(events, "_unavailable").items()} == {
+        0: ["iv", "xml"]
+    }
 
 
 def test_unwrapped_values_keep_inferred_json_types(spark: SparkSession) -> None:

@@ -18,6 +18,7 @@ from silver.reference import (
     canonical_key,
     fold,
 )
+from tests.helpers import DEBEZIUM_TYPES, connect_field
 
 pytestmark = pytest.mark.unit
 
@@ -572,6 +573,62 @@ def test_binary_json_and_plain_values() -> None:
     assert data["blob"] == "AAEC/w=="
     assert data["doc"] == '{"a": [1, 2]}'
     assert data["name"] == "x  "  # char(n) padding is kept
+
+
+@pytest.mark.parametrize("family", sorted(DEBEZIUM_TYPES))
+def test_every_debezium_type_is_decoded(family: str) -> None:
+    """One record with a column of each type of the family, as the JsonConverter writes it:
+    each value in canonical form, and a table of the Spark types silver gives holds them."""
+    columns = DEBEZIUM_TYPES[family]
+    after = {"id": 1, **{field["field"]: value for field, value, *_ in columns}}
+    event = pg("c", 1, lsn=10, after=after, fields=[FIELDS[0], *(f for f, *_ in columns)])
+    expected = {field["field"]: value for field, _, _, value in columns}
+    table_types = {"id": "int", **{field["field"]: kind for field, _, kind, _ in columns}}
+    for spec in (PG, FoldSpec(table_types=table_types)):
+        result = fold([rec(event, 0)], spec)
+        assert result.quarantined == []
+        assert {name: result.rows[(1,)][name] for name in expected} == expected
+
+
+def test_zoned_time_offsets_wrap_around_midnight() -> None:
+    fields = [FIELDS[0], connect_field("zt", "string", "io.debezium.time.ZonedTime")]
+    for text, micros in [
+        ("23:30:00.5-02:00", 5_400_500_000),  # 01:30:00.5 UTC, the next day
+        ("00:15+0100", 83_700_000_000),  # 23:15 UTC, the day before
+        ("12:00:00.123456789Z", 43_200_123_456),  # nanoseconds truncated
+    ]:
+        event = pg("c", 1, lsn=10, after={"id": 1, "zt": text}, fields=fields)
+        assert fold([rec(event, 0)], PG).rows[(1,)]["zt"] == micros
+
+
+def test_variable_scale_decimal_beyond_decimal_38_18_is_null() -> None:
+    schema = DEBEZIUM_TYPES["decimals"][1][0]
+    fields = [FIELDS[0], schema]
+    too_big = {"scale": 0, "value": decimal_b64(10**20)}  # 21 integer digits
+    event = pg("c", 1, lsn=10, after={"id": 1, "n": too_big}, fields=fields)
+    assert fold([rec(event, 0)], PG).rows[(1,)]["n"] is None
+
+
+def test_toast_placeholder_only_in_columns_read_as_text() -> None:
+    fields = [
+        FIELDS[0],
+        connect_field("xml", "string", "io.debezium.data.Xml"),
+        connect_field("iv", "string", "io.debezium.time.Interval"),
+        connect_field("zt", "string", "io.debezium.time.ZonedTime"),
+    ]
+    first = {"id": 1, "xml": "<a/>", "iv": "P1D", "zt": "10:00:00Z"}
+    toasted = {**first, "xml": TOAST_PLACEHOLDER, "iv": TOAST_PLACEHOLDER}
+    records = [
+        rec(pg("c", 1, lsn=10, after=first, fields=fields), 0),
+        rec(pg("u", 1, lsn=20, after=toasted, fields=fields), 1),
+    ]
+    data = fold(records, PG).rows[(1,)]
+    assert (data["xml"], data["iv"], data["_sequence"]) == ("<a/>", "P1D", seq(None, 20))
+    # A ZonedTime is a number in silver: the placeholder is no time of day.
+    records.append(
+        rec(pg("u", 1, lsn=30, after={**first, "zt": TOAST_PLACEHOLDER}, fields=fields), 2)
+    )
+    assert fold(records, PG).quarantined[0][1] == "unparseable"
 
 
 def test_without_wrapper_values_are_the_json_values() -> None:

@@ -346,3 +346,51 @@ def test_reference_reads_values_in_the_tables_types_and_quarantines_the_rest() -
     plain = fold(records, FoldSpec())
     assert plain.rows[(1,)]["total"] == "1.50"
     assert plain.quarantined == []
+
+
+def test_reference_holds_debezium_type_changes_that_silver_widens() -> None:
+    """``real -> double precision``, a ``time`` column under another ``time.precision.mode``
+    and a ``numeric(12,2)`` that loses its precision (VariableScaleDecimal) keep their table
+    types; a time of day becoming a timestamp is incompatible."""
+    variable = {
+        "type": "struct",
+        "name": "io.debezium.data.VariableScaleDecimal",
+        "fields": [{"type": "int32", "field": "scale"}, {"type": "bytes", "field": "value"}],
+        "field": "price",
+    }
+    old = [
+        {"type": "int64", "field": "id"},
+        {"type": "float", "field": "ratio"},
+        {"type": "int32", "name": "io.debezium.time.Time", "field": "at"},
+        decimal_field("price", 12, 2),
+    ]
+    new = [
+        {"type": "int64", "field": "id"},
+        {"type": "double", "field": "ratio"},
+        {"type": "int64", "name": "io.debezium.time.MicroTime", "field": "at"},
+        variable,
+    ]
+    moved = [
+        {"type": "int64", "field": "id"},
+        {"type": "int64", "name": "io.debezium.time.MicroTimestamp", "field": "at"},
+    ]
+    records = [
+        event(0, 10, old, {"id": 1, "ratio": 0.5, "at": 1_000, "price": unscaled(150)}),
+        event(
+            1, 11, new, {"id": 2, "ratio": 0.25, "at": 7, "price": {"scale": 1, "value": "DA=="}}
+        ),
+        event(2, 12, moved, {"id": 3, "at": 5}),
+    ]
+    types = {"id": "bigint", "ratio": "double", "at": "bigint", "price": "decimal(38,18)"}
+    assert reference_fits("decimal(12,2)", "decimal(38,18)")
+    assert fits(FloatType(), DoubleType())
+
+    result = fold(records, FoldSpec(table_types=types))
+
+    assert {k: (r["ratio"], r["at"], r["price"]) for k, r in result.rows.items()} == {
+        (1,): (0.5, 1_000_000, "1.500000000000000000"),
+        (2,): (0.25, 7, "1.200000000000000000"),
+    }
+    assert result.quarantined == [
+        (records[2], "incompatible type for column at: table bigint, record timestamp")
+    ]
