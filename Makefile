@@ -28,8 +28,10 @@ lint: venv
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# Two workers (pytest-xdist), each with its own Spark session; a module stays on one worker,
+# so its module-scoped fixtures (a demo run, a shared warehouse) are built once.
 test: lint
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest -n 2 --dist loadscope $(PYTEST_ARGS)
 
 # Not in CI: the property tests with ten times the examples, each run from a new seed
 # (a failure prints the seed that reproduces it).

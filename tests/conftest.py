@@ -34,21 +34,3 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield broker.bootstrap
     finally:
         broker.stop()
-
-
-#: Under ``pytest -n`` (xdist, ``--dist loadgroup``): tests that start processes or a broker, or
-#: kill them, run on one worker, one after the other, and so do the tests that share the
-#: incremental shop warehouse (built once per worker, see tests/warehouses.py).
-SERIAL_GROUPS = {
-    "processes": ("kafka", "slow"),
-    "shop-warehouse": ("test_forget.py", "test_replay.py", "test_maintain.py"),
-}
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        markers = {mark.name for mark in item.iter_markers()}
-        for group, members in SERIAL_GROUPS.items():
-            if markers & set(members) or item.path.name in members:
-                item.add_marker(pytest.mark.xdist_group(group))
-                break

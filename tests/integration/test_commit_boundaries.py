@@ -30,7 +30,7 @@ from silver.tables import EntityTables
 from tests.faults import CommitFaults, InjectedCrash
 from tests.helpers import bronze_frame, customer_change, pg_key
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 
 TOPIC = "pg.public.customers"
 SPEC = TableSpec(name="customers", topic=TOPIC)
