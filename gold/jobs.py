@@ -1,4 +1,5 @@
-"""Gold streaming jobs: revenue per window (exact under silver updates) and user sessions."""
+"""Gold streaming jobs (revenue per window, exact under silver updates; user sessions) and
+the registry of the pipeline's gold jobs (:func:`gold_jobs`)."""
 
 from __future__ import annotations
 
