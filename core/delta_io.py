@@ -2,7 +2,8 @@
 schema growth, properties, maintenance and log inspection (I/O only).
 
 Table properties are changed with ``ALTER TABLE delta.`<path>` ...`` (the Python API has no
-property setter); the path is checked and quoted, and the property and values are constants.
+property setter); the path is quoted (backquotes doubled) and the property and values are
+constants.
 Everything else uses the ``DeltaTable`` Python API.
 """
 
