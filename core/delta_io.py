@@ -3,8 +3,7 @@ schema growth, properties, maintenance and log inspection (I/O only).
 
 Table properties are changed with ``ALTER TABLE delta.`<path>` ...`` (the Python API has no
 property setter); the path is quoted (backquotes doubled) and the property and values are
-constants.
-Everything else uses the ``DeltaTable`` Python API.
+constants. Everything else uses the ``DeltaTable`` Python API.
 """
 
 from __future__ import annotations

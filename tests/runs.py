@@ -7,7 +7,6 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -20,7 +19,6 @@ from pyspark.sql import DataFrame, SparkSession
 from core.layout import Warehouse
 from silver.verify import canonical_rows
 
-LAKEHOUSE = Path(sys.executable).parent / "lakehouse"
 PHASES = ("bronze", "silver", "gold")
 
 

@@ -29,8 +29,8 @@ from core.layout import LAYERS, QUARANTINE_TABLE, Warehouse
 from lakehouse.audit import verify_warehouse
 from lakehouse.demo import workload_source
 from lakehouse.pipeline import run_once
-from tests.cli import run_cli
-from tests.runs import LAKEHOUSE, Run, assert_same_rows, described, load
+from tests.cli import LAKEHOUSE, run_cli
+from tests.runs import Run, assert_same_rows, described, load
 
 pytestmark = [pytest.mark.kafka, pytest.mark.integration, pytest.mark.timeout(1800)]
 

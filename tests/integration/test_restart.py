@@ -32,10 +32,9 @@ from core.errors import LakehouseError
 from core.layout import LAYERS, QUARANTINE_TABLE, Warehouse
 from gold.jobs import SESSIONS_QUERY, SESSIONS_TABLE
 from lakehouse.pipeline import run_once
-from tests.cli import run_cli
+from tests.cli import LAKEHOUSE, run_cli
 from tests.faults import CommitFaults
 from tests.runs import (
-    LAKEHOUSE,
     PHASES,
     Run,
     assert_same_rows,
