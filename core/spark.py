@@ -39,6 +39,9 @@ LOCAL_SETTINGS: dict[str, str] = {
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.shuffle.partitions": "2",
+    # Adaptive execution splits every shuffle into its own job; with two shuffle partitions
+    # it has nothing to coalesce and made a small silver micro-batch take 24 jobs, not 13.
+    "spark.sql.adaptive.enabled": "false",
     "spark.default.parallelism": "2",
     "spark.databricks.delta.snapshotPartitions": "2",
     "spark.sql.sources.parallelPartitionDiscovery.parallelism": "4",
