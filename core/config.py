@@ -18,6 +18,7 @@ from core.conditions import Condition, parse_condition
 from core.errors import ConfigError
 from core.identifiers import entity_name_for_topic, require_identifier
 from core.layout import QUARANTINE_TABLE
+from core.widening import TYPE_WIDENING_MODES, TypeWidening
 
 TableFormat = Literal["debezium", "events"]
 TABLE_FORMATS: tuple[TableFormat, ...] = ("debezium", "events")
@@ -58,6 +59,8 @@ class TableSpec:
     ignore_null_updates: bool = False
     #: A source column type silver cannot widen to: stop the stream, or quarantine the records.
     on_incompatible_type: IncompatibleTypePolicy = "fail"
+    #: How the entity's tables take a wider column type (core.widening.TypeWidening).
+    type_widening: TypeWidening = "in_place"
     stored_as_scd_type: int = 1
     track_history_column_list: tuple[str, ...] | None = None
     track_history_except_column_list: tuple[str, ...] | None = None
@@ -85,6 +88,11 @@ class TableSpec:
             raise ConfigError(
                 f"Invalid on_incompatible_type {self.on_incompatible_type!r} for table "
                 f"{self.name!r}. Must be one of {', '.join(INCOMPATIBLE_TYPE_POLICIES)}."
+            )
+        if self.type_widening not in TYPE_WIDENING_MODES:
+            raise ConfigError(
+                f"Invalid type_widening {self.type_widening!r} for table {self.name!r}. "
+                f"Must be one of {', '.join(TYPE_WIDENING_MODES)}."
             )
         self._check_history_settings()
 
@@ -340,6 +348,7 @@ _TABLE_TYPES: Mapping[str, type] = {
     "except_column_list": list,
     "ignore_null_updates": bool,
     "on_incompatible_type": str,
+    "type_widening": str,
     "stored_as_scd_type": int,
     "track_history_column_list": list,
     "track_history_except_column_list": list,

@@ -9,6 +9,7 @@ constants. Everything else uses the ``DeltaTable`` Python API.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
@@ -17,10 +18,13 @@ from urllib.parse import unquote, urlparse
 
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from core.identifiers import quote_identifier
-from core.widening import table_changes
+from core.widening import TableChanges, TypeWidening, table_changes
+
+_log = logging.getLogger(__name__)
 
 #: Delta refuses VACUUM below this retention unless its safety check is disabled.
 DELTA_SAFE_RETENTION_HOURS = 168
@@ -194,28 +198,37 @@ def append(frame: DataFrame, path: str, app_id: str, batch_id: int) -> None:
     )
 
 
-#: Table property that lets Delta widen column types (see :mod:`core.widening`).
+#: Table property that lets Delta widen column types in place (see :mod:`core.widening`).
 TYPE_WIDENING_PROPERTY = "delta.enableTypeWidening"
 
 
-def ensure_table(spark: SparkSession, path: str, schema: StructType, change_feed: bool) -> None:
-    """Make the table at ``path`` able to take rows of ``schema``: create it (with type
-    widening enabled) if missing; add the columns it lacks; widen the columns whose type in
-    ``schema`` is a Delta type widening of the table's (enabling type widening on a table
-    created without it). Narrower or incompatible types are left as they are.
+def ensure_table(
+    spark: SparkSession,
+    path: str,
+    schema: StructType,
+    change_feed: bool,
+    widening: TypeWidening = "in_place",
+) -> None:
+    """Make the table at ``path`` able to take rows of ``schema``: create it if missing; add
+    the columns it lacks; widen the columns whose type in ``schema`` is a Delta type widening
+    of the table's. Narrower or incompatible types are left as they are.
+
+    Tables are created without Delta's type widening feature, so every Delta reader opens
+    them. The first widening either turns the feature on (``in_place``: no data is rewritten,
+    a warning names the table) or rewrites the table in the wider types (``rewrite``: one
+    overwrite commit; its change feed shows every row deleted and inserted again).
     """
     if not table_exists(spark, path):
-        builder = (
-            DeltaTable.createIfNotExists(spark)
-            .location(path)
-            .addColumns(schema)
-            .property(TYPE_WIDENING_PROPERTY, "true")
-        )
+        builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
         if change_feed:
             builder = builder.property("delta.enableChangeDataFeed", "true")
         builder.execute()
         return
-    changes = table_changes(spark.read.format("delta").load(path).schema, schema)
+    current = spark.read.format("delta").load(path)
+    changes = table_changes(current.schema, schema)
+    if (changes.widened or changes.altered) and widening == "rewrite":
+        _rewrite_wider(current, path, changes)
+        return
     if changes.widened or changes.altered:
         _enable_type_widening(spark, path)
     if changes.added or changes.widened:
@@ -229,6 +242,28 @@ def ensure_table(spark: SparkSession, path: str, schema: StructType, change_feed
         )
 
 
+def _rewrite_wider(current: DataFrame, path: str, changes: TableChanges) -> None:
+    """Overwrite the table with its rows in the wider types and the added columns."""
+    wider = {f.name: f.dataType for f in (*changes.widened, *changes.altered)}
+    columns = [F.col(_quoted(name)) for name in current.columns]
+    columns = [
+        column.cast(wider[name]).alias(name) if name in wider else column
+        for name, column in zip(current.columns, columns, strict=True)
+    ]
+    columns += [F.lit(None).cast(f.dataType).alias(f.name) for f in changes.added]
+    (
+        current.select(*columns)
+        .write.format("delta")
+        .mode("overwrite")
+        .option("overwriteSchema", "true")
+        .save(path)
+    )
+
+
+def _quoted(column: str) -> str:
+    return "`" + column.replace("`", "``") + "`"
+
+
 def _enable_type_widening(spark: SparkSession, path: str) -> None:
     detail = DeltaTable.forPath(spark, path).detail().select("properties").first()
     properties = detail.properties if detail is not None else {}
@@ -236,4 +271,10 @@ def _enable_type_widening(spark: SparkSession, path: str) -> None:
         spark.sql(
             f"ALTER TABLE {quoted_path(path)} "
             f"SET TBLPROPERTIES ('{TYPE_WIDENING_PROPERTY}' = 'true')"
+        )
+        _log.warning(
+            "Delta table %s now uses type widening (a column type was widened in place): "
+            "readers without the typeWidening table feature, such as delta-rs, can no longer "
+            'open it. Set type_widening = "rewrite" on the table to widen by rewriting instead.',
+            path,
         )

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 from pyspark.sql.types import (
     ByteType,
@@ -38,6 +39,12 @@ from pyspark.sql.types import (
     StructType,
     TimestampNTZType,
 )
+
+#: How a table takes a wider column type: ``in_place`` turns on Delta's type widening (a table
+#: feature readers must support; delta-rs does not), ``rewrite`` rewrites the table in the
+#: new types, so any Delta reader keeps opening it.
+TypeWidening = Literal["in_place", "rewrite"]
+TYPE_WIDENING_MODES: tuple[TypeWidening, ...] = get_args(TypeWidening)
 
 MAX_PRECISION = 38
 

@@ -15,6 +15,7 @@ from core.config import GoldSpec, PipelineConfig
 from core.delta_io import ensure_table, idempotent_dml
 from core.layout import Warehouse
 from core.streaming import Trigger, query_app_id
+from core.widening import TypeWidening
 from gold.aggregates import revenue_deltas, sessions
 from gold.schema_log import rebase_schema_log, schema_log_location
 
@@ -22,6 +23,9 @@ REVENUE_TABLE = "revenue_per_minute"
 SESSIONS_TABLE = "user_sessions"
 REVENUE_QUERY = f"gold_{REVENUE_TABLE}"
 SESSIONS_QUERY = f"gold_{SESSIONS_TABLE}"
+#: Gold tables are small and read by BI tools: a wider type rewrites them, so every Delta
+#: reader keeps opening them.
+GOLD_WIDENING: TypeWidening = "rewrite"
 
 
 def silver_changes(spark: SparkSession, path: str, checkpoint: str | None = None) -> DataFrame:
@@ -68,7 +72,7 @@ def _revenue_merger(path: str, spec: GoldSpec, app_id: str) -> Callable[[DataFra
     def merge(batch: DataFrame, batch_id: int) -> None:
         spark = batch.sparkSession
         deltas = revenue_deltas(batch, spec.order_time, spec.order_amount, spec.revenue_window)
-        ensure_table(spark, path, deltas.schema, change_feed=False)
+        ensure_table(spark, path, deltas.schema, change_feed=False, widening=GOLD_WIDENING)
         total_orders = F.col("t.orders") + F.col("s.orders")
         with idempotent_dml(spark, app_id, batch_id):
             (
@@ -125,7 +129,7 @@ def _session_rebuilder(
         events = spark.read.format("delta").load(clicks_path).where(touched)
         rebuilt = sessions(events, spec.click_user, spec.click_time, spec.session_gap)
         rebuilt = rebuilt.localCheckpoint()
-        ensure_table(spark, path, rebuilt.schema, change_feed=False)
+        ensure_table(spark, path, rebuilt.schema, change_feed=False, widening=GOLD_WIDENING)
         with idempotent_dml(spark, app_id, batch_id):
             replace_sessions(spark, path, rebuilt, users)
 

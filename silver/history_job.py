@@ -74,7 +74,7 @@ def apply_history(
     columns = [*known, *[c for c in batch_schema.fieldNames() if c not in known]]
     tracked = tracked_columns(spec, [c for c in columns if c not in LOG_METADATA])
 
-    ensure_table(spark, tables.log, batch_schema, change_feed=False)
+    ensure_table(spark, tables.log, batch_schema, False, spec.type_widening)
     _append_new(events, keys, tables.log, f"{app_id}:history-log", batch_id)
     has_changes = totals.events > totals.truncates
     if not keys or not (has_changes or table_exists(spark, tables.history)):
@@ -86,7 +86,7 @@ def apply_history(
         log.where(F.col("_op") == TRUNCATE_OP)
     )
     desired = history_versions(relevant, keys, tracked)
-    ensure_table(spark, tables.history, _nullable(desired.schema), change_feed=True)
+    ensure_table(spark, tables.history, _nullable(desired.schema), True, spec.type_widening)
     existing = spark.read.format("delta").load(tables.history).join(touched, keys, "left_semi")
     writes = history_changes(desired, existing, keys).localCheckpoint()
     if writes.isEmpty():

@@ -15,6 +15,7 @@ from core.delta_io import append, ensure_table, idempotent_dml
 from core.identifiers import table_name_for_topic
 from core.layout import QUARANTINE_TABLE, Warehouse
 from core.streaming import Trigger, query_app_id
+from core.widening import TypeWidening
 from silver.changes import latest_per_key, newer_than
 from silver.evolution import read_batch
 from silver.history_job import apply_history, history_tables
@@ -123,7 +124,9 @@ def apply_batch(
     floor = latest_truncation(spark, tables.truncations)
     if floor is not None:
         changes = changes.where(order_of() > order_literal(floor, _order_type(changes)))
-    applied = _apply_changes(spark, changes, kept, counts.toast_columns, tables, app_id, batch_id)
+    applied = _apply_changes(
+        spark, changes, kept, counts.toast_columns, tables, spec.type_widening, app_id, batch_id
+    )
     if tables.history is not None:
         apply_history(valid, kept, spec, tables.history, app_id, batch_id)
     return BatchReport(counts.records, counts.quarantined, counts.tombstones, applied)
@@ -135,6 +138,7 @@ def _apply_changes(
     layout: RowLayout,
     toast_columns: list[str],
     tables: EntityTables,
+    widening: TypeWidening,
     app_id: str,
     batch_id: int,
 ) -> int:
@@ -155,13 +159,12 @@ def _apply_changes(
     if not totals.applied:
         return 0
     row_schema = _schema_of(effective, (*keys, *columns, *METADATA_COLUMNS))
-    ensure_table(spark, tables.silver, row_schema, change_feed=True)
+    ensure_table(spark, tables.silver, row_schema, True, widening)
     with idempotent_dml(spark, f"{app_id}:silver", batch_id):
         merge_silver(effective, tables.silver, keys, columns, toast_columns)
     if totals.deletes:
-        ensure_table(
-            spark, tables.tombstones, _schema_of(effective, (*keys, *TOMBSTONE_METADATA)), False
-        )
+        tombstone_schema = _schema_of(effective, (*keys, *TOMBSTONE_METADATA))
+        ensure_table(spark, tables.tombstones, tombstone_schema, False, widening)
         with idempotent_dml(spark, f"{app_id}:tombstones", batch_id):
             merge_tombstones(effective, tables.tombstones, keys)
     return int(totals.applied)

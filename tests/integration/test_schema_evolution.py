@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import replace
 from decimal import Decimal
 from functools import partial
 from pathlib import Path
@@ -27,14 +28,17 @@ from pyspark.sql import SparkSession
 from bronze.table import ensure_bronze_table
 from cdc.records import Record
 from core.config import GoldSpec, PipelineConfig, TableSpec
+from core.delta_io import TYPE_WIDENING_PROPERTY
 from core.errors import SchemaChangeError
 from core.identifiers import table_name_for_topic
 from core.layout import Warehouse
 from core.streaming import Trigger, run_to_end
+from core.widening import TYPE_WIDENING_MODES, TypeWidening
 from gold.jobs import REVENUE_QUERY, REVENUE_TABLE, start_revenue
 from lakehouse.pipeline import RunningQueries, start_ready
 from silver.job import apply_batch, entity_tables, start_silver
 from silver.verify import check_table
+from tests.delta_rs import assert_delta_rs_reads_same_rows
 from tests.helpers import bronze_frame, pg_envelope
 
 pytestmark = pytest.mark.integration
@@ -113,6 +117,13 @@ def silver_rows(spark: SparkSession, path: str, *columns: str) -> list[tuple[Any
 
 def dtypes(spark: SparkSession, path: str) -> dict[str, str]:
     return dict(spark.read.format("delta").load(path).dtypes)
+
+
+def widens_in_place(spark: SparkSession, path: str) -> bool:
+    """Whether the table has Delta's type widening feature on (a reader feature)."""
+    detail = DeltaTable.forPath(spark, path).detail().select("properties").first()
+    assert detail is not None
+    return bool(detail.properties.get(TYPE_WIDENING_PROPERTY) == "true")
 
 
 def operations(spark: SparkSession, path: str) -> list[str]:
@@ -257,14 +268,20 @@ def lake(spark: SparkSession, tmp_path: Path) -> Lake:
 NEW = {"total": "2.1234", "qty": 2**40, "points": "7.25"}
 
 
-def test_widening_with_old_and_new_records_in_one_batch(lake: Lake) -> None:
+@pytest.mark.parametrize("widening", TYPE_WIDENING_MODES)
+def test_widening_with_old_and_new_records_in_one_batch(lake: Lake, widening: TypeWidening) -> None:
+    spec = replace(SPEC, type_widening=widening)
     lake.apply(
         [
             order(0, "c", 1, 10, W1, total="1.50", qty=1, points=7, created_at=BASE_US),
             order(1, "c", 2, 11, W1, total="5.50", qty=2, points=8, created_at=BASE_US),
         ],
         0,
+        spec,
     )
+    # A table no type was widened in is open to every Delta reader.
+    assert not widens_in_place(lake.spark, lake.silver)
+    assert_delta_rs_reads_same_rows(lake.spark, lake.silver)
     # New-schema records first in bronze, an older record of the old schema after them.
     lake.apply(
         [
@@ -272,6 +289,7 @@ def test_widening_with_old_and_new_records_in_one_batch(lake: Lake) -> None:
             order(3, "c", 3, 15, W1, total="3.00", qty=3, points=9, created_at=BASE_US + MINUTE),
         ],
         1,
+        spec,
     )
 
     types = dtypes(lake.spark, lake.silver)
@@ -286,9 +304,16 @@ def test_widening_with_old_and_new_records_in_one_batch(lake: Lake) -> None:
         (2, Decimal("5.5000"), 2, Decimal("8.00"), None),
         (3, Decimal("3.0000"), 3, Decimal("9.00"), None),
     ]
-    # integer -> decimal needs ALTER TABLE; the rest came with the schema-merging write.
-    assert operations(lake.spark, lake.silver)[-3:] == ["WRITE", "CHANGE COLUMN", "MERGE"]
-    assert_verified(lake.spark, lake.warehouse, SPEC)
+    if widening == "in_place":
+        # integer -> decimal needs ALTER TABLE; the rest came with the schema-merging write.
+        assert operations(lake.spark, lake.silver)[-3:] == ["WRITE", "CHANGE COLUMN", "MERGE"]
+        assert widens_in_place(lake.spark, lake.silver)
+    else:
+        # One overwrite in the wider types, and the table stays open to every Delta reader.
+        assert operations(lake.spark, lake.silver)[-2:] == ["WRITE", "MERGE"]
+        assert not widens_in_place(lake.spark, lake.silver)
+        assert_delta_rs_reads_same_rows(lake.spark, lake.silver)
+    assert_verified(lake.spark, lake.warehouse, spec)
 
     # The gold revenue job reads silver's change feed from the start, across the type changes:
     # each stops it once, and it continues from its checkpoint (``run --once`` does this).
@@ -296,8 +321,11 @@ def test_widening_with_old_and_new_records_in_one_batch(lake: Lake) -> None:
     job = partial(start_revenue, lake.spark, lake.warehouse, GoldSpec(), Trigger())
     run_to_end(job, lambda query: restarts.append(str(query.name)))
     assert restarts and set(restarts) == {REVENUE_QUERY}
-    revenue = gold_revenue(lake.spark, lake.warehouse.table("gold", REVENUE_TABLE))
-    assert revenue == expected_revenue(lake.spark, lake.silver)
+    gold = lake.warehouse.table("gold", REVENUE_TABLE)
+    assert gold_revenue(lake.spark, gold) == expected_revenue(lake.spark, lake.silver)
+    # Gold widens by rewriting, whatever silver does.
+    assert not widens_in_place(lake.spark, gold)
+    assert_delta_rs_reads_same_rows(lake.spark, gold)
 
 
 def test_incompatible_type_fails_or_quarantines_as_configured(lake: Lake) -> None:

@@ -270,6 +270,17 @@ def test_on_incompatible_type_setting(tmp_path: Path) -> None:
         load_config(path)
 
 
+def test_type_widening_setting(tmp_path: Path) -> None:
+    assert TableSpec(name="a", topic="t").type_widening == "in_place"
+    path = tmp_path / "pipeline.toml"
+    path.write_text(
+        '[[tables]]\nname = "orders"\ntopic = "t"\ntype_widening = "rewrite"\n', encoding="utf-8"
+    )
+    assert load_config(path).tables[0].type_widening == "rewrite"
+    with pytest.raises(ConfigError, match=r"Invalid type_widening 'always' .* in_place, rewrite"):
+        TableSpec(name="a", topic="t", type_widening="always")  # type: ignore[arg-type]
+
+
 # --------------------------------------------------------------------------------------------
 # The reference fold with the table's types
 # --------------------------------------------------------------------------------------------

@@ -236,7 +236,7 @@ TABLE = '[[tables]]\nname = "users"\ntopic = "app.users"\n'
             r"apply_as_deletes, apply_as_truncates, column_list, except_column_list, format, "
             r"ignore_null_updates, keys, name, on_incompatible_type, schema, sequence_by, "
             r"stored_as_scd_type, tombstone_retention_days, topic, track_history_column_list, "
-            r"track_history_except_column_list\.$",
+            r"track_history_except_column_list, type_widening\.$",
         ),
         (
             'ignore_null_updates = "yes"',
