@@ -12,6 +12,7 @@ from pyspark.sql.types import StructField, StructType
 
 from core.config import TableSpec
 from core.delta_io import append, ensure_table, idempotent_dml
+from core.frames import kept_with_totals
 from core.identifiers import table_name_for_topic
 from core.layout import QUARANTINE_TABLE, Warehouse
 from core.streaming import Trigger, query_app_id
@@ -106,15 +107,14 @@ def apply_batch(
     texts = as_text(batch)
     layout, parsed = read_batch(texts, spec, data_columns(spark, tables.silver))
     kept = kept_layout(layout, spec)
-    events = with_settings(parsed, spec, layout).localCheckpoint()
-    counts = events.select(
+    events, counts = kept_with_totals(
+        with_settings(parsed, spec, layout),
         F.count(F.lit(1)).alias("records"),
         F.count("_reason").alias("quarantined"),
         F.count_if("_tombstone").alias("tombstones"),
         F.count_if(F.col("_op") == "t").alias("truncates"),
         F.array_distinct(F.flatten(F.collect_set("_unavailable"))).alias("toast_columns"),
-    ).first()
-    assert counts is not None
+    )
     if counts.quarantined:
         _quarantine(events, spec, tables.quarantine, f"{app_id}:quarantine", batch_id)
     valid = events.where(F.col("_reason").isNull() & ~F.col("_tombstone"))
@@ -151,11 +151,11 @@ def _apply_changes(
     # stale or duplicate events from committing empty MERGE versions, and keeps them from
     # filling partial columns (a version older than the table's is no previous version).
     fresh = newer_than(changes, current_orders(spark, tables, keys), keys)
-    effective = latest_per_key(fresh, keys, toast_columns).localCheckpoint()
-    totals = effective.select(
-        F.count(F.lit(1)).alias("applied"), F.count_if(F.col("_op") == "d").alias("deletes")
-    ).first()
-    assert totals is not None
+    effective, totals = kept_with_totals(
+        latest_per_key(fresh, keys, toast_columns),
+        F.count(F.lit(1)).alias("applied"),
+        F.count_if(F.col("_op") == "d").alias("deletes"),
+    )
     if not totals.applied:
         return 0
     row_schema = _schema_of(effective, (*keys, *columns, *METADATA_COLUMNS))
