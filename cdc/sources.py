@@ -11,6 +11,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from cdc.files import SOURCE_COLUMN, read_file_stream
+from cdc.kafka_options import REDACTED, is_secret
 from core.errors import ConfigError
 
 SourceKind = Literal["files", "kafka"]
@@ -34,8 +35,17 @@ class SourceSpec:
     kind: SourceKind
     location: str
     max_files_per_trigger: int = 4
-    kafka_options: Mapping[str, str] = field(default_factory=dict)
+    kafka_options: Mapping[str, str] = field(default_factory=dict, repr=False)
     kafka_format: str | None = None
+
+    def __repr__(self) -> str:
+        """The spec with the value of every secret Kafka option redacted (specs get logged)."""
+        shown = {k: REDACTED if is_secret(k) else v for k, v in self.kafka_options.items()}
+        return (
+            f"SourceSpec(kind={self.kind!r}, location={self.location!r}, "
+            f"max_files_per_trigger={self.max_files_per_trigger!r}, kafka_options={shown!r}, "
+            f"kafka_format={self.kafka_format!r})"
+        )
 
     @staticmethod
     def parse(text: str) -> SourceSpec:

@@ -96,6 +96,12 @@ def condition_columns(condition: Condition) -> tuple[str, ...]:
     )
 
 
+#: Conditions are evaluated recursively (here, in Spark and in the reference fold): a bound on
+#: their operators keeps every evaluation far from Python's recursion limit.
+MAX_OPERATORS = 200
+_OPERATOR_TOKENS = frozenset({"AND", "OR", "NOT", "("})
+
+
 class _Parser:
     """Recursive descent over the tokens of one condition."""
 
@@ -108,6 +114,11 @@ class _Parser:
     def parse(self) -> Condition:
         if not self.tokens:
             self._fail("it is empty")
+        operators = sum(
+            1 for kind, text in self.tokens if kind != "text" and text.upper() in _OPERATOR_TOKENS
+        )
+        if operators > MAX_OPERATORS:
+            self._fail(f"it has {operators} operators and parentheses; at most {MAX_OPERATORS}")
         condition = self._condition()
         if self.position < len(self.tokens):
             self._fail(f"unexpected {self.tokens[self.position][1]!r}")
@@ -193,6 +204,7 @@ class _Parser:
         return False
 
     def _fail(self, problem: str) -> NoReturn:
+        shown = self.text if len(self.text) <= 200 else self.text[:200] + "..."
         raise ConfigError(
-            f"Unsupported condition {self.text!r} for {self.where}: {problem}; {SUPPORTED}."
+            f"Unsupported condition {shown!r} for {self.where}: {problem}; {SUPPORTED}."
         )

@@ -33,9 +33,10 @@ _DURATION_UNITS = ("second", "minute", "hour", "day")
 
 def _require_duration(text: str) -> None:
     amount, _, unit = text.partition(" ")
-    if not amount.isdigit() or unit.rstrip("s") not in _DURATION_UNITS:
+    if not amount.isdigit() or int(amount) == 0 or unit.rstrip("s") not in _DURATION_UNITS:
         raise ConfigError(
-            f"Invalid duration {text!r}: write '<number> <unit>' with unit one of "
+            f"Invalid duration {text!r}: write '<number> <unit>' with a whole number above 0 "
+            "and unit one of "
             f"{', '.join(_DURATION_UNITS)} (e.g. '10 minutes')."
         )
 
@@ -252,6 +253,13 @@ class PipelineConfig:
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
             raise ConfigError(f"Table names must be unique; repeated: {', '.join(duplicates)}.")
+        topics = [table.topic for table in self.tables]
+        shared = sorted({topic for topic in topics if topics.count(topic) > 1})
+        if shared:
+            raise ConfigError(
+                f"Each topic can have one [[tables]] entry; repeated: {', '.join(shared)}. "
+                "Merge the entries of a topic into one."
+            )
         for table in self.tables:
             _reject_history_name(self, table.name)
 
@@ -307,11 +315,27 @@ def load_config(path: str | Path | None) -> PipelineConfig:
         document = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError as error:
         raise ConfigError(f"Config file {path} not found.") from error
+    except UnicodeDecodeError as error:
+        raise ConfigError(
+            f"Config file {path} is not UTF-8 text (byte {error.start}): save it as UTF-8."
+        ) from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"Config file {path} is not valid TOML: {error}.") from error
+    except RecursionError:
+        raise ConfigError(f"Config file {path} nests arrays or tables too deeply.") from None
     _reject_unknown(document, {"tables", "gold", "maintenance"}, "the config file")
-    tables = tuple(_table_from(entry) for entry in document.get("tables", []))
+    entries = document.get("tables", [])
+    if not isinstance(entries, list) or not all(isinstance(e, Mapping) for e in entries):
+        raise ConfigError(
+            "'tables' must be a list of tables: write each as a [[tables]] entry with its "
+            "name, topic and settings."
+        )
+    tables = tuple(_table_from(entry) for entry in entries)
     gold_settings = document.get("gold", {})
+    if not isinstance(gold_settings, Mapping):
+        raise ConfigError(
+            "'gold' must be a table: write [gold] on its own line, then its settings."
+        )
     _reject_unknown(gold_settings, {f.name for f in fields(GoldSpec)}, "[gold]")
     for setting, value in gold_settings.items():
         _require_type(setting, value, str, "[gold]")

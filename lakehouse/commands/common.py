@@ -77,6 +77,7 @@ EXISTING_WAREHOUSE = click.option(
 
 def kafka_options(pairs: tuple[str, ...], settings_file: Path | None) -> dict[str, str]:
     """Source options from ``--kafka-settings`` and ``--kafka-option`` (the latter win)."""
+    from cdc.kafka_options import is_secret
     from cdc.sources import read_kafka_settings
 
     options = read_kafka_settings(settings_file) if settings_file else {}
@@ -84,6 +85,12 @@ def kafka_options(pairs: tuple[str, ...], settings_file: Path | None) -> dict[st
         key, sep, value = pair.partition("=")
         if not sep or not key:
             raise LakehouseError(f"--kafka-option {key or pair!r}: write it as KEY=VALUE.")
+        if is_secret(key):
+            raise LakehouseError(
+                f"--kafka-option {key}: a secret on the command line lands in shell history and "
+                "the process list. Put it in a file given with --kafka-settings FILE "
+                "(key=value lines, without the kafka. prefix) instead."
+            )
         options[key] = value
     return options
 

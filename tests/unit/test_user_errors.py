@@ -1,0 +1,89 @@
+"""Bad input a user gives is refused with one line that names the problem and the fix, never a
+Python traceback (robustness issue: config files, conditions, durations, secrets)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cdc.sources import SourceSpec
+from core.conditions import MAX_OPERATORS, parse_condition
+from core.config import GoldSpec, load_config
+from core.errors import ConfigError
+from tests.cli import run_cli
+
+
+def config_file(tmp_path: Path, content: bytes) -> Path:
+    path = tmp_path / "pipeline.toml"
+    path.write_bytes(content)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b'[[tables]]\nname = "caf\xe9"\ntopic = "t"\n', r"is not UTF-8 text \(byte 22\)"),
+        (b"tables = 5\n", r"^'tables' must be a list of tables: write each as a \[\[tables\]\]"),
+        (b"tables = [5]\n", r"^'tables' must be a list of tables"),
+        (b"gold = 5\n", r"^'gold' must be a table: write \[gold\]"),
+        (b"maintenance = 5\n", r"^'maintenance' must be a table"),
+        (b"x = " + b"[" * 5000 + b"]" * 5000 + b"\n", r"(too deeply|not valid TOML)"),
+        (
+            b'[[tables]]\nname = "a"\ntopic = "t"\n[[tables]]\nname = "b"\ntopic = "t"\n',
+            r"^Each topic can have one \[\[tables\]\] entry; repeated: t\. Merge",
+        ),
+    ],
+    ids=["not-utf8", "tables-int", "tables-item", "gold-int", "maintenance-int", "deep", "topic"],
+)
+def test_config_file_errors_are_one_line(tmp_path: Path, content: bytes, message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as raised:
+        load_config(config_file(tmp_path, content))
+    assert "\n" not in str(raised.value)
+
+
+def test_deeply_nested_condition_is_refused() -> None:
+    deep = "(" * 5000 + "a = 1" + ")" * 5000
+    with pytest.raises(
+        ConfigError, match=f"5000 operators and parentheses; at most {MAX_OPERATORS}"
+    ):
+        parse_condition(deep, "apply_as_deletes of table 'x'")
+    long_chain = " AND ".join(["a = 1"] * 3000)
+    with pytest.raises(ConfigError, match="2999 operators") as raised:
+        parse_condition(long_chain, "apply_as_deletes of table 'x'")
+    assert len(str(raised.value)) < 600  # the condition is shown cut, not whole
+    # Parentheses inside a text literal are not operators.
+    parse_condition(" OR ".join(["a = '(((('"] * MAX_OPERATORS), "apply_as_deletes of table 'x'")
+
+
+@pytest.mark.parametrize("setting", ["revenue_window", "session_gap"])
+def test_zero_length_window_is_refused_at_load(setting: str) -> None:
+    with pytest.raises(ConfigError, match=r"Invalid duration '0 minutes': .* above 0"):
+        GoldSpec(**{setting: "0 minutes"})
+
+
+def test_source_spec_repr_hides_secrets() -> None:
+    spec = SourceSpec(
+        "kafka",
+        "broker:9092",
+        kafka_options={"kafka.sasl.password": "hunter2", "kafka.sasl.username": "ann"},
+    )
+    shown = repr(spec)
+    assert "hunter2" not in shown
+    assert "'kafka.sasl.username': 'ann'" in shown and "redacted" in shown
+
+
+def test_secret_on_the_command_line_is_refused(tmp_path: Path) -> None:
+    result = run_cli(
+        "run",
+        "--source",
+        "kafka:127.0.0.1:9",
+        "--warehouse",
+        tmp_path,
+        "--kafka-option",
+        "kafka.sasl.password=hunter2",
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "hunter2" not in result.stdout + result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "--kafka-settings FILE" in errors[0], result.stderr
