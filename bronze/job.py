@@ -9,7 +9,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
 from bronze.table import ensure_bronze_table, with_ingestion_metadata
-from core.identifiers import table_name_for_topic
+from core.identifiers import bronze_tables_for_topics
 from core.layout import Warehouse
 from core.streaming import Trigger, idempotent_write_options, query_app_id
 
@@ -30,13 +30,18 @@ def start_bronze(source: DataFrame, warehouse: Warehouse, trigger: Trigger) -> S
 def append_batch_by_topic(warehouse: Warehouse, app_id: str) -> Callable[[DataFrame, int], None]:
     """A foreachBatch function appending each topic's rows to its bronze table exactly once."""
 
+    checked: set[str] = set()  # topics whose table was created or checked by this query
+
     def append(batch: DataFrame, batch_id: int) -> None:
         rows = with_ingestion_metadata(batch, batch_id).persist()
         try:
             topics = [r.topic for r in rows.select("topic").distinct().collect()]
+            tables = bronze_tables_for_topics(topics)
             for topic in sorted(topics):
-                path = warehouse.table("bronze", table_name_for_topic(topic))
-                ensure_bronze_table(rows.sparkSession, path, topic)
+                path = warehouse.table("bronze", tables[topic])
+                if topic not in checked:
+                    ensure_bronze_table(rows.sparkSession, path, topic)
+                    checked.add(topic)
                 (
                     rows.where(F.col("topic") == topic)
                     .write.format("delta")

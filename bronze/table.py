@@ -8,6 +8,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType, TimestampType
 
 from cdc.files import SOURCED_KAFKA_SCHEMA
+from core.errors import ConfigError
+from core.identifiers import table_name_for_topic, topic_collision_message
 
 BRONZE_SCHEMA = StructType(
     [
@@ -23,8 +25,15 @@ TOPIC_PROPERTY = "lakehouse.topic"
 
 
 def ensure_bronze_table(spark: SparkSession, path: str, topic: str) -> None:
-    """Create the append-only bronze table for ``topic`` at ``path`` unless it exists."""
+    """Create the append-only bronze table for ``topic`` at ``path`` unless it exists.
+
+    Raises:
+        ConfigError: the table exists and holds another topic (their names map to one table).
+    """
     if DeltaTable.isDeltaTable(spark, path):
+        held = bronze_topic(spark, path)
+        if held and held != topic:
+            raise ConfigError(topic_collision_message(held, topic, table_name_for_topic(topic)))
         return
     (
         DeltaTable.createIfNotExists(spark)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from core.errors import ConfigError
 
@@ -40,3 +41,29 @@ def table_name_for_topic(topic: str) -> str:
 def entity_name_for_topic(topic: str) -> str:
     """Default silver entity for a topic: its last dot-separated part (``orders``)."""
     return table_name_for_topic(topic.rsplit(".", 1)[-1])
+
+
+def bronze_tables_for_topics(topics: Iterable[str]) -> dict[str, str]:
+    """The bronze table name of each topic.
+
+    Raises:
+        ConfigError: two topics map to one table name (``shop.public.orders`` and
+            ``shop.public_orders``); their records would mix, so nothing is written.
+    """
+    tables: dict[str, str] = {}
+    for topic in sorted(set(topics)):
+        name = table_name_for_topic(topic)
+        other = next((t for t, n in tables.items() if n == name), None)
+        if other is not None:
+            raise ConfigError(topic_collision_message(other, topic, name))
+        tables[topic] = name
+    return tables
+
+
+def topic_collision_message(first: str, second: str, table: str) -> str:
+    return (
+        f"Topics {first!r} and {second!r} both map to bronze table {table!r}; each topic needs "
+        "its own table, so nothing of this batch was written. Read only one of them (Kafka "
+        "option subscribe or subscribePattern), or move the other to a topic with a different "
+        "name."
+    )

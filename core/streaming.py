@@ -126,8 +126,19 @@ def failure(query: StreamingQuery, error: BaseException) -> LakehouseError:
     """The LakehouseError for a failed query: the one raised in this project's Python code that
     Spark ran (a ``foreachBatch`` function, the Kafka source), else PipelineError with the
     first line of Spark's error."""
-    raised = raised_error(str(error))
+    text = str(error)
+    raised = raised_error(text)
     if raised is not None:
         return raised
-    first_line = str(error).strip().splitlines()[0]
-    return PipelineError(f"Streaming query {query.name or query.id} failed: {first_line}")
+    return PipelineError(f"Streaming query {query.name or query.id} failed: {failure_cause(text)}")
+
+
+def failure_cause(text: str) -> str:
+    """The line of a Spark error that names its cause: the Python error a batch function
+    raised (the last line of the traceback Spark quotes), else the error's first line."""
+    python_errors = _PYTHON_ERROR.findall(text)
+    return python_errors[-1] if python_errors else text.strip().splitlines()[0]
+
+
+#: The last line of a Python traceback quoted in a Spark error: ``module.SomeError: message``.
+_PYTHON_ERROR = re.compile(r"^(?:\w+\.)*\w*(?:Error|Exception): .+$", re.MULTILINE)

@@ -11,6 +11,7 @@ from cdc.sources import SourceSpec
 from core.conditions import MAX_OPERATORS, parse_condition
 from core.config import GoldSpec, load_config
 from core.errors import ConfigError
+from core.streaming import failure_cause
 from tests.cli import run_cli
 
 
@@ -87,3 +88,20 @@ def test_secret_on_the_command_line_is_refused(tmp_path: Path) -> None:
     assert "hunter2" not in result.stdout + result.stderr
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "--kafka-settings FILE" in errors[0], result.stderr
+
+
+def test_a_failed_batch_function_names_its_python_error() -> None:
+    spark_error = (
+        "[STREAM_FAILED] Query [id = 1] terminated with exception: "
+        "[FOREACH_BATCH_USER_FUNCTION_ERROR] An error occurred in the user provided function in "
+        "foreach batch sink. Reason: An exception was raised by the Python Proxy. Return "
+        "Message: Traceback (most recent call last):\n"
+        '  File "gold/jobs.py", line 70, in merge\n'
+        "pyspark.errors.exceptions.captured.AnalysisException: [UNRESOLVED_COLUMN] A column "
+        "named `created_at` cannot be resolved.\n\n\tat py4j.Protocol.getReturnValue(...)\n"
+    )
+    assert failure_cause(spark_error) == (
+        "pyspark.errors.exceptions.captured.AnalysisException: [UNRESOLVED_COLUMN] A column "
+        "named `created_at` cannot be resolved."
+    )
+    assert failure_cause("[DELTA_X] Something broke.\nmore") == "[DELTA_X] Something broke."
