@@ -17,7 +17,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from delta.tables import DeltaTable
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
@@ -245,11 +245,12 @@ def ensure_table(
 def _rewrite_wider(current: DataFrame, path: str, changes: TableChanges) -> None:
     """Overwrite the table with its rows in the wider types and the added columns."""
     wider = {f.name: f.dataType for f in (*changes.widened, *changes.altered)}
-    columns = [F.col(_quoted(name)) for name in current.columns]
-    columns = [
-        column.cast(wider[name]).alias(name) if name in wider else column
-        for name, column in zip(current.columns, columns, strict=True)
-    ]
+
+    def column(name: str) -> Column:
+        kept = F.col("`" + name.replace("`", "``") + "`")
+        return kept.cast(wider[name]).alias(name) if name in wider else kept
+
+    columns = [column(name) for name in current.columns]
     columns += [F.lit(None).cast(f.dataType).alias(f.name) for f in changes.added]
     (
         current.select(*columns)
@@ -258,10 +259,6 @@ def _rewrite_wider(current: DataFrame, path: str, changes: TableChanges) -> None
         .option("overwriteSchema", "true")
         .save(path)
     )
-
-
-def _quoted(column: str) -> str:
-    return "`" + column.replace("`", "``") + "`"
 
 
 def _enable_type_widening(spark: SparkSession, path: str) -> None:
