@@ -87,6 +87,12 @@ def run(
         kafka_options=kafka_options(kafka_option, kafka_settings),
         kafka_format=SPARK_KAFKA_FORMAT if kafka_format == "spark" else None,
     )
+    if spec.kind == "files" and not Path(spec.location).is_dir():
+        raise LakehouseError(
+            f"Source directory {spec.location} does not exist or is not a directory: point "
+            "--source files:DIR at the directory of JSON-lines files (lakehouse generate "
+            "writes one)."
+        )
     trigger = Trigger.parse(processing_time)
     config = load_config(config_path)
     with spark_session(spark_mode, master) as spark:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from core.errors import LakehouseError
 from lakehouse.commands.common import (
     KAFKA_OPTION,
     KAFKA_SETTINGS,
@@ -39,9 +40,15 @@ def generate(out_dir: Path, events: int, seed: int, malformed_rate: float) -> No
     from cdc.generator import WorkloadConfig
     from lakehouse.demo import write_workload
 
-    files, count = write_workload(
-        out_dir, WorkloadConfig(events=events, seed=seed, malformed_rate=malformed_rate)
-    )
+    try:
+        files, count = write_workload(
+            out_dir, WorkloadConfig(events=events, seed=seed, malformed_rate=malformed_rate)
+        )
+    except OSError as error:
+        raise LakehouseError(
+            f"Cannot write the workload to {out_dir}: {error.strerror}. Choose a directory "
+            "you can write to with --out."
+        ) from None
     console.print(f"wrote {count} records in {files} files to {out_dir}")
 
 

@@ -105,3 +105,20 @@ def test_a_failed_batch_function_names_its_python_error() -> None:
         "named `created_at` cannot be resolved."
     )
     assert failure_cause("[DELTA_X] Something broke.\nmore") == "[DELTA_X] Something broke."
+
+
+def test_missing_source_directory_is_refused_before_spark_starts(tmp_path: Path) -> None:
+    result = run_cli("run", "--source", f"files:{tmp_path / 'nope'}", "--warehouse", tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "does not exist or is not a directory" in errors[0], errors
+
+
+def test_generate_into_an_unwritable_place_is_one_line(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("", encoding="utf-8")
+    result = run_cli("generate", "--out", blocker / "sub", "--events", "10")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "Cannot write the workload to" in errors[0], errors
