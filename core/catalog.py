@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlparse
+
 from pyspark.sql import DataFrame, SparkSession
 
+from core.errors import ConfigError
 from core.identifiers import quote_identifier
 from core.layout import LAYERS, Warehouse
 
+#: Session setting prefix recording the catalog entries this project registered (and where).
+REGISTERED_PREFIX = "lakehouse.catalog.registered."
+
 
 def register_tables(spark: SparkSession, warehouse: Warehouse) -> list[str]:
-    """Create (or re-point) external catalog entries for every table; return their names."""
+    """Create (or re-point) external catalog entries for every table; return their names.
+
+    An entry this session registered is re-pointed; one that already points at the table is
+    kept. Any other entry of the same name is someone else's table and is never dropped.
+
+    Raises:
+        ConfigError: a catalog entry of the same name holds another table.
+    """
     registered = []
     for layer in LAYERS:
         names = warehouse.table_names(layer)
@@ -18,12 +31,37 @@ def register_tables(spark: SparkSession, warehouse: Warehouse) -> list[str]:
         spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(layer, 'layer')}")
         for name in names:
             qualified = f"{layer}.{name}"
+            path = warehouse.table(layer, name)
+            quoted = f"{quote_identifier(layer)}.{quote_identifier(name)}"
             if spark.catalog.tableExists(qualified):
-                spark.catalog.dropTempView(qualified)
-                spark.sql(f"DROP TABLE {quote_identifier(layer)}.{quote_identifier(name)}")
-            spark.catalog.createTable(qualified, path=warehouse.table(layer, name), source="delta")
+                location = _location(spark, quoted)
+                if _same_place(location, path):
+                    registered.append(qualified)
+                    continue
+                if spark.conf.get(REGISTERED_PREFIX + qualified, None) is None:
+                    raise ConfigError(
+                        f"The catalog already has a table {qualified} (at {location}) that this "
+                        f"project did not register, so it is left alone. Drop or rename it, or "
+                        "run SQL in a session with its own catalog."
+                    )
+                spark.sql(f"DROP TABLE {quoted}")
+            spark.catalog.createTable(qualified, path=path, source="delta")
+            spark.conf.set(REGISTERED_PREFIX + qualified, path)
             registered.append(qualified)
     return registered
+
+
+def _location(spark: SparkSession, quoted: str) -> str:
+    rows = spark.sql(f"DESCRIBE TABLE EXTENDED {quoted}").collect()
+    return next((str(r.data_type) for r in rows if r.col_name == "Location"), "")
+
+
+def _same_place(location: str, path: str) -> bool:
+    def plain(uri: str) -> str:
+        parsed = urlparse(uri)
+        return (parsed.path if parsed.scheme in ("", "file") else uri).rstrip("/")
+
+    return bool(location) and plain(location) == plain(path)
 
 
 def run_sql(spark: SparkSession, warehouse: Warehouse, statement: str) -> DataFrame:

@@ -1,0 +1,52 @@
+"""SQL names for warehouse tables: the project re-points the catalog entries it registered and
+never drops a table somebody else created under the same name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from core.catalog import REGISTERED_PREFIX, run_sql
+from core.errors import ConfigError
+from core.layout import Warehouse
+
+pytestmark = pytest.mark.integration
+
+NAME = "silver.catalog_probe"
+
+
+def warehouse_with_probe(spark: SparkSession, root: Path, value: int) -> Warehouse:
+    warehouse = Warehouse(str(root))
+    spark.createDataFrame([(value,)], "v int").write.format("delta").save(
+        warehouse.table("silver", "catalog_probe")
+    )
+    return warehouse
+
+
+def test_foreign_table_is_kept_and_own_entries_are_repointed(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    foreign = tmp_path / "foreign"
+    spark.createDataFrame([(0,)], "v int").write.format("delta").save(str(foreign))
+    spark.sql("CREATE DATABASE IF NOT EXISTS silver")
+    spark.catalog.createTable(NAME, path=str(foreign), source="delta")
+    first = warehouse_with_probe(spark, tmp_path / "one", 1)
+    second = warehouse_with_probe(spark, tmp_path / "two", 2)
+    try:
+        with pytest.raises(ConfigError, match=f"already has a table {NAME} .* did not register"):
+            run_sql(spark, first, f"SELECT v FROM {NAME}")
+        assert [r.v for r in spark.table(NAME).collect()] == [0]  # still the foreign table
+
+        spark.sql(f"DROP TABLE {NAME}")
+        assert [r.v for r in run_sql(spark, first, f"SELECT v FROM {NAME}").collect()] == [1]
+        # An entry that already points at the table is kept, even from another session (a
+        # persistent metastore: this session has no record of registering it).
+        spark.conf.unset(REGISTERED_PREFIX + NAME)
+        assert [r.v for r in run_sql(spark, first, f"SELECT v FROM {NAME}").collect()] == [1]
+        spark.conf.set(REGISTERED_PREFIX + NAME, first.table("silver", "catalog_probe"))
+        # An entry this session registered follows the warehouse asked for.
+        assert [r.v for r in run_sql(spark, second, f"SELECT v FROM {NAME}").collect()] == [2]
+    finally:
+        spark.sql(f"DROP TABLE IF EXISTS {NAME}")
