@@ -12,7 +12,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from core.errors import ConfigError
 
@@ -69,6 +69,11 @@ _PUBLIC_PEM = ("ssl.certificate.pem", "ssl.ca.pem")
 REDACTED = "*****(redacted)"
 
 
+def redacted(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """``settings`` with the value of every secret setting replaced by :data:`REDACTED`."""
+    return {k: REDACTED if is_secret(k) else v for k, v in settings.items()}
+
+
 def is_secret(setting: str) -> bool:
     """True if a librdkafka setting or option name holds a secret (its value is never shown)."""
     name = setting.lower()
@@ -98,9 +103,9 @@ class KafkaSourceOptions:
     min_partitions: int | None = None
 
     def __repr__(self) -> str:
-        shown = {k: REDACTED if is_secret(k) else v for k, v in self.client_config.items()}
         return (
-            f"KafkaSourceOptions(client_config={shown}, subscribe={self.subscribe}, "
+            f"KafkaSourceOptions(client_config={redacted(self.client_config)}, "
+            f"subscribe={self.subscribe}, "
             f"subscribe_pattern={self.subscribe_pattern!r}, "
             f"starting_offsets={self.starting_offsets!r}, "
             f"max_offsets_per_trigger={self.max_offsets_per_trigger}, "

@@ -11,7 +11,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from cdc.files import SOURCE_COLUMN, read_file_stream
-from cdc.kafka_options import REDACTED, is_secret
+from cdc.kafka_options import redacted
 from core.errors import ConfigError
 
 SourceKind = Literal["files", "kafka"]
@@ -40,10 +40,10 @@ class SourceSpec:
 
     def __repr__(self) -> str:
         """The spec with the value of every secret Kafka option redacted (specs get logged)."""
-        shown = {k: REDACTED if is_secret(k) else v for k, v in self.kafka_options.items()}
         return (
             f"SourceSpec(kind={self.kind!r}, location={self.location!r}, "
-            f"max_files_per_trigger={self.max_files_per_trigger!r}, kafka_options={shown!r}, "
+            f"max_files_per_trigger={self.max_files_per_trigger!r}, "
+            f"kafka_options={redacted(self.kafka_options)!r}, "
             f"kafka_format={self.kafka_format!r})"
         )
 
