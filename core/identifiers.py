@@ -50,14 +50,13 @@ def bronze_tables_for_topics(topics: Iterable[str]) -> dict[str, str]:
         ConfigError: two topics map to one table name (``shop.public.orders`` and
             ``shop.public_orders``); their records would mix, so nothing is written.
     """
-    tables: dict[str, str] = {}
+    topic_of: dict[str, str] = {}  # table name -> the topic that has it
     for topic in sorted(set(topics)):
         name = table_name_for_topic(topic)
-        other = next((t for t, n in tables.items() if n == name), None)
-        if other is not None:
-            raise ConfigError(topic_collision_message(other, topic, name))
-        tables[topic] = name
-    return tables
+        if name in topic_of:
+            raise ConfigError(topic_collision_message(topic_of[name], topic, name))
+        topic_of[name] = topic
+    return {topic: name for name, topic in topic_of.items()}
 
 
 def topic_collision_message(first: str, second: str, table: str) -> str:
