@@ -2,12 +2,14 @@
 
 The workload arrives in :data:`ARRIVALS` parts; after each, ``run_once`` processes what is new,
 so silver and gold are the result of several micro-batches (MERGE updates, change-feed
-retractions, many small files), as in production. It is built once per test session (per
-xdist worker) under the session's base temporary directory; tests work on copies.
+retractions, many small files), as in production. It is built once per test run (under
+xdist, by the first worker that asks, while the others wait for it) and tests work on copies.
 """
 
 from __future__ import annotations
 
+import fcntl
+import os
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -32,11 +34,23 @@ QUARANTINE_RUN_COLUMNS = ("_quarantined_at", "_batch_id")
 
 
 def incremental_warehouse(spark: SparkSession, factory: pytest.TempPathFactory) -> Path:
-    """The root of the shared warehouse (build it if this session has not yet). Read only."""
-    base = factory.getbasetemp() / "ops-incremental"
+    """The root of the shared warehouse (build it if this run has not yet). Read only."""
+    base = _run_temp(factory) / "ops-incremental"
     root = base / "warehouse"
-    if (base / "_COMPLETE").exists():
-        return root
+    with (base.parent / "ops-incremental.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not (base / "_COMPLETE").exists():
+            _build(spark, base)
+    return root
+
+
+def _run_temp(factory: pytest.TempPathFactory) -> Path:
+    """A temporary directory of this test run, shared by its xdist workers."""
+    base = factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def _build(spark: SparkSession, base: Path) -> None:
     shutil.rmtree(base, ignore_errors=True)
     parts = base / "parts"
     records = generate(WorkloadConfig(events=EVENTS, seed=SEED, malformed_rate=0.01))
@@ -45,9 +59,13 @@ def incremental_warehouse(spark: SparkSession, factory: pytest.TempPathFactory) 
     source.mkdir()
     for part in files:
         part.rename(source / part.name)
-        run_once(spark, SourceSpec("files", str(source)), Warehouse.from_path(root), SHOP_CONFIG)
+        run_once(
+            spark,
+            SourceSpec("files", str(source)),
+            Warehouse.from_path(base / "warehouse"),
+            SHOP_CONFIG,
+        )
     (base / "_COMPLETE").touch()
-    return root
 
 
 def copy_warehouse(root: Path, target: Path) -> Warehouse:

@@ -50,7 +50,7 @@ MODEL = FoldSpec()
 TOPIC = SPEC.topic
 
 EXAMPLES = example_count(200)
-PLAIN_GROUPS = 2  # Spark runs for the scenarios without a truncate
+PLAIN_GROUPS = 1  # Spark runs for the scenarios without a truncate
 TRUNCATE_GROUPS = 2  # Spark runs for the scenarios with one
 BATCHES = 4
 TRUNCATE_ONE_IN = 8  # about 20% of the scenarios have a truncate
