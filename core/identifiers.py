@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable
 
 from core.errors import ConfigError
 
-_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+MAX_IDENTIFIER = 128
+_PLAIN_NAME = re.compile(rf"[A-Za-z_][A-Za-z0-9_]{{0,{MAX_IDENTIFIER - 1}}}")
 _NON_NAME_CHARS = re.compile(r"[^A-Za-z0-9_]+")
 
 
@@ -20,7 +22,7 @@ def require_identifier(name: str, what: str = "name") -> str:
     if not isinstance(name, str) or not _PLAIN_NAME.fullmatch(name):
         raise ConfigError(
             f"Invalid {what} {name!r}: use letters, digits and underscores only, "
-            "starting with a letter or underscore (at most 128 characters)."
+            f"starting with a letter or underscore (at most {MAX_IDENTIFIER} characters)."
         )
     return name
 
@@ -31,10 +33,17 @@ def quote_identifier(name: str, what: str = "name") -> str:
 
 
 def table_name_for_topic(topic: str) -> str:
-    """Map a topic (``shop.public.orders``) to a bronze table name (``shop_public_orders``)."""
+    """Map a topic (``shop.public.orders``) to a bronze table name (``shop_public_orders``).
+
+    A name longer than an identifier may be (Kafka allows 249 characters) keeps its start and
+    ends with a digest of the whole topic, so that long topics still get tables of their own.
+    """
     name = _NON_NAME_CHARS.sub("_", topic).strip("_").lower()
     if not name or name[0].isdigit():
         name = f"t_{name}"
+    if len(name) > MAX_IDENTIFIER:
+        digest = hashlib.sha256(topic.encode("utf-8")).hexdigest()[:16]
+        name = f"{name[: MAX_IDENTIFIER - len(digest) - 1]}_{digest}"
     return require_identifier(name, "table name derived from topic")
 
 

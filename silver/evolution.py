@@ -8,7 +8,8 @@ batch, each in the narrowest type that holds the table's values and the batch's
 (:func:`core.widening.widened`). A version whose type for a column no such type holds is a
 conflict: with ``on_incompatible_type = "fail"`` the batch fails with
 :class:`~core.errors.SchemaChangeError`; with ``"quarantine"`` its records that carry a
-value in that column are quarantined, and the rest of the batch is applied.
+value in that column are quarantined, and the rest of the batch is applied. A conflict in a key
+column is always quarantined: such a record cannot be a row of the table.
 """
 
 from __future__ import annotations
@@ -143,7 +144,7 @@ def read_batch(
     <type>, record <type>``.
 
     Raises:
-        SchemaChangeError: a conflict under ``on_incompatible_type = "fail"``.
+        SchemaChangeError: a conflict in a value column under ``on_incompatible_type = "fail"``.
     """
     versions = discover_versions(texts, spec)
     frames = [parse_changes(_rows_of(texts, v), spec, v.layout) for v in versions]
@@ -160,9 +161,12 @@ def read_batch(
     }
     plan = plan_schema(table, typed, dropped)
     if spec.on_incompatible_type == "fail":
+        # A key of another type cannot be a row of the table at all: its records are always
+        # quarantined, so one bad producer cannot stop the entity.
+        key_names = {k.name for k in keys}
         for version, conflicts in zip(versions, plan.conflicts, strict=True):
-            if conflicts:
-                raise SchemaChangeError(incompatible_message(spec, conflicts[0], version.first))
+            if values := [c for c in conflicts if c.column not in key_names]:
+                raise SchemaChangeError(incompatible_message(spec, values[0], version.first))
     # A key column no record has (so every record misses its key) still needs a column.
     planned = plan.target.fieldNames()
     untyped = [StructField(k.name, StringType(), True) for k in keys if k.name not in planned]

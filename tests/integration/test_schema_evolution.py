@@ -389,3 +389,24 @@ def test_incompatible_type_fails_or_quarantines_as_configured(lake: Lake) -> Non
     ]
     assert dtypes(lake.spark, lake.silver)["total"] == "decimal(10,2)"
     assert_verified(lake.spark, lake.warehouse, QUARANTINING)
+
+
+def test_a_key_of_another_type_is_quarantined_even_under_fail(lake: Lake) -> None:
+    """One producer's key of the wrong type must not stop the entity (issue: poison pills)."""
+    lake.apply([order(0, "c", 1, 10, V1, total="1.50", qty=1)], 0)
+    text_key = order(1, "c", 2, 11, [field("id", "string"), *V1[1:]], total="2.50", qty=2)
+    text_key.key["schema"]["fields"] = [field("id", "string")]
+    text_key.key["payload"]["id"] = "two"
+    text_key.value["payload"]["after"]["id"] = "two"
+    batch = [text_key, order(2, "c", 3, 12, V1, total="3.50", qty=3)]
+
+    assert lake.apply(batch, 1) == 1  # SPEC: on_incompatible_type = "fail"
+    quarantine = lake.spark.read.format("delta").load(lake.tables.quarantine)
+    assert [tuple(r) for r in quarantine.select("offset", "reason").collect()] == [
+        (1, "incompatible type for column id: table bigint, record string")
+    ]
+    assert silver_rows(lake.spark, lake.silver, "id", "total") == [
+        (1, Decimal("1.50")),
+        (3, Decimal("3.50")),
+    ]
+    assert_verified(lake.spark, lake.warehouse, SPEC)
