@@ -701,15 +701,15 @@ def test_events_key_missing_from_ddl_schema_is_a_config_error(spark: SparkSessio
 # --------------------------------------------------------------------------------------------
 
 
-def unreadable(line: str, source: str = "f.jsonl") -> tuple[Any, ...]:
-    return (None, line.encode("utf-8"), UNREADABLE_TOPIC, None, None, None, None, None, source)
+def unreadable(line: bytes, source: str = "f.jsonl") -> tuple[Any, ...]:
+    return (None, line, UNREADABLE_TOPIC, None, None, None, None, None, source)
 
 
 def test_parse_line_valid_record() -> None:
     line = Record(
         "shop.orders", 2, 41, 1_700_000_000_123, {"id": 1}, {"op": "c", "n": "é"}
     ).to_line()
-    assert parse_line(line, "f.jsonl") == (
+    assert parse_line(line.encode(), "f.jsonl") == (
         b'{"id":1}',
         '{"op":"c","n":"é"}'.encode(),
         "shop.orders",
@@ -723,52 +723,79 @@ def test_parse_line_valid_record() -> None:
 
 
 def test_parse_line_null_key_and_value() -> None:
-    line = '{"topic":"t","partition":0,"offset":1,"timestamp":5,"key":null,"value":null}'
+    line = b'{"topic":"t","partition":0,"offset":1,"timestamp":5,"key":null,"value":null}\r'
     assert parse_line(line, "s") == (None, None, "t", 0, 1, 5_000, CREATE_TIME, None, "s")
 
 
 def test_parse_line_headers() -> None:
     line = Record("t", 0, 0, 0, None, {"a": 1}, headers={"trace": "abc", "n": "5"}).to_line()
-    parsed = parse_line(line, "s")
+    parsed = parse_line(line.encode(), "s")
     assert parsed[7] == [{"key": "trace", "value": b"abc"}, {"key": "n", "value": b"5"}]
 
 
 def test_parse_line_string_value_is_raw_bytes() -> None:
     line = Record("t", 0, 0, 0, "plain-key", "not json {").to_line()
-    parsed = parse_line(line, "s")
+    parsed = parse_line(line.encode(), "s")
     assert (parsed[0], parsed[1]) == (b"plain-key", b"not json {")
 
 
 @pytest.mark.parametrize(
     "line",
     [
-        "not json at all",
-        "",
-        "[1, 2]",
-        "null",
-        '"a string"',
-        '{"topic":"t","partition":0,"offset":1}',
-        '{"topic":"","partition":0,"offset":1,"timestamp":5}',
-        '{"topic":7,"partition":0,"offset":1,"timestamp":5}',
-        '{"topic":"t","partition":"0","offset":1,"timestamp":5}',
-        '{"topic":"t","partition":0,"offset":1.5,"timestamp":5}',
-        '{"topic":"t","partition":0,"offset":1,"timestamp":5,"headers":["h"]}',
+        b"not json at all",
+        b"",
+        b"[1, 2]",
+        b"null",
+        b'"a string"',
+        b'{"topic":"t","partition":0,"offset":1}',
+        b'{"topic":"","partition":0,"offset":1,"timestamp":5}',
+        b'{"topic":7,"partition":0,"offset":1,"timestamp":5}',
+        b'{"topic":"t","partition":"0","offset":1,"timestamp":5}',
+        b'{"topic":"t","partition":0,"offset":1.5,"timestamp":5}',
+        b'{"topic":"t","partition":0,"offset":1,"timestamp":5,"headers":["h"]}',
     ],
 )
-def test_parse_line_invalid_line_is_unreadable(line: str) -> None:
+def test_parse_line_invalid_line_is_unreadable(line: bytes) -> None:
     assert parse_line(line, "f.jsonl") == unreadable(line)
 
 
 @pytest.mark.parametrize(
     "line",
     [
-        '{"topic":"t","partition":true,"offset":1,"timestamp":5}',
-        '{"topic":"t","partition":3000000000,"offset":1,"timestamp":5}',
-        '{"topic":"t","partition":0,"offset":9223372036854775808,"timestamp":5}',
+        b'{"topic":"t","partition":0,"offset":1,"timestamp":5,"value":"\xff"}',
+        b"\xed\xa0\x80",
+        b'{"topic":"t","partition":0,\x00"offset":1,"timestamp":5}',
+        b'{"topic":"\\ud800","partition":0,"offset":1,"timestamp":5}',
+        b'{"topic":"t","partition":0,"offset":1,"timestamp":5,"key":"\\udfff"}',
+        b'{"topic":"t","partition":0,"offset":1,"timestamp":5,"headers":{"\\ud800":"x"}}',
+        b"[" * 100_000,
+        b'{"topic":"t","partition":0,"offset":1,"timestamp":5,"value":' + b"[" * 100_000,
+    ],
+    ids=[
+        "invalid-utf8",
+        "encoded-surrogate",
+        "nul",
+        "surrogate-topic",
+        "surrogate-key",
+        "surrogate-header",
+        "deep",
+        "deep-value",
+    ],
+)
+def test_parse_line_keeps_the_exact_bytes_of_a_line_it_cannot_read(line: bytes) -> None:
+    assert parse_line(line, "f.jsonl") == unreadable(line)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"topic":"t","partition":true,"offset":1,"timestamp":5}',
+        b'{"topic":"t","partition":3000000000,"offset":1,"timestamp":5}',
+        b'{"topic":"t","partition":0,"offset":9223372036854775808,"timestamp":5}',
     ],
     ids=["bool-partition", "partition-over-int32", "offset-over-int64"],
 )
-def test_parse_line_rejects_values_the_schema_cannot_hold(line: str) -> None:
+def test_parse_line_rejects_values_the_schema_cannot_hold(line: bytes) -> None:
     assert parse_line(line, "f.jsonl") == unreadable(line)
 
 
