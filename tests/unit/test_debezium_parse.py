@@ -31,11 +31,13 @@ from core.identifiers import (
     table_name_for_topic,
 )
 from silver.parse import RowLayout, as_text, discover_layout, parse_changes
+from silver.reference import FoldSpec, fold
 from silver.verify import canonical_rows
 from tests.helpers import (
     CUSTOMER_FIELDS,
     DEBEZIUM_TYPES,
     bronze_frame,
+    bronze_record,
     connect_field,
     pg_envelope,
     pg_key,
@@ -217,6 +219,69 @@ def test_quarantine_reasons(spark: SparkSession) -> None:
         5: ("missing key", False),
         6: ("missing sequence", False),
         7: (None, True),
+    }
+
+
+def envelope_with(envelope: dict[str, Any], **parts: Any) -> dict[str, Any]:
+    """A copy of an envelope (wrapped or not) with some of its payload's parts replaced."""
+    copy = json.loads(json.dumps(envelope))
+    copy.get("payload", copy).update(parts)
+    return copy
+
+
+@pytest.mark.parametrize("wrapped", [True, False], ids=["wrapped", "unwrapped"])
+def test_envelope_parts_that_are_not_objects(spark: SparkSession, wrapped: bool) -> None:
+    """An ``after``/``before``/``source``/``payload`` that is not a JSON object is quarantined
+    with a reason naming it (before: for a delete only), as the reference fold says; the other
+    records of the batch keep their columns."""
+    upsert = pg_envelope("c", (1, 2), customer(1, "ann", "n"), wrapped=wrapped)
+    delete = pg_envelope("d", (1, 3), before={"id": 1}, wrapped=wrapped)
+    truncate = pg_envelope("t", (1, 4), wrapped=wrapped)
+    values: list[Any] = [
+        upsert,
+        envelope_with(upsert, after="x"),
+        envelope_with(upsert, after=5),
+        envelope_with(upsert, after=[customer(1)]),
+        envelope_with(upsert, after=False),
+        envelope_with(upsert, source="pg"),
+        envelope_with(upsert, after="x", source=7),
+        envelope_with(delete, before="x"),
+        envelope_with(delete, after="x"),
+        envelope_with(truncate, after=1),
+        envelope_with(truncate, before="x"),
+        envelope_with(upsert, before="x"),
+        envelope_with(upsert, op="x", after="x"),
+        {"schema": {"type": "struct"}, "payload": [upsert]},
+        {"schema": {"type": "struct"}, "payload": None},
+    ]
+    records = [record(i, pg_key(1, wrapped), value) for i, value in enumerate(values)]
+    _, events = parse(spark, records)
+
+    not_object = "{} is not an object".format
+    reasons = {offset: row[0] for offset, row in by_offset(events, "_reason").items()}
+    assert reasons == {
+        0: None,
+        1: not_object("after"),
+        2: not_object("after"),
+        3: not_object("after"),
+        4: not_object("after"),
+        5: not_object("source"),
+        6: not_object("source"),
+        7: not_object("before"),
+        8: not_object("after"),
+        9: not_object("after"),
+        10: None,
+        11: None,
+        12: "unknown op",
+        13: not_object("payload"),
+        14: not_object("payload"),
+    }
+    expected = fold([bronze_record(r) for r in records], FoldSpec())
+    assert {r.offset: why for r, why in expected.quarantined} == {
+        offset: why for offset, why in reasons.items() if why is not None
+    }
+    assert by_offset(events.where("_bronze_offset = 0"), "id", "name", "notes") == {
+        0: (1, "ann", "n")
     }
 
 
