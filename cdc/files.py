@@ -2,9 +2,11 @@
 
 Spark's file stream source tracks which files were read in the query checkpoint, so each file
 is read exactly once across restarts. Files must appear atomically (write, then rename), as
-:func:`cdc.generator.write_files` does. Lines are turned into rows with the columns of Spark's
-Kafka source plus ``_source`` (the file); a line that is not a valid record is kept, not
-dropped, under the topic :data:`UNREADABLE_TOPIC` with the raw line as its value.
+:func:`cdc.generator.write_files` does. Lines end at ``\n`` (a ``\r`` before it is JSON
+whitespace) and are turned into rows with the columns of Spark's Kafka source plus ``_source``
+(the file). A line that is not a valid record (not UTF-8, not JSON, fields the Kafka columns
+cannot hold) is kept, not dropped, under the topic :data:`UNREADABLE_TOPIC` with the line's
+exact bytes as its value.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ def read_file_stream(
         spark.readStream.format("text")
         .option("maxFilesPerTrigger", max_files_per_trigger)
         .option("pathGlobFilter", "*.jsonl")
+        .option("lineSep", "\n")
         .load(directory)
         .select("value", F.col("_metadata.file_path").alias(SOURCE_COLUMN))
     )
@@ -55,8 +58,15 @@ def read_file_stream(
 
 
 def lines_to_records(lines: DataFrame) -> DataFrame:
-    """Parse a DataFrame of ``value`` (one line) and ``_source`` into Kafka-shaped rows."""
-    return lines.mapInArrow(_parse_batches, SOURCED_KAFKA_SCHEMA)
+    """Parse a DataFrame of ``value`` (one line, string or binary) and ``_source`` into
+    Kafka-shaped rows.
+
+    The line goes to Python as bytes (Spark's text source keeps a file's bytes as they are,
+    valid UTF-8 or not), so an undecodable line reaches :func:`parse_line` instead of failing
+    the Arrow conversion.
+    """
+    binary = lines.select(F.col("value").cast("binary").alias("value"), SOURCE_COLUMN)
+    return binary.mapInArrow(_parse_batches, SOURCED_KAFKA_SCHEMA)
 
 
 def _parse_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -76,10 +86,17 @@ def _parse_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch
         )
 
 
-def parse_line(line: str, source: str) -> tuple[Any, ...]:
-    """One line of the file format as a row tuple in :data:`SOURCED_KAFKA_SCHEMA` order."""
+def parse_line(line: bytes, source: str) -> tuple[Any, ...]:
+    """One line of the file format as a row tuple in :data:`SOURCED_KAFKA_SCHEMA` order.
+
+    A line that is not a record of the format gives an :data:`UNREADABLE_TOPIC` row whose value
+    is ``line`` unchanged: bytes that are not UTF-8 (strict: no encoded surrogates), text that
+    is not a JSON object, JSON nested deeper than Python's recursion limit, fields missing or
+    of a type the Kafka columns cannot hold, and strings with an escaped lone surrogate
+    (``"\\ud800"``), which have no UTF-8 bytes.
+    """
     try:
-        record = json.loads(line)
+        record = json.loads(line.decode("utf-8"))
         topic = record["topic"]
         partition = record["partition"]
         offset = record["offset"]
@@ -94,20 +111,31 @@ def parse_line(line: str, source: str) -> tuple[Any, ...]:
             and isinstance(headers, dict)
         ):
             raise ValueError("bad field types")
-    except (ValueError, KeyError, TypeError):
-        return (None, line.encode("utf-8"), UNREADABLE_TOPIC, None, None, None, None, None, source)
-    return (
-        json_bytes(record.get("key")),
-        json_bytes(record.get("value")),
-        topic,
-        partition,
-        offset,
-        timestamp_ms * 1000,
-        CREATE_TIME,
-        # Like Spark's Kafka source: null, not an empty list, for a record without headers.
-        [{"key": str(k), "value": json_bytes(v)} for k, v in headers.items()] or None,
-        source,
-    )
+        return (
+            json_bytes(record.get("key")),
+            json_bytes(record.get("value")),
+            _utf8_checked(topic),
+            partition,
+            offset,
+            timestamp_ms * 1000,
+            CREATE_TIME,
+            # Like Spark's Kafka source: null, not an empty list, for a record without headers.
+            [{"key": _utf8_checked(k), "value": json_bytes(v)} for k, v in headers.items()] or None,
+            source,
+        )
+    # UnicodeError is a ValueError; RecursionError: JSON nested too deep to load or dump.
+    except (ValueError, KeyError, TypeError, RecursionError):
+        return (None, line, UNREADABLE_TOPIC, None, None, None, None, None, source)
+
+
+def _utf8_checked(text: str) -> str:
+    """``text``, if it has a UTF-8 form (Arrow writes string columns as UTF-8).
+
+    Raises:
+        UnicodeEncodeError: ``text`` holds a lone surrogate.
+    """
+    text.encode("utf-8")
+    return text
 
 
 _INT32_MAX = 2**31 - 1

@@ -19,7 +19,7 @@ from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import DataType, StringType, StructField, StructType
+from pyspark.sql.types import DataType, MapType, StringType, StructField, StructType
 
 from cdc.debezium import (
     SOURCE_TYPE,
@@ -37,6 +37,9 @@ from core.identifiers import require_identifier
 
 CHANGE_OPS = ("c", "u", "r", "d")
 TRUNCATE_OP = "t"
+#: Quarantine reason for an envelope part (payload, source, after, before) that is present but
+#: not a JSON object.
+NOT_AN_OBJECT = "{} is not an object"
 SEQUENCE_DIGITS = 20
 
 #: Metadata columns every silver row carries (besides keys and row columns).
@@ -366,8 +369,12 @@ def _parse_debezium(
     )
     reason = (
         F.when(op.isNull() & F.json_object_keys("v").isNull(), "unparseable")
+        .when(op.isNull() & _payload_not_object(), NOT_AN_OBJECT.format("payload"))
         .when(op.isNull(), "missing op")
         .when(~op.isin(*CHANGE_OPS, TRUNCATE_OP), "unknown op")
+        .when(_not_object("source"), NOT_AN_OBJECT.format("source"))
+        .when(_not_object("after"), NOT_AN_OBJECT.format("after"))
+        .when((op == "d") & _not_object("before"), NOT_AN_OBJECT.format("before"))
         .when((op != TRUNCATE_OP) & _any_null(key_values.values()), "missing key")
         .when(sequence.isNull(), "missing sequence")
     )
@@ -390,6 +397,26 @@ def _parse_debezium(
         *[value.alias(name) for name, value in key_values.items()],
         *[c.decode(after[c.name]).alias(c.name) for c in layout.value_columns],
     )
+
+
+def _payload_not_object() -> Column:
+    """The value is the converter's wrapper (exactly ``schema`` and ``payload``) but its payload
+    is not a JSON object (then ``_value.payload`` is null)."""
+    keys = F.array_sort(F.json_object_keys("v"))
+    return F.col("_value.payload").isNull() & (keys == F.array(F.lit("payload"), F.lit("schema")))
+
+
+def _not_object(field: str) -> Column:
+    """The envelope's ``field`` is present and not null, but not a JSON object.
+
+    ``from_json`` reads such a field as null and goes on with the others, so the struct is
+    null while the JSON text (read only then) is not.
+    """
+    wrapped = F.col("_value.payload").isNotNull()
+    text = F.when(wrapped, F.get_json_object("v", f"$.payload.{field}")).otherwise(
+        F.get_json_object("v", f"$.{field}")
+    )
+    return F.col(f"_env.{field}").isNull() & text.isNotNull()
 
 
 def _parse_events(
@@ -511,13 +538,29 @@ def _infer(texts: DataFrame, column: str, keep_all_null: bool = False) -> Struct
 
 
 def _inferred_envelope_row(texts: DataFrame) -> list[ColumnCodec]:
-    envelope = _infer(texts.where(F.get_json_object("v", "$.schema").isNull()), "v")
+    """Row codecs inferred from the ``after`` images (else the ``before`` images) of the
+    records that carry no Connect schema."""
+    unwrapped = texts.where(F.get_json_object("v", "$.schema").isNull())
+    envelope = _infer(unwrapped, "v")
     for side in ("after", "before"):
         if side in envelope.fieldNames():
             side_type: DataType = envelope[side].dataType
-            if isinstance(side_type, StructType):
+            if not isinstance(side_type, StructType):
+                # Some records' image is not an object (they are quarantined), so inference
+                # found no struct: infer from the images that are objects.
+                side_type = _infer(_object_images(unwrapped, side), side)
+            if side_type.fields:
                 return inferred_codecs(side_type)
     return []
+
+
+def _object_images(texts: DataFrame, side: str) -> DataFrame:
+    """The JSON text of the ``side`` image of each record whose image is a JSON object (a map
+    reads nothing else)."""
+    as_map = F.from_json("v", StructType([StructField(side, MapType(StringType(), StringType()))]))
+    return texts.where(as_map[side].isNotNull()).select(
+        F.get_json_object("v", f"$.{side}").alias(side)
+    )
 
 
 def _ddl_struct(ddl: str) -> StructType:

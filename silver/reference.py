@@ -8,8 +8,9 @@ one pass to apply them.
 How it works:
 
 1. Every bronze record is read into an event (or counted as a tombstone, or quarantined with
-   one of the reasons ``unparseable``, ``missing op``, ``unknown op``, ``missing key``,
-   ``missing sequence``).
+   one of the reasons ``unparseable``, ``payload is not an object``, ``missing op``,
+   ``unknown op``, ``source is not an object``, ``after is not an object``, ``before is not an
+   object``, ``missing key``, ``missing sequence``).
 2. The events are sorted by their order ``(sequence, bronze partition, bronze offset)``.
 3. They are applied in that order to a ``key -> row`` dictionary: an upsert replaces the row
    (TOAST placeholders, and nulls under ``ignore_null_updates``, take the value of the row
@@ -75,6 +76,7 @@ METADATA_COLUMNS = (
 UNPARSEABLE = "unparseable"
 MISSING_OP = "missing op"
 UNKNOWN_OP = "unknown op"
+NOT_AN_OBJECT = "{} is not an object"  # payload, source, after, before: present, not an object
 MISSING_KEY = "missing key"
 MISSING_SEQUENCE = "missing sequence"
 
@@ -413,15 +415,13 @@ def _read_debezium_record(record: BronzeRecord, spec: FoldSpec) -> _Event:
     kind: Literal["upsert", "delete", "truncate"]
     kind = "upsert" if op in _UPSERT_OPS else "delete" if op == "d" else "truncate"
 
-    source = envelope.get("source")
-    if source is not None and not isinstance(source, dict):
-        raise _Quarantine(UNPARSEABLE)
-    source = source or {}
+    source = _object_or_none(envelope, "source") or {}
 
     # The row image the event is about (``after`` for upserts, ``before`` for deletes, none
-    # for truncates), decoded by its connect schema when the wrapper is present.
+    # for truncates), decoded by its connect schema when the wrapper is present. ``after`` must
+    # be an object or null whatever the op; ``before`` only matters to a delete.
     after_fields = _struct_fields(envelope_schema, "after") if wrapped else {}
-    after_raw = _image_object(envelope.get("after"))
+    after_raw = _object_or_none(envelope, "after")
     raw_image: dict[str, Any] | None = None
     image: dict[str, Any] | None = None
     image_fields: dict[str, dict[str, Any]] = {}
@@ -430,7 +430,7 @@ def _read_debezium_record(record: BronzeRecord, spec: FoldSpec) -> _Event:
         image_fields = after_fields
         image = _decode_image(raw_image, after_fields)
     elif kind == "delete":
-        raw_image = _image_object(envelope.get("before"))
+        raw_image = _object_or_none(envelope, "before")
         image_fields = _struct_fields(envelope_schema, "before") if wrapped else {}
         image = _decode_image(raw_image, image_fields)
 
@@ -528,7 +528,7 @@ def _read_envelope(value: bytes | None) -> tuple[dict[str, Any], Any, bool]:
         return document, None, False
     envelope = document["payload"]
     if not isinstance(envelope, dict):
-        raise _Quarantine(UNPARSEABLE)
+        raise _Quarantine(NOT_AN_OBJECT.format("payload"))
     return envelope, document["schema"], True
 
 
@@ -565,13 +565,15 @@ def _loads(data: bytes) -> Any:
     return _DECODER.decode(data.decode("utf-8"))
 
 
-def _image_object(image: Any) -> dict[str, Any] | None:
-    """A ``before``/``after`` image: a JSON object or null."""
-    if image is None:
+def _object_or_none(envelope: Mapping[str, Any], name: str) -> dict[str, Any] | None:
+    """The envelope's ``name`` field (``source``, ``before``, ``after``): a JSON object, or
+    None when it is absent or null; any other value quarantines the record."""
+    value = envelope.get(name)
+    if value is None:
         return None
-    if not isinstance(image, dict):
-        raise _Quarantine(UNPARSEABLE)
-    return image
+    if not isinstance(value, dict):
+        raise _Quarantine(NOT_AN_OBJECT.format(name))
+    return value
 
 
 def _key_from_record_key(data: bytes | None) -> tuple[tuple[str, ...], tuple[Any, ...]]:

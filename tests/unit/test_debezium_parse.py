@@ -31,11 +31,13 @@ from core.identifiers import (
     table_name_for_topic,
 )
 from silver.parse import RowLayout, as_text, discover_layout, parse_changes
+from silver.reference import FoldSpec, fold
 from silver.verify import canonical_rows
 from tests.helpers import (
     CUSTOMER_FIELDS,
     DEBEZIUM_TYPES,
     bronze_frame,
+    bronze_record,
     connect_field,
     pg_envelope,
     pg_key,
@@ -217,6 +219,69 @@ def test_quarantine_reasons(spark: SparkSession) -> None:
         5: ("missing key", False),
         6: ("missing sequence", False),
         7: (None, True),
+    }
+
+
+def envelope_with(envelope: dict[str, Any], **parts: Any) -> dict[str, Any]:
+    """A copy of an envelope (wrapped or not) with some of its payload's parts replaced."""
+    copy = json.loads(json.dumps(envelope))
+    copy.get("payload", copy).update(parts)
+    return copy
+
+
+@pytest.mark.parametrize("wrapped", [True, False], ids=["wrapped", "unwrapped"])
+def test_envelope_parts_that_are_not_objects(spark: SparkSession, wrapped: bool) -> None:
+    """An ``after``/``before``/``source``/``payload`` that is not a JSON object is quarantined
+    with a reason naming it (before: for a delete only), as the reference fold says; the other
+    records of the batch keep their columns."""
+    upsert = pg_envelope("c", (1, 2), customer(1, "ann", "n"), wrapped=wrapped)
+    delete = pg_envelope("d", (1, 3), before={"id": 1}, wrapped=wrapped)
+    truncate = pg_envelope("t", (1, 4), wrapped=wrapped)
+    values: list[Any] = [
+        upsert,
+        envelope_with(upsert, after="x"),
+        envelope_with(upsert, after=5),
+        envelope_with(upsert, after=[customer(1)]),
+        envelope_with(upsert, after=False),
+        envelope_with(upsert, source="pg"),
+        envelope_with(upsert, after="x", source=7),
+        envelope_with(delete, before="x"),
+        envelope_with(delete, after="x"),
+        envelope_with(truncate, after=1),
+        envelope_with(truncate, before="x"),
+        envelope_with(upsert, before="x"),
+        envelope_with(upsert, op="x", after="x"),
+        {"schema": {"type": "struct"}, "payload": [upsert]},
+        {"schema": {"type": "struct"}, "payload": None},
+    ]
+    records = [record(i, pg_key(1, wrapped), value) for i, value in enumerate(values)]
+    _, events = parse(spark, records)
+
+    not_object = "{} is not an object".format
+    reasons = {offset: row[0] for offset, row in by_offset(events, "_reason").items()}
+    assert reasons == {
+        0: None,
+        1: not_object("after"),
+        2: not_object("after"),
+        3: not_object("after"),
+        4: not_object("after"),
+        5: not_object("source"),
+        6: not_object("source"),
+        7: not_object("before"),
+        8: not_object("after"),
+        9: not_object("after"),
+        10: None,
+        11: None,
+        12: "unknown op",
+        13: not_object("payload"),
+        14: not_object("payload"),
+    }
+    expected = fold([bronze_record(r) for r in records], FoldSpec())
+    assert {r.offset: why for r, why in expected.quarantined} == {
+        offset: why for offset, why in reasons.items() if why is not None
+    }
+    assert by_offset(events.where("_bronze_offset = 0"), "id", "name", "notes") == {
+        0: (1, "ann", "n")
     }
 
 
@@ -701,15 +766,15 @@ def test_events_key_missing_from_ddl_schema_is_a_config_error(spark: SparkSessio
 # --------------------------------------------------------------------------------------------
 
 
-def unreadable(line: str, source: str = "f.jsonl") -> tuple[Any, ...]:
-    return (None, line.encode("utf-8"), UNREADABLE_TOPIC, None, None, None, None, None, source)
+def unreadable(line: bytes, source: str = "f.jsonl") -> tuple[Any, ...]:
+    return (None, line, UNREADABLE_TOPIC, None, None, None, None, None, source)
 
 
 def test_parse_line_valid_record() -> None:
     line = Record(
         "shop.orders", 2, 41, 1_700_000_000_123, {"id": 1}, {"op": "c", "n": "é"}
     ).to_line()
-    assert parse_line(line, "f.jsonl") == (
+    assert parse_line(line.encode(), "f.jsonl") == (
         b'{"id":1}',
         '{"op":"c","n":"é"}'.encode(),
         "shop.orders",
@@ -723,52 +788,79 @@ def test_parse_line_valid_record() -> None:
 
 
 def test_parse_line_null_key_and_value() -> None:
-    line = '{"topic":"t","partition":0,"offset":1,"timestamp":5,"key":null,"value":null}'
+    line = b'{"topic":"t","partition":0,"offset":1,"timestamp":5,"key":null,"value":null}\r'
     assert parse_line(line, "s") == (None, None, "t", 0, 1, 5_000, CREATE_TIME, None, "s")
 
 
 def test_parse_line_headers() -> None:
     line = Record("t", 0, 0, 0, None, {"a": 1}, headers={"trace": "abc", "n": "5"}).to_line()
-    parsed = parse_line(line, "s")
+    parsed = parse_line(line.encode(), "s")
     assert parsed[7] == [{"key": "trace", "value": b"abc"}, {"key": "n", "value": b"5"}]
 
 
 def test_parse_line_string_value_is_raw_bytes() -> None:
     line = Record("t", 0, 0, 0, "plain-key", "not json {").to_line()
-    parsed = parse_line(line, "s")
+    parsed = parse_line(line.encode(), "s")
     assert (parsed[0], parsed[1]) == (b"plain-key", b"not json {")
 
 
 @pytest.mark.parametrize(
     "line",
     [
-        "not json at all",
-        "",
-        "[1, 2]",
-        "null",
-        '"a string"',
-        '{"topic":"t","partition":0,"offset":1}',
-        '{"topic":"","partition":0,"offset":1,"timestamp":5}',
-        '{"topic":7,"partition":0,"offset":1,"timestamp":5}',
-        '{"topic":"t","partition":"0","offset":1,"timestamp":5}',
-        '{"topic":"t","partition":0,"offset":1.5,"timestamp":5}',
-        '{"topic":"t","partition":0,"offset":1,"timestamp":5,"headers":["h"]}',
+        b"not json at all",
+        b"",
+        b"[1, 2]",
+        b"null",
+        b'"a string"',
+        b'{"topic":"t","partition":0,"offset":1}',
+        b'{"topic":"","partition":0,"offset":1,"timestamp":5}',
+        b'{"topic":7,"partition":0,"offset":1,"timestamp":5}',
+        b'{"topic":"t","partition":"0","offset":1,"timestamp":5}',
+        b'{"topic":"t","partition":0,"offset":1.5,"timestamp":5}',
+        b'{"topic":"t","partition":0,"offset":1,"timestamp":5,"headers":["h"]}',
     ],
 )
-def test_parse_line_invalid_line_is_unreadable(line: str) -> None:
+def test_parse_line_invalid_line_is_unreadable(line: bytes) -> None:
     assert parse_line(line, "f.jsonl") == unreadable(line)
 
 
 @pytest.mark.parametrize(
     "line",
     [
-        '{"topic":"t","partition":true,"offset":1,"timestamp":5}',
-        '{"topic":"t","partition":3000000000,"offset":1,"timestamp":5}',
-        '{"topic":"t","partition":0,"offset":9223372036854775808,"timestamp":5}',
+        b'{"topic":"t","partition":0,"offset":1,"timestamp":5,"value":"\xff"}',
+        b"\xed\xa0\x80",
+        b'{"topic":"t","partition":0,\x00"offset":1,"timestamp":5}',
+        b'{"topic":"\\ud800","partition":0,"offset":1,"timestamp":5}',
+        b'{"topic":"t","partition":0,"offset":1,"timestamp":5,"key":"\\udfff"}',
+        b'{"topic":"t","partition":0,"offset":1,"timestamp":5,"headers":{"\\ud800":"x"}}',
+        b"[" * 100_000,
+        b'{"topic":"t","partition":0,"offset":1,"timestamp":5,"value":' + b"[" * 100_000,
+    ],
+    ids=[
+        "invalid-utf8",
+        "encoded-surrogate",
+        "nul",
+        "surrogate-topic",
+        "surrogate-key",
+        "surrogate-header",
+        "deep",
+        "deep-value",
+    ],
+)
+def test_parse_line_keeps_the_exact_bytes_of_a_line_it_cannot_read(line: bytes) -> None:
+    assert parse_line(line, "f.jsonl") == unreadable(line)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"topic":"t","partition":true,"offset":1,"timestamp":5}',
+        b'{"topic":"t","partition":3000000000,"offset":1,"timestamp":5}',
+        b'{"topic":"t","partition":0,"offset":9223372036854775808,"timestamp":5}',
     ],
     ids=["bool-partition", "partition-over-int32", "offset-over-int64"],
 )
-def test_parse_line_rejects_values_the_schema_cannot_hold(line: str) -> None:
+def test_parse_line_rejects_values_the_schema_cannot_hold(line: bytes) -> None:
     assert parse_line(line, "f.jsonl") == unreadable(line)
 
 
