@@ -86,6 +86,10 @@ def _parse_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch
         )
 
 
+#: The byte order mark some editors write at the start of a UTF-8 file.
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
 def parse_line(line: bytes, source: str) -> tuple[Any, ...]:
     """One line of the file format as a row tuple in :data:`SOURCED_KAFKA_SCHEMA` order.
 
@@ -93,10 +97,10 @@ def parse_line(line: bytes, source: str) -> tuple[Any, ...]:
     is ``line`` unchanged: bytes that are not UTF-8 (strict: no encoded surrogates), text that
     is not a JSON object, JSON nested deeper than Python's recursion limit, fields missing or
     of a type the Kafka columns cannot hold, and strings with an escaped lone surrogate
-    (``"\\ud800"``), which have no UTF-8 bytes.
+    (``"\\ud800"``), which have no UTF-8 bytes. A leading byte order mark is ignored.
     """
     try:
-        record = json.loads(line.decode("utf-8"))
+        record = json.loads(line.removeprefix(UTF8_BOM).decode("utf-8"))
         topic = record["topic"]
         partition = record["partition"]
         offset = record["offset"]

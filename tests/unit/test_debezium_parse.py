@@ -792,6 +792,12 @@ def test_parse_line_null_key_and_value() -> None:
     assert parse_line(line, "s") == (None, None, "t", 0, 1, 5_000, CREATE_TIME, None, "s")
 
 
+def test_parse_line_after_a_byte_order_mark() -> None:
+    """Editors on Windows start UTF-8 files with a BOM; the first line is still a record."""
+    line = b'\xef\xbb\xbf{"topic":"t","partition":0,"offset":1,"timestamp":5,"key":null}'
+    assert parse_line(line, "s") == (None, None, "t", 0, 1, 5_000, CREATE_TIME, None, "s")
+
+
 def test_parse_line_headers() -> None:
     line = Record("t", 0, 0, 0, None, {"a": 1}, headers={"trace": "abc", "n": "5"}).to_line()
     parsed = parse_line(line.encode(), "s")
