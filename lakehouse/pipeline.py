@@ -27,6 +27,7 @@ from core.streaming import (
 from gold.jobs import gold_jobs
 from lakehouse.entities import entity_specs
 from silver.job import start_silver
+from silver.parse import check_declared_schemas
 
 Progress = Callable[[str], None]
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -53,6 +54,7 @@ def run_once(
     column or widened a type) continues from its checkpoint.
     """
     started = time.monotonic()
+    check_declared_schemas(config.tables)
     report = RunReport()
     progress(f"bronze: ingesting {source.describe()}")
     bronze = partial(start_bronze, read_source(spark, source), warehouse, Trigger())
@@ -174,6 +176,7 @@ def run_continuously(
     a schema change of its input continues from its checkpoint (:class:`RunningQueries`). On a
     signal the queries stop between micro-batches; their checkpoints make the next run continue.
     """
+    check_declared_schemas(config.tables)
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in STOP_SIGNALS}
     source_frame = read_source(spark, source, continuous=True)

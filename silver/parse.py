@@ -13,10 +13,11 @@ The output of :func:`parse_changes` has one row per bronze record:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from pyspark.errors import ParseException
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, MapType, StringType, StructField, StructType
@@ -263,7 +264,7 @@ def _debezium_samples(texts: DataFrame) -> list[_Sample]:
 
 
 def _events_layout(texts: DataFrame, spec: TableSpec) -> RowLayout:
-    row_type = _ddl_struct(spec.schema) if spec.schema else _infer(texts, "v")
+    row_type = declared_schema(spec) or _infer(texts, "v")
     columns = tuple(inferred_codecs(row_type))
     missing = [k for k in spec.keys or () if k not in row_type.fieldNames()]
     if missing and spec.schema:
@@ -563,11 +564,38 @@ def _object_images(texts: DataFrame, side: str) -> DataFrame:
     )
 
 
-def _ddl_struct(ddl: str) -> StructType:
-    """Parse a table's declared schema (needs the active Spark session)."""
-    parsed = DataType.fromDDL(ddl)
+def check_declared_schemas(specs: Iterable[TableSpec]) -> None:
+    """Parse every declared ``schema`` now, so a typo stops a run before it starts.
+
+    Raises:
+        ConfigError: see :func:`declared_schema`.
+    """
+    for spec in specs:
+        declared_schema(spec)
+
+
+def declared_schema(spec: TableSpec) -> StructType | None:
+    """The columns an ``events`` table declares in ``schema`` (None: inferred from the JSON).
+    Needs the active Spark session, which parses the DDL.
+
+    Raises:
+        ConfigError: the text is not a list of ``name type`` columns Spark can parse.
+    """
+    if not spec.schema:
+        return None
+    try:
+        parsed = DataType.fromDDL(spec.schema)
+    except ParseException as error:
+        problem = next(line for line in str(error).splitlines() if line.strip())
+        raise ConfigError(
+            f"Table {spec.name!r}: schema {spec.schema!r} is not a list of 'name type' columns "
+            f"Spark can read: {problem} Write it as, for example, 'id bigint, ts timestamp'."
+        ) from None
     if not isinstance(parsed, StructType):
-        raise ConfigError(f"Schema {ddl!r} must be a list of 'name type' columns.")
+        raise ConfigError(
+            f"Table {spec.name!r}: schema {spec.schema!r} must be a list of 'name type' columns, "
+            "for example 'id bigint, ts timestamp'."
+        )
     return parsed
 
 

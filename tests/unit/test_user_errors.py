@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pyspark.sql import SparkSession
 
 from cdc.sources import SourceSpec
 from core.conditions import MAX_OPERATORS, parse_condition
@@ -122,3 +123,36 @@ def test_generate_into_an_unwritable_place_is_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "Cannot write the workload to" in errors[0], errors
+
+
+@pytest.mark.parametrize(
+    ("schema", "problem"),
+    [("id bigintt, ts timestamp", "UNSUPPORTED_DATATYPE"), ("id bigint ts", "PARSE_SYNTAX")],
+)
+def test_invalid_schema_ddl_is_refused_before_the_run_starts(
+    spark: SparkSession, tmp_path: Path, schema: str, problem: str
+) -> None:
+    config = config_file(
+        tmp_path,
+        b'[[tables]]\nname = "clicks"\ntopic = "t"\nformat = "events"\nkeys = ["id"]\n'
+        b'sequence_by = ["id"]\nschema = "' + schema.encode() + b'"\n',
+    )
+    (tmp_path / "source").mkdir()
+    warehouse = tmp_path / "warehouse"
+    result = run_cli(
+        "run",
+        "--source",
+        f"files:{tmp_path / 'source'}",
+        "--warehouse",
+        warehouse,
+        "--once",
+        "--config",
+        config,
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, errors
+    assert f"Table 'clicks': schema {schema!r} is not a list of 'name type' columns" in errors[0]
+    assert problem in errors[0] and "'id bigint, ts timestamp'" in errors[0]
+    assert not warehouse.exists(), "the run started"
