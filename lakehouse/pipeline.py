@@ -26,7 +26,7 @@ from core.streaming import (
 )
 from gold.jobs import gold_jobs
 from lakehouse.entities import entity_specs
-from silver.job import start_silver
+from silver.job import ensure_shared_tables, start_silver
 
 Progress = Callable[[str], None]
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -200,12 +200,21 @@ def start_ready(
     running: RunningQueries,
     progress: Progress = lambda _: None,
 ) -> None:
-    """Start the silver and gold queries whose input tables exist and that are not running."""
-    for spec in entity_specs(spark, warehouse, config):
-        name = f"silver_{spec.name}"
-        if name not in running:
-            running.start(name, partial(start_silver, spark, warehouse, spec, trigger))
-            progress(f"silver: streaming {spec.topic} into silver.{spec.name}")
+    """Start the silver and gold queries whose input tables exist and that are not running.
+
+    The tables silver queries share are created first, so that queries starting together do
+    not race to create them.
+    """
+    new = [
+        spec
+        for spec in entity_specs(spark, warehouse, config)
+        if f"silver_{spec.name}" not in running
+    ]
+    if new:
+        ensure_shared_tables(spark, warehouse)
+    for spec in new:
+        running.start(f"silver_{spec.name}", partial(start_silver, spark, warehouse, spec, trigger))
+        progress(f"silver: streaming {spec.topic} into silver.{spec.name}")
     for name, start in _gold_jobs(spark, warehouse, config, trigger, progress, running.names()):
         running.start(name, start)
 

@@ -34,6 +34,7 @@ from silver.tables import (
     current_orders,
     data_columns,
     delete_older_than,
+    ensure_quarantine,
     latest_truncation,
     merge_silver,
     merge_tombstones,
@@ -59,6 +60,15 @@ def entity_tables(warehouse: Warehouse, spec: TableSpec) -> EntityTables:
         quarantine=warehouse.table("silver", QUARANTINE_TABLE),
         history=history_tables(warehouse, spec),
     )
+
+
+def ensure_shared_tables(spark: SparkSession, warehouse: Warehouse) -> None:
+    """Create the tables all silver queries of ``warehouse`` write (the quarantine table).
+
+    Call it before starting queries that run at the same time: the first appends of queries
+    started together would otherwise race to create the table, and all but one would fail.
+    """
+    ensure_quarantine(spark, warehouse.table("silver", QUARANTINE_TABLE))
 
 
 def start_silver(
