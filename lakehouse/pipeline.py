@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 import time
@@ -20,6 +21,7 @@ from core.layout import Warehouse
 from core.streaming import (
     MAX_SCHEMA_RESTARTS,
     Trigger,
+    between_batches,
     failure,
     run_to_end,
     stopped_by_schema_change,
@@ -30,6 +32,10 @@ from silver.job import ensure_shared_tables, start_silver
 
 Progress = Callable[[str], None]
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+#: How long a stopping run waits for its running micro-batches to finish.
+DRAIN_SECONDS = 600.0
+#: How often a stopping run looks whether a query is between micro-batches.
+PAUSE_POLL_SECONDS = 0.1
 
 
 @dataclass
@@ -150,9 +156,41 @@ class RunningQueries:
                 self._restart(name)
 
     def stop(self) -> None:
+        """Stop every query at once (a running micro-batch is interrupted)."""
         for query in self._queries.values():
             if query.isActive:
                 query.stop()
+
+    def stop_between_batches(
+        self,
+        spark: SparkSession,
+        interval_seconds: float,
+        timeout_seconds: float,
+        at_once: threading.Event,
+    ) -> list[str]:
+        """Stop every query between two of its micro-batches: each as soon as its running
+        batch has committed and before its next trigger (see
+        :func:`core.streaming.between_batches`), upstream first when several are.
+
+        After ``timeout_seconds``, or once ``at_once`` is set, the queries still in a batch are
+        interrupted (their checkpoints make the next run do that batch again), with Spark's
+        logging silenced first. Returns the names of the interrupted queries.
+        """
+        deadline = time.monotonic() + timeout_seconds
+        left = dict(self._queries)
+        while True:
+            for name, query in list(left.items()):
+                if between_batches(query, interval_seconds):
+                    if query.isActive:
+                        query.stop()
+                    del left[name]
+            if not left or at_once.wait(PAUSE_POLL_SECONDS) or time.monotonic() > deadline:
+                break
+        if left:
+            _silence(spark)
+            for query in left.values():
+                query.stop()
+        return list(left)
 
     def _restart(self, name: str) -> None:
         self._progress(f"{name}: its input changed schema; continuing from its checkpoint")
@@ -167,29 +205,54 @@ def run_continuously(
     trigger: Trigger,
     progress: Progress = lambda _: None,
     poll_seconds: float = 5.0,
+    drain_seconds: float = DRAIN_SECONDS,
 ) -> None:
     """Run every layer on a processing-time trigger until a query fails, SIGINT or SIGTERM.
 
     Silver and gold queries start as soon as their input tables appear, and a query stopped by
     a schema change of its input continues from its checkpoint (:class:`RunningQueries`). On a
-    signal the queries stop between micro-batches; their checkpoints make the next run continue.
+    signal each query stops after its running micro-batch (at most ``drain_seconds`` in all; a
+    second signal stops them at once); their checkpoints make the next run continue.
     """
-    stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in STOP_SIGNALS}
-    source_frame = read_source(spark, source, continuous=True)
+    stop, at_once = threading.Event(), threading.Event()
+
+    def on_signal(*_: object) -> None:
+        (at_once if stop.is_set() else stop).set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS}
     running = RunningQueries(progress)
-    running.start(BRONZE_QUERY, lambda: start_bronze(source_frame, warehouse, trigger))
-    progress(f"bronze: streaming from {source.describe()} (Ctrl-C stops)")
     try:
-        while not stop.is_set():
-            start_ready(spark, warehouse, config, trigger, running, progress)
-            running.check()
-            stop.wait(poll_seconds)
-        progress("stopping")
+        try:
+            source_frame = read_source(spark, source, continuous=True)
+            running.start(BRONZE_QUERY, lambda: start_bronze(source_frame, warehouse, trigger))
+            progress(f"bronze: streaming from {source.describe()} (Ctrl-C stops)")
+            while not stop.is_set():
+                start_ready(spark, warehouse, config, trigger, running, progress)
+                running.check()
+                stop.wait(poll_seconds)
+        except BaseException:
+            running.stop()
+            raise
+        progress("stopping after the running micro-batches (signal again to stop at once)")
+        interrupted = running.stop_between_batches(
+            spark, trigger.interval_seconds, drain_seconds, at_once
+        )
+        if interrupted:
+            progress(
+                f"stopped {', '.join(interrupted)} during a micro-batch: the next run does "
+                "that batch again"
+            )
     finally:
-        running.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _silence(spark: SparkSession) -> None:
+    """Silence Spark's and Py4J's logging for the rest of the session, before queries are
+    interrupted mid-batch: each interrupted write logs pages of stack traces, for a stop the
+    user asked for."""
+    spark.sparkContext.setLogLevel("OFF")
+    logging.getLogger("py4j").setLevel(logging.CRITICAL)
 
 
 def start_ready(
