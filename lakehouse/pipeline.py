@@ -28,6 +28,7 @@ from core.streaming import (
 )
 from gold.jobs import gold_jobs
 from lakehouse.entities import entity_specs
+from lakehouse.summary import RunSummary
 from silver.job import ensure_shared_tables, start_silver
 
 Progress = Callable[[str], None]
@@ -40,10 +41,11 @@ PAUSE_POLL_SECONDS = 0.1
 
 @dataclass
 class RunReport:
-    """What a run started and finished."""
+    """What a run started and finished, and what its micro-batches did per table."""
 
     queries: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    summary: RunSummary = field(default_factory=RunSummary)
 
 
 def run_once(
@@ -61,9 +63,12 @@ def run_once(
     started = time.monotonic()
     report = RunReport()
     progress(f"bronze: ingesting {source.describe()}")
-    bronze = partial(start_bronze, read_source(spark, source), warehouse, Trigger())
+    bronze = partial(
+        start_bronze, read_source(spark, source), warehouse, Trigger(), report.summary.bronze_batch
+    )
     _finish(bronze, report, progress)
-    report.queries += run_from_bronze(spark, warehouse, config, progress).queries
+    silver_and_gold = run_from_bronze(spark, warehouse, config, progress, summary=report.summary)
+    report.queries += silver_and_gold.queries
     report.seconds = time.monotonic() - started
     return report
 
@@ -74,19 +79,24 @@ def run_from_bronze(
     config: PipelineConfig,
     progress: Progress = lambda _: None,
     entities: Collection[str] | None = None,
+    summary: RunSummary | None = None,
 ) -> RunReport:
     """Bring silver and gold up to date with what bronze holds now (no source is read).
 
     ``entities`` limits the run to those silver entities and the gold jobs that read them
     (None: every entity). Replay runs this on a staging warehouse with fresh checkpoints.
+    What the silver micro-batches did goes into ``summary`` (the report's own if None).
     """
     started = time.monotonic()
-    report = RunReport()
+    report = RunReport() if summary is None else RunReport(summary=summary)
     trigger = Trigger()
     for spec in entity_specs(spark, warehouse, config):
         if entities is None or spec.name in entities:
             progress(f"silver: applying {spec.topic} to silver.{spec.name}")
-            _finish(partial(start_silver, spark, warehouse, spec, trigger), report, progress)
+            report.summary.add_table(spec.name)
+            listener = partial(report.summary.silver_batch, spec.name)
+            job = partial(start_silver, spark, warehouse, spec, trigger, listener)
+            _finish(job, report, progress)
     for _, start in _gold_jobs(spark, warehouse, config, trigger, progress, set(), entities):
         _finish(start, report, progress)
     report.seconds = time.monotonic() - started
