@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,6 +29,14 @@ class Trigger:
     def once(self) -> bool:
         return self.processing_time is None
 
+    @property
+    def interval_seconds(self) -> float:
+        """Seconds between two triggers (0 for ``once``)."""
+        if self.processing_time is None:
+            return 0.0
+        amount, _, unit = self.processing_time.partition(" ")
+        return int(amount) * _SECONDS[unit.rstrip("s")]
+
     def apply(self, writer: DataStreamWriter) -> DataStreamWriter:
         if self.processing_time is None:
             return writer.trigger(availableNow=True)
@@ -50,6 +59,25 @@ class Trigger:
 
 _DURATION = re.compile(r"(\d+)\s*(ms|s|m|h|milliseconds?|seconds?|minutes?|hours?)")
 _UNITS = {"ms": "milliseconds", "s": "seconds", "m": "minutes", "h": "hours"}
+_SECONDS = {"millisecond": 0.001, "second": 1.0, "minute": 60.0, "hour": 3600.0}
+
+#: A query whose next processing-time trigger is due within this many seconds (or a quarter
+#: of its interval, if that is shorter) is about to start a micro-batch.
+TRIGGER_MARGIN_SECONDS = 0.5
+
+
+def between_batches(query: StreamingQuery, interval_seconds: float) -> bool:
+    """Whether ``query`` can be stopped now without interrupting a micro-batch: it has ended,
+    or no trigger is active and the next is not about to start. (Spark starts the triggers of
+    a processing-time query at the multiples of its interval since the epoch.)"""
+    if not query.isActive:
+        return True
+    if query.status["isTriggerActive"]:
+        return False
+    if interval_seconds <= 0:
+        return True
+    due_in = interval_seconds - time.time() % interval_seconds
+    return due_in > min(TRIGGER_MARGIN_SECONDS, interval_seconds / 4)
 
 
 def query_app_id(checkpoint: str) -> str:

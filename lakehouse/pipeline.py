@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 import time
@@ -20,25 +21,32 @@ from core.layout import Warehouse
 from core.streaming import (
     MAX_SCHEMA_RESTARTS,
     Trigger,
+    between_batches,
     failure,
     run_to_end,
     stopped_by_schema_change,
 )
 from gold.jobs import gold_jobs
 from lakehouse.entities import entity_specs
-from silver.job import start_silver
+from lakehouse.summary import RunSummary
+from silver.job import ensure_shared_tables, start_silver
 from silver.parse import check_declared_schemas
 
 Progress = Callable[[str], None]
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+#: How long a stopping run waits for its running micro-batches to finish.
+DRAIN_SECONDS = 600.0
+#: How often a stopping run looks whether a query is between micro-batches.
+PAUSE_POLL_SECONDS = 0.1
 
 
 @dataclass
 class RunReport:
-    """What a run started and finished."""
+    """What a run started and finished, and what its micro-batches did per table."""
 
     queries: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    summary: RunSummary = field(default_factory=RunSummary)
 
 
 def run_once(
@@ -57,9 +65,12 @@ def run_once(
     check_declared_schemas(config.tables)
     report = RunReport()
     progress(f"bronze: ingesting {source.describe()}")
-    bronze = partial(start_bronze, read_source(spark, source), warehouse, Trigger())
+    bronze = partial(
+        start_bronze, read_source(spark, source), warehouse, Trigger(), report.summary.bronze_batch
+    )
     _finish(bronze, report, progress)
-    report.queries += run_from_bronze(spark, warehouse, config, progress).queries
+    silver_and_gold = run_from_bronze(spark, warehouse, config, progress, summary=report.summary)
+    report.queries += silver_and_gold.queries
     report.seconds = time.monotonic() - started
     return report
 
@@ -70,19 +81,24 @@ def run_from_bronze(
     config: PipelineConfig,
     progress: Progress = lambda _: None,
     entities: Collection[str] | None = None,
+    summary: RunSummary | None = None,
 ) -> RunReport:
     """Bring silver and gold up to date with what bronze holds now (no source is read).
 
     ``entities`` limits the run to those silver entities and the gold jobs that read them
     (None: every entity). Replay runs this on a staging warehouse with fresh checkpoints.
+    What the silver micro-batches did goes into ``summary`` (the report's own if None).
     """
     started = time.monotonic()
-    report = RunReport()
+    report = RunReport() if summary is None else RunReport(summary=summary)
     trigger = Trigger()
     for spec in entity_specs(spark, warehouse, config):
         if entities is None or spec.name in entities:
             progress(f"silver: applying {spec.topic} to silver.{spec.name}")
-            _finish(partial(start_silver, spark, warehouse, spec, trigger), report, progress)
+            report.summary.add_table(spec.name)
+            listener = partial(report.summary.silver_batch, spec.name)
+            job = partial(start_silver, spark, warehouse, spec, trigger, listener)
+            _finish(job, report, progress)
     for _, start in _gold_jobs(spark, warehouse, config, trigger, progress, set(), entities):
         _finish(start, report, progress)
     report.seconds = time.monotonic() - started
@@ -152,9 +168,41 @@ class RunningQueries:
                 self._restart(name)
 
     def stop(self) -> None:
+        """Stop every query at once (a running micro-batch is interrupted)."""
         for query in self._queries.values():
             if query.isActive:
                 query.stop()
+
+    def stop_between_batches(
+        self,
+        spark: SparkSession,
+        interval_seconds: float,
+        timeout_seconds: float,
+        at_once: threading.Event,
+    ) -> list[str]:
+        """Stop every query between two of its micro-batches: each as soon as its running
+        batch has committed and before its next trigger (see
+        :func:`core.streaming.between_batches`), upstream first when several are.
+
+        After ``timeout_seconds``, or once ``at_once`` is set, the queries still in a batch are
+        interrupted (their checkpoints make the next run do that batch again), with Spark's
+        logging silenced first. Returns the names of the interrupted queries.
+        """
+        deadline = time.monotonic() + timeout_seconds
+        left = dict(self._queries)
+        while True:
+            for name, query in list(left.items()):
+                if between_batches(query, interval_seconds):
+                    if query.isActive:
+                        query.stop()
+                    del left[name]
+            if not left or at_once.wait(PAUSE_POLL_SECONDS) or time.monotonic() > deadline:
+                break
+        if left:
+            _silence(spark)
+            for query in left.values():
+                query.stop()
+        return list(left)
 
     def _restart(self, name: str) -> None:
         self._progress(f"{name}: its input changed schema; continuing from its checkpoint")
@@ -169,30 +217,55 @@ def run_continuously(
     trigger: Trigger,
     progress: Progress = lambda _: None,
     poll_seconds: float = 5.0,
+    drain_seconds: float = DRAIN_SECONDS,
 ) -> None:
     """Run every layer on a processing-time trigger until a query fails, SIGINT or SIGTERM.
 
     Silver and gold queries start as soon as their input tables appear, and a query stopped by
     a schema change of its input continues from its checkpoint (:class:`RunningQueries`). On a
-    signal the queries stop between micro-batches; their checkpoints make the next run continue.
+    signal each query stops after its running micro-batch (at most ``drain_seconds`` in all; a
+    second signal stops them at once); their checkpoints make the next run continue.
     """
     check_declared_schemas(config.tables)
-    stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in STOP_SIGNALS}
-    source_frame = read_source(spark, source, continuous=True)
+    stop, at_once = threading.Event(), threading.Event()
+
+    def on_signal(*_: object) -> None:
+        (at_once if stop.is_set() else stop).set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS}
     running = RunningQueries(progress)
-    running.start(BRONZE_QUERY, lambda: start_bronze(source_frame, warehouse, trigger))
-    progress(f"bronze: streaming from {source.describe()} (Ctrl-C stops)")
     try:
-        while not stop.is_set():
-            start_ready(spark, warehouse, config, trigger, running, progress)
-            running.check()
-            stop.wait(poll_seconds)
-        progress("stopping")
+        try:
+            source_frame = read_source(spark, source, continuous=True)
+            running.start(BRONZE_QUERY, lambda: start_bronze(source_frame, warehouse, trigger))
+            progress(f"bronze: streaming from {source.describe()} (Ctrl-C stops)")
+            while not stop.is_set():
+                start_ready(spark, warehouse, config, trigger, running, progress)
+                running.check()
+                stop.wait(poll_seconds)
+        except BaseException:
+            running.stop()
+            raise
+        progress("stopping after the running micro-batches (signal again to stop at once)")
+        interrupted = running.stop_between_batches(
+            spark, trigger.interval_seconds, drain_seconds, at_once
+        )
+        if interrupted:
+            progress(
+                f"stopped {', '.join(interrupted)} during a micro-batch: the next run does "
+                "that batch again"
+            )
     finally:
-        running.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _silence(spark: SparkSession) -> None:
+    """Silence Spark's and Py4J's logging for the rest of the session, before queries are
+    interrupted mid-batch: each interrupted write logs pages of stack traces, for a stop the
+    user asked for."""
+    spark.sparkContext.setLogLevel("OFF")
+    logging.getLogger("py4j").setLevel(logging.CRITICAL)
 
 
 def start_ready(
@@ -203,12 +276,21 @@ def start_ready(
     running: RunningQueries,
     progress: Progress = lambda _: None,
 ) -> None:
-    """Start the silver and gold queries whose input tables exist and that are not running."""
-    for spec in entity_specs(spark, warehouse, config):
-        name = f"silver_{spec.name}"
-        if name not in running:
-            running.start(name, partial(start_silver, spark, warehouse, spec, trigger))
-            progress(f"silver: streaming {spec.topic} into silver.{spec.name}")
+    """Start the silver and gold queries whose input tables exist and that are not running.
+
+    The tables silver queries share are created first, so that queries starting together do
+    not race to create them.
+    """
+    new = [
+        spec
+        for spec in entity_specs(spark, warehouse, config)
+        if f"silver_{spec.name}" not in running
+    ]
+    if new:
+        ensure_shared_tables(spark, warehouse)
+    for spec in new:
+        running.start(f"silver_{spec.name}", partial(start_silver, spark, warehouse, spec, trigger))
+        progress(f"silver: streaming {spec.topic} into silver.{spec.name}")
     for name, start in _gold_jobs(spark, warehouse, config, trigger, progress, running.names()):
         running.start(name, start)
 

@@ -34,6 +34,7 @@ from silver.tables import (
     current_orders,
     data_columns,
     delete_older_than,
+    ensure_quarantine,
     latest_truncation,
     merge_silver,
     merge_tombstones,
@@ -43,12 +44,19 @@ from silver.tables import (
 
 @dataclass(frozen=True)
 class BatchReport:
-    """What one micro-batch did."""
+    """What one micro-batch did: bronze records read, records quarantined (``reasons``: how
+    many for each reason, most first), tombstones, and changes applied (the newest event per
+    key that was newer than the table's)."""
 
     records: int
     quarantined: int
     tombstones: int
     applied: int
+    reasons: tuple[tuple[str, int], ...] = ()
+
+
+#: Told the report of each micro-batch a silver query applied.
+BatchListener = Callable[[BatchReport], None]
 
 
 def entity_tables(warehouse: Warehouse, spec: TableSpec) -> EntityTables:
@@ -61,10 +69,24 @@ def entity_tables(warehouse: Warehouse, spec: TableSpec) -> EntityTables:
     )
 
 
+def ensure_shared_tables(spark: SparkSession, warehouse: Warehouse) -> None:
+    """Create the tables all silver queries of ``warehouse`` write (the quarantine table).
+
+    Call it before starting queries that run at the same time: the first appends of queries
+    started together would otherwise race to create the table, and all but one would fail.
+    """
+    ensure_quarantine(spark, warehouse.table("silver", QUARANTINE_TABLE))
+
+
 def start_silver(
-    spark: SparkSession, warehouse: Warehouse, spec: TableSpec, trigger: Trigger
+    spark: SparkSession,
+    warehouse: Warehouse,
+    spec: TableSpec,
+    trigger: Trigger,
+    listener: BatchListener | None = None,
 ) -> StreamingQuery:
-    """Stream ``bronze/<topic>`` into the entity's silver tables."""
+    """Stream ``bronze/<topic>`` into the entity's silver tables; ``listener`` is told what
+    each micro-batch did (it runs in this Python process, on Spark's callback thread)."""
     checkpoint = warehouse.checkpoint(f"silver_{spec.name}")
     tables = entity_tables(warehouse, spec)
     app_id = query_app_id(checkpoint)
@@ -78,16 +100,18 @@ def start_silver(
     writer = (
         source.writeStream.queryName(f"silver_{spec.name}")
         .option("checkpointLocation", checkpoint)
-        .foreachBatch(batch_applier(spec, tables, app_id))
+        .foreachBatch(batch_applier(spec, tables, app_id, listener))
     )
     return trigger.apply(writer).start()
 
 
 def batch_applier(
-    spec: TableSpec, tables: EntityTables, app_id: str
+    spec: TableSpec, tables: EntityTables, app_id: str, listener: BatchListener | None = None
 ) -> Callable[[DataFrame, int], None]:
     def apply(batch: DataFrame, batch_id: int) -> None:
-        apply_batch(batch, batch_id, spec, tables, app_id)
+        report = apply_batch(batch, batch_id, spec, tables, app_id)
+        if listener is not None:
+            listener(report)
 
     return apply
 
@@ -115,8 +139,10 @@ def apply_batch(
         F.count_if(F.col("_op") == "t").alias("truncates"),
         F.array_distinct(F.flatten(F.collect_set("_unavailable"))).alias("toast_columns"),
     )
+    reasons: tuple[tuple[str, int], ...] = ()
     if counts.quarantined:
         _quarantine(events, spec, tables.quarantine, f"{app_id}:quarantine", batch_id)
+        reasons = _reasons(events)
     valid = events.where(F.col("_reason").isNull() & ~F.col("_tombstone"))
     changes = valid.where(F.col("_op") != "t")
     if counts.truncates:
@@ -129,7 +155,7 @@ def apply_batch(
     )
     if tables.history is not None:
         apply_history(valid, kept, spec, tables.history, app_id, batch_id)
-    return BatchReport(counts.records, counts.quarantined, counts.tombstones, applied)
+    return BatchReport(counts.records, counts.quarantined, counts.tombstones, applied, reasons)
 
 
 def _apply_changes(
@@ -198,6 +224,12 @@ def _quarantine(events: DataFrame, spec: TableSpec, path: str, app_id: str, batc
         F.lit(batch_id).cast("bigint").alias("_batch_id"),
     )
     append(rows.select(*QUARANTINE_COLUMNS), path, app_id, batch_id)
+
+
+def _reasons(events: DataFrame) -> tuple[tuple[str, int], ...]:
+    """(reason, records) of the quarantined events, most first (a few distinct reasons)."""
+    rows = events.where(F.col("_reason").isNotNull()).groupBy("_reason").count().collect()
+    return tuple(sorted(((r._reason, int(r["count"])) for r in rows), key=lambda p: (-p[1], p[0])))
 
 
 def _order_type(frame: DataFrame) -> StructType:

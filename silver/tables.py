@@ -10,26 +10,39 @@ from typing import Any
 from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import DataType, StructType
+from pyspark.sql.types import (
+    BinaryType,
+    DataType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
 
-from core.delta_io import table_exists
+from core.delta_io import ensure_table, table_exists
 from silver.changes import LAST_DELETE, fill_order, fill_value, first_value
 from silver.parse import METADATA_COLUMNS, order_of
 
 Assignments = dict[str, str | Column]
 
 TOMBSTONE_METADATA = ("_sequence", "_bronze_partition", "_bronze_offset", "_source_ts")
-QUARANTINE_COLUMNS = (
-    "entity",
-    "reason",
-    "topic",
-    "partition",
-    "offset",
-    "key",
-    "value",
-    "_quarantined_at",
-    "_batch_id",
+#: The quarantine table every entity's job appends to: the record, why, and where it was.
+QUARANTINE_SCHEMA = StructType(
+    [
+        StructField("entity", StringType()),
+        StructField("reason", StringType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("_quarantined_at", TimestampType()),
+        StructField("_batch_id", LongType()),
+    ]
 )
+QUARANTINE_COLUMNS = tuple(QUARANTINE_SCHEMA.fieldNames())
 
 
 @dataclass(frozen=True)
@@ -49,6 +62,16 @@ class EntityTables:
     truncations: str
     quarantine: str
     history: HistoryTables | None = None
+
+
+def ensure_quarantine(spark: SparkSession, path: str) -> None:
+    """Create the quarantine table at ``path`` unless it exists.
+
+    Every silver query appends to this one table; queries that start together must find it
+    made, or their first appends race to create it and all but one fail.
+    """
+    if not table_exists(spark, path):
+        ensure_table(spark, path, QUARANTINE_SCHEMA, change_feed=False)
 
 
 def data_columns(spark: SparkSession, path: str) -> StructType | None:

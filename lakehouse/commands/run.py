@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
+from rich import box
+from rich.table import Table
+from rich.text import Text
 
 from core.errors import LakehouseError
 from lakehouse.commands.common import (
@@ -12,11 +16,15 @@ from lakehouse.commands.common import (
     KAFKA_OPTION,
     KAFKA_SETTINGS,
     console,
+    errors,
     kafka_options,
     progress,
     spark_options,
     spark_session,
 )
+
+if TYPE_CHECKING:
+    from lakehouse.summary import RunSummary
 
 
 @click.command()
@@ -98,6 +106,36 @@ def run(
     with spark_session(spark_mode, master) as spark:
         if trigger.once:
             report = run_once(spark, spec, Warehouse.from_path(warehouse), config, progress)
+            print_summary(report.summary)
             console.print(f"done: {len(report.queries)} queries in {report.seconds:.1f} s")
+            for warning in report.summary.warnings():
+                errors.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
         else:
             run_continuously(spark, spec, Warehouse.from_path(warehouse), config, trigger, progress)
+
+
+def print_summary(summary: RunSummary) -> None:
+    """Per silver table the records the run read from bronze, applied and quarantined (by
+    reason), then the unreadable lines it kept in bronze."""
+    from lakehouse.summary import UNREADABLE_TABLE
+
+    title = "records of this run, per silver table"
+    table = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left")
+    table.add_column("silver table")
+    for column in ("read", "applied", "quarantined"):
+        table.add_column(column, justify="right")
+    table.add_column("quarantine reasons")
+    for entity, counts in sorted(summary.tables.items()):
+        table.add_row(
+            Text(f"silver.{entity}"),
+            str(counts.read),
+            str(counts.applied),
+            str(counts.quarantined),
+            Text(counts.reasons_text()),
+        )
+    console.print(table)
+    console.print(
+        f"unreadable lines: {summary.unreadable} (kept in bronze.{UNREADABLE_TABLE})",
+        markup=False,
+        highlight=False,
+    )

@@ -403,7 +403,8 @@ def test_malformed_records_are_quarantined_and_valid_ones_applied(lake: Lake) ->
     ]
     report = lake.apply(records, 3)
 
-    assert report == BatchReport(records=6, quarantined=4, tombstones=1, applied=1)
+    reasons = (("missing key", 1), ("missing op", 1), ("missing sequence", 1), ("unparseable", 1))
+    assert report == BatchReport(6, quarantined=4, tombstones=1, applied=1, reasons=reasons)
     assert lake.rows() == [(1, "ann", None, seq(100, 10), "c")]
     quarantine = lake.spark.read.format("delta").load(lake.tables.quarantine)
     assert sorted(quarantine.columns) == sorted(

@@ -1,0 +1,107 @@
+"""What a pipeline run did, per silver table: collected from the reports of its micro-batches,
+and judged (a table whose every record was quarantined is named in a warning)."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from cdc.files import UNREADABLE_TOPIC
+from core.identifiers import table_name_for_topic
+from core.layout import QUARANTINE_TABLE
+from silver.job import BatchReport
+
+#: The bronze table that keeps the lines no reader could parse.
+UNREADABLE_TABLE = table_name_for_topic(UNREADABLE_TOPIC)
+
+
+@dataclass
+class TableCounts:
+    """One silver table's records in a run: read from bronze, applied, tombstones, and
+    quarantined per reason."""
+
+    read: int = 0
+    applied: int = 0
+    tombstones: int = 0
+    reasons: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def quarantined(self) -> int:
+        return sum(self.reasons.values())
+
+    def reasons_text(self) -> str:
+        """``"12 missing key, 1 unparseable"``: most frequent first."""
+        return ", ".join(f"{count} {reason}" for reason, count in self._by_count())
+
+    def top_reason(self) -> tuple[str, int] | None:
+        by_count = self._by_count()
+        return by_count[0] if by_count else None
+
+    def _by_count(self) -> list[tuple[str, int]]:
+        return sorted(self.reasons.items(), key=lambda item: (-item[1], item[0]))
+
+
+@dataclass
+class RunSummary:
+    """Per silver table what a run did, and the unreadable lines it kept in bronze.
+
+    Filled by the queries' micro-batches (``silver_batch``, ``bronze_batch``), which Spark calls
+    on its own threads.
+    """
+
+    tables: dict[str, TableCounts] = field(default_factory=dict)
+    ingested: Counter[str] = field(default_factory=Counter)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add_table(self, entity: str) -> None:
+        """List ``entity`` even if the run reads nothing for it."""
+        with self._lock:
+            self.tables.setdefault(entity, TableCounts())
+
+    def silver_batch(self, entity: str, report: BatchReport) -> None:
+        """Add what one micro-batch of ``entity``'s silver query did."""
+        with self._lock:
+            counts = self.tables.setdefault(entity, TableCounts())
+            counts.read += report.records
+            counts.applied += report.applied
+            counts.tombstones += report.tombstones
+            counts.reasons.update(dict(report.reasons))
+
+    def bronze_batch(self, records_per_topic: Mapping[str, int]) -> None:
+        """Add the records one bronze micro-batch appended, per topic."""
+        with self._lock:
+            self.ingested.update(records_per_topic)
+
+    @property
+    def unreadable(self) -> int:
+        """Lines of the run that no reader could parse (kept in :data:`UNREADABLE_TABLE`)."""
+        return self.ingested[UNREADABLE_TOPIC]
+
+    def warnings(self) -> list[str]:
+        """One line per table whose every record (tombstones aside) of this run was
+        quarantined: the table, the share, the top reason and what to check."""
+        lines = []
+        for entity, counts in sorted(self.tables.items()):
+            changes = counts.read - counts.tombstones
+            top = counts.top_reason()
+            if changes <= 0 or counts.quarantined < changes or top is None:
+                continue
+            reason, records = top
+            hint = _HINTS.get(reason, "Check its settings in the config")
+            lines.append(
+                f"silver.{entity}: all {changes} records of this run were quarantined (100 %), "
+                f"{records} as {reason!r}. {hint} (the records are in "
+                f"silver.{QUARANTINE_TABLE})."
+            )
+        return lines
+
+
+#: What to check when every record of a table is quarantined for a reason (silver.parse).
+_HINTS = {
+    "missing key": "Check its 'keys' in the config: no record has those columns",
+    "missing sequence": "Check its 'sequence_by' in the config: no record has those columns",
+    "missing op": 'A stream of plain events needs a [[tables]] entry with format = "events"',
+    "unparseable": "Its records are not JSON: check what the topic carries",
+}

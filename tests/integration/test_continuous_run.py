@@ -1,0 +1,134 @@
+"""The continuous runner (``lakehouse run --processing-time``): queries that start together,
+and a stop by signal."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from bronze.table import ensure_bronze_table
+from cdc.generator import WorkloadConfig, generate, write_files
+from cdc.records import Record
+from core.config import PipelineConfig
+from core.identifiers import table_name_for_topic
+from core.layout import QUARANTINE_TABLE, Warehouse
+from core.streaming import Trigger
+from lakehouse.pipeline import RunningQueries, start_ready
+from tests.cli import LAKEHOUSE, run_cli
+from tests.helpers import bronze_frame, customer_change
+from tests.runs import Run
+
+pytestmark = pytest.mark.integration
+
+ENTITIES = 4
+STOP_BUDGET_SECONDS = 840  # the whole signal test; every wait in it is bounded by it
+MAX_STOP_OUTPUT_LINES = 20
+
+
+def test_entities_quarantining_in_their_first_batch_start_together(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Several silver queries whose first micro-batch quarantines a record start at once; the
+    quarantine table they share exists before they start, so no first write races another."""
+    warehouse = Warehouse(str(tmp_path / "warehouse"))
+    topics = [f"shop.public.t{i}" for i in range(ENTITIES)]
+    for topic in topics:
+        bronze = warehouse.table("bronze", table_name_for_topic(topic))
+        ensure_bronze_table(spark, bronze, topic)
+        records = [
+            customer_change(topic, 0, "c", 1, (None, 10)),
+            Record(topic, 0, 1, 1_767_225_600_000, {"id": 2}, "not json"),
+        ]
+        bronze_frame(spark, records).write.format("delta").mode("append").save(bronze)
+    running = RunningQueries()
+    try:
+        start_ready(spark, warehouse, PipelineConfig(), Trigger("1 second"), running)
+        running.catch_up()
+        assert all(running.query(name).exception() is None for name in running.names())
+    finally:
+        running.stop()
+    quarantined = spark.read.format("delta").load(warehouse.table("silver", QUARANTINE_TABLE))
+    assert sorted((r.topic, r.reason) for r in quarantined.collect()) == [
+        (topic, "unparseable") for topic in topics
+    ]
+    assert set(warehouse.table_names("silver")) == {
+        QUARANTINE_TABLE,
+        *(f"t{i}" for i in range(ENTITIES)),
+    }
+
+
+def in_flight(checkpoints: Path) -> tuple[str, int] | None:
+    """(query, batch) of a micro-batch that has started (its offsets are logged) and not yet
+    committed, if any query of the warehouse has one now."""
+    for offsets in checkpoints.glob("*/offsets"):
+        started = [int(f.name) for f in offsets.iterdir() if f.name.isdigit()]
+        if started and not (offsets.parent / "commits" / str(max(started))).exists():
+            return offsets.parent.name, max(started)
+    return None
+
+
+def wait_in_flight(run: Run, checkpoints: Path, deadline: float) -> tuple[str, int]:
+    """Wait until silver has committed a micro-batch and some query is inside one; return it."""
+    while True:
+        assert run.process.poll() is None, run.output()
+        assert time.monotonic() < deadline, f"no silver batch in time:\n{run.output()}"
+        if any(checkpoints.glob("silver_*/commits/0")):
+            batch = in_flight(checkpoints)
+            if batch is not None:
+                return batch
+        time.sleep(0.02)
+
+
+@pytest.mark.slow
+def test_sigterm_stops_between_micro_batches(spark: SparkSession, tmp_path: Path) -> None:
+    """SIGTERM while micro-batches run: the running batch commits, the run exits 0 with a
+    line or two and no stack trace, and a later ``--once`` run completes the rest."""
+    deadline = time.monotonic() + STOP_BUDGET_SECONDS
+    source, warehouse = tmp_path / "source", tmp_path / "warehouse"
+    records = generate(WorkloadConfig(events=300, seed=3, malformed_rate=0.02))
+    write_files(records, source, lines_per_file=50)
+    run = Run(
+        [
+            str(LAKEHOUSE),
+            "run",
+            "--source",
+            f"files:{source}",
+            "--warehouse",
+            str(warehouse),
+            "--processing-time",
+            "1s",
+            "--max-files-per-trigger",
+            "1",
+        ]
+    )
+    checkpoints = warehouse / "_system" / "checkpoints"
+    try:
+        query, batch_id = wait_in_flight(run, checkpoints, deadline)
+        run.process.send_signal(signal.SIGTERM)
+        code = run.finish(deadline)
+
+    finally:
+        if run.process.poll() is None:
+            run.kill()
+    output = "\n".join(line for _, line in run.lines)
+    assert code == 0, output
+    assert (checkpoints / query / "commits" / str(batch_id)).exists(), (
+        f"batch {batch_id} of {query} was interrupted:\n{output}"
+    )
+    shown = "\n".join(output.splitlines()[:40])
+    assert "Traceback" not in output and "Exception" not in output, shown
+    assert len(run.lines) <= MAX_STOP_OUTPUT_LINES, shown
+
+    finished = run_cli("run", "--source", f"files:{source}", "--warehouse", warehouse, "--once")
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+    bronze = sum(
+        spark.read.format("delta").load(str(warehouse / "bronze" / name)).count()
+        for name in Warehouse.from_path(warehouse).table_names("bronze")
+    )
+    assert bronze == len(records)
+    verified = run_cli("verify", "--warehouse", warehouse)
+    assert verified.returncode == 0, verified.stdout

@@ -1,0 +1,17 @@
+"""Trigger intervals as a stopping run reads them (core.streaming.Trigger)."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.streaming import Trigger
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [(None, 0.0), ("10s", 10.0), ("500ms", 0.5), ("2m", 120.0), ("1 minute", 60.0), ("1h", 3600.0)],
+)
+def test_interval_seconds(text: str | None, seconds: float) -> None:
+    assert Trigger.parse(text).interval_seconds == seconds
