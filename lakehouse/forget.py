@@ -5,7 +5,8 @@ The tables searched are those the layout says can hold the entity's rows
 quarantine, and its SCD type 2 history table and history log. Steps, each through the
 pipeline's own code or the DeltaTable API:
 
-1. find the key's bronze records (:func:`silver.keys.records_of_key`);
+1. find the key's bronze records (:func:`silver.keys.records_of_key`) and, if there are none,
+   whether any other of those tables holds the key: if nothing does, stop; nothing is changed;
 2. bring the entity's silver table and its gold tables up to date with bronze (so no stream
    still needs the files the deletion rewrites);
 3. delete the key's bronze records: ``delta.appendOnly`` is lifted for that one commit and
@@ -58,11 +59,15 @@ CHANGE_FEED = "delta.enableChangeDataFeed"
 
 @dataclass
 class ForgetReport:
-    """What ``forget`` removed (rows per table), recomputed, vacuumed and checked."""
+    """What ``forget`` removed (rows per table), recomputed, vacuumed and checked.
+
+    ``held`` is False when no table held the key: then nothing was changed.
+    """
 
     table: str
     key: str
     reason: str
+    held: bool = True
     removed: list[tuple[str, int]] = field(default_factory=list)
     recomputed: list[str] = field(default_factory=list)
     vacuumed: list[str] = field(default_factory=list)
@@ -97,6 +102,8 @@ def forget(
 ) -> ForgetReport:
     """Remove the key ``values`` of entity ``table`` from every layer, then VACUUM and check.
 
+    If no table holds the key, nothing is changed and the report says so (``held`` False).
+
     Raises:
         TableNotFoundError: ``table`` is not an entity of the warehouse.
         ConfigError: ``values`` do not name the entity's key columns or do not fit their types.
@@ -115,6 +122,9 @@ def forget(
     records = records_of_key(_load(spark, bronze_path), spec, key).collect()
     coordinates = [(int(r.partition), int(r.offset)) for r in records]
     targets = _targets(warehouse, spec, key, coordinates_condition(coordinates))
+    if not coordinates and not any(_holds(spark, t) for t in targets if t.match == "key"):
+        report.held = False
+        return report
 
     progress(f"forget: bringing silver.{table} and its gold tables up to date with bronze")
     run_from_bronze(spark, warehouse, config, progress, [table])
@@ -167,6 +177,11 @@ def _targets(
         _Target(table.name, table.path, table.rows, *conditions[table.rows])
         for table in warehouse.entity_tables(spec.name, spec.topic)
     ]
+
+
+def _holds(spark: SparkSession, target: _Target) -> bool:
+    """Whether the target's table exists and has a row of the key."""
+    return table_exists(spark, target.path) and not target.of(_load(spark, target.path)).isEmpty()
 
 
 def _delete(spark: SparkSession, target: _Target) -> int:

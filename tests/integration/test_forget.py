@@ -271,6 +271,12 @@ def test_bad_key_on_the_command_line_is_one_error_line(
 TOPIC = "pg.public.customers"
 CUSTOMERS = TableSpec(name="customers", topic=TOPIC, stored_as_scd_type=2)
 SCD2_CONFIG = PipelineConfig(tables=(CUSTOMERS,))
+SCD2_TOML = f"""
+[[tables]]
+name = "customers"
+topic = "{TOPIC}"
+stored_as_scd_type = 2
+"""
 FORGOTTEN_ID = 7
 #: In every value of the forgotten customer, so that any file that still holds one is found.
 MARKER = "SECRET7"
@@ -360,6 +366,11 @@ def versions_holding(spark: SparkSession, table: Path) -> list[int]:
     return sorted(int(r.version) for r in found)
 
 
+def all_files(root: Path) -> set[tuple[str, int]]:
+    """(path, size) of every file under ``root``."""
+    return {(str(f.relative_to(root)), f.stat().st_size) for f in root.rglob("*") if f.is_file()}
+
+
 @pytest.fixture(scope="module")
 def scd2_pristine(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Warehouse:
     warehouse = build_scd2_warehouse(spark, tmp_path_factory.mktemp("scd2") / "wh")
@@ -441,3 +452,29 @@ def test_history_rebuilt_after_forget_does_not_bring_the_key_back(
         ("Eve", "new", True)
     ]
     assert files_holding(Path(warehouse.root)) == []
+
+
+def test_forget_of_a_key_nothing_holds_says_so_and_changes_nothing(
+    scd2_pristine: Warehouse, tmp_path: Path
+) -> None:
+    warehouse = copy_warehouse(Path(scd2_pristine.root), tmp_path / "wh")
+    config = tmp_path / "pipeline.toml"
+    config.write_text(SCD2_TOML, encoding="utf-8")
+    before = all_files(Path(warehouse.root))
+    result = run_cli(
+        "forget",
+        "--warehouse",
+        warehouse.root,
+        "--table",
+        "customers",
+        "--key",
+        '{"id": 999}',
+        "--config",
+        config,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    said = [line for line in result.stdout.splitlines() if line and not line.startswith("- ")]
+    assert said == [
+        'nothing in the warehouse holds key {"id": 999} of table customers: nothing changed'
+    ], result.stdout
+    assert all_files(Path(warehouse.root)) == before
