@@ -17,7 +17,7 @@ from typing import Any, Literal
 from core.conditions import Condition, parse_condition
 from core.errors import ConfigError
 from core.identifiers import entity_name_for_topic, require_identifier
-from core.layout import QUARANTINE_TABLE
+from core.layout import HISTORY_SUFFIX, QUARANTINE_TABLE
 from core.widening import TYPE_WIDENING_MODES, TypeWidening
 
 TableFormat = Literal["debezium", "events"]
@@ -143,7 +143,7 @@ class TableSpec:
     @property
     def history_name(self) -> str | None:
         """Name of the SCD type 2 history table (``<name>_history``), None for type 1."""
-        return f"{self.name}_history" if self.stored_as_scd_type == 2 else None
+        return f"{self.name}{HISTORY_SUFFIX}" if self.stored_as_scd_type == 2 else None
 
     def _check_history_settings(self) -> None:
         scd_type = self.stored_as_scd_type

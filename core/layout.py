@@ -6,13 +6,29 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from core.identifiers import require_identifier
+from core.identifiers import require_identifier, table_name_for_topic
 
 Layer = Literal["bronze", "silver", "gold"]
 LAYERS: tuple[Layer, ...] = ("bronze", "silver", "gold")
 
 #: The silver table that holds records no entity could read.
 QUARANTINE_TABLE = "quarantine"
+#: Suffix of an entity's SCD type 2 history table (``silver/<entity>_history``).
+HISTORY_SUFFIX = "_history"
+
+#: How the rows of one key are found in a table: by the entity's key columns (``key``), or,
+#: in tables of raw records, by the records' ``topic``, ``partition`` and ``offset``
+#: (``records``).
+KeyRows = Literal["key", "records"]
+
+
+@dataclass(frozen=True)
+class EntityTable:
+    """A table that can hold rows of an entity's keys, and how those rows are found in it."""
+
+    name: str  # ``bronze.<table>``, ``silver.<table>`` or ``_system.<kind>.<entity>``
+    path: str
+    rows: KeyRows
 
 
 @dataclass(frozen=True)
@@ -45,6 +61,29 @@ class Warehouse:
     def history_log(self, entity: str) -> str:
         """Every change event of an SCD type 2 entity, from which its history is rebuilt."""
         return f"{self.root}/_system/history_log/{require_identifier(entity, 'entity name')}"
+
+    def entity_tables(self, entity: str, topic: str) -> list[EntityTable]:
+        """Every table that can hold rows of one of ``entity``'s keys, whether it exists yet or
+        not: the bronze table of ``topic`` and the quarantine (raw records), the silver table,
+        the tombstones, and the SCD type 2 history table and log (listed for every entity: they
+        stay when a type 2 entity is configured back to type 1).
+
+        Not listed: the truncation marks (a truncate belongs to no key) and the gold tables
+        (aggregates recomputed from silver). A new table that can hold an entity's rows belongs
+        here: ``lakehouse forget`` removes a key from exactly these tables.
+        """
+        bronze = table_name_for_topic(topic)
+        history = f"{entity}{HISTORY_SUFFIX}"
+        return [
+            EntityTable(f"bronze.{bronze}", self.table("bronze", bronze), "records"),
+            EntityTable(f"silver.{entity}", self.table("silver", entity), "key"),
+            EntityTable(f"_system.tombstones.{entity}", self.tombstones(entity), "key"),
+            EntityTable(
+                f"silver.{QUARANTINE_TABLE}", self.table("silver", QUARANTINE_TABLE), "records"
+            ),
+            EntityTable(f"silver.{history}", self.table("silver", history), "key"),
+            EntityTable(f"_system.history_log.{entity}", self.history_log(entity), "key"),
+        ]
 
     def checkpoint(self, job: str) -> str:
         return f"{self.root}/_system/checkpoints/{job}"

@@ -14,9 +14,6 @@ from core.layout import Warehouse
 from core.streaming import APP_ID_FILE
 from gold.jobs import GoldJob, gold_jobs
 
-#: Suffix of an entity's SCD type 2 history table (``silver/<entity>_history``).
-HISTORY_SUFFIX = "_history"
-
 
 def entity_specs(
     spark: SparkSession, warehouse: Warehouse, config: PipelineConfig
@@ -59,12 +56,6 @@ def resolve_entities(
 def dependent_gold(config: PipelineConfig, entities: Collection[str]) -> list[GoldJob]:
     """The gold jobs that read one of ``entities``."""
     return [job for job in gold_jobs(config) if job.input in entities]
-
-
-def history_table(warehouse: Warehouse, entity: str) -> str | None:
-    """Path of the entity's history table, if the warehouse has one."""
-    name = f"{entity}{HISTORY_SUFFIX}"
-    return warehouse.table("silver", name) if name in warehouse.table_names("silver") else None
 
 
 def derived_paths(

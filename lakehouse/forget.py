@@ -1,23 +1,26 @@
 """Privacy deletion: remove every trace of one key of one entity from the warehouse.
 
-Steps, each through the pipeline's own code or the DeltaTable API:
+The tables searched are those the layout says can hold the entity's rows
+(:meth:`core.layout.Warehouse.entity_tables`): its bronze table, silver table, tombstones, the
+quarantine, and its SCD type 2 history table and history log. Steps, each through the
+pipeline's own code or the DeltaTable API:
 
-1. bring the entity's silver table and its gold tables up to date with bronze (so no stream
+1. find the key's bronze records (:func:`silver.keys.records_of_key`) and, if there are none,
+   whether any other of those tables holds the key: if nothing does, stop; nothing is changed;
+2. bring the entity's silver table and its gold tables up to date with bronze (so no stream
    still needs the files the deletion rewrites);
-2. delete the key's bronze records (:func:`silver.keys.records_of_key`): ``delta.appendOnly``
-   is lifted for that one commit and restored; every commit records the reason as
-   ``userMetadata`` in the table history;
-3. delete the key from silver, its history table (if any), its tombstones, and the key's
-   records from the quarantine;
-4. run the gold jobs that read the entity: they retract the deleted rows from the silver change
+3. delete the key's bronze records: ``delta.appendOnly`` is lifted for that one commit and
+   restored; every commit records the reason as ``userMetadata`` in the table history;
+4. delete the key's rows from every other table of the entity (its records, in the quarantine);
+5. run the gold jobs that read the entity: they retract the deleted rows from the silver change
    feed, as for any delete;
-5. VACUUM every touched table with retention 0, so no file of an older version holds the key;
-6. check every version still in each touched table's log: a version whose files all exist
-   must not contain the key (its change feed neither).
+6. VACUUM every touched table with retention 0, so no file of an older version holds the key;
+7. check every version still in each touched table's log: a version whose files all exist
+   must not contain the key (its change feed neither, where the table has one).
 
 What stays: the records in the source (Kafka topic, files) are outside the warehouse; rows of
 other entities that refer to the key (orders of a customer) need their own ``forget``; records
-nothing could read at all (bronze ``_unreadable_lines``) cannot be attributed to a key; the
+nothing could read at all (``bronze.unreadable_lines``) cannot be attributed to a key; the
 Delta log's JSON files keep column statistics (minimum/maximum values) of removed files until
 Delta's log retention (``delta.logRetentionDuration``, 30 days by default) expires them.
 """
@@ -44,22 +47,27 @@ from core.delta_io import (
 )
 from core.errors import PipelineError
 from core.identifiers import table_name_for_topic
-from core.layout import QUARANTINE_TABLE, Warehouse
+from core.layout import KeyRows, Warehouse
 from lakehouse import swap
-from lakehouse.entities import dependent_gold, history_table, resolve_entities
+from lakehouse.entities import dependent_gold, resolve_entities
 from lakehouse.pipeline import Progress, run_from_bronze
 from silver.keys import EntityKey, KeyValue, coordinates_condition, entity_key, records_of_key
 
 DEFAULT_REASON = "privacy request"
+CHANGE_FEED = "delta.enableChangeDataFeed"
 
 
 @dataclass
 class ForgetReport:
-    """What ``forget`` removed (rows per table), recomputed, vacuumed and checked."""
+    """What ``forget`` removed (rows per table), recomputed, vacuumed and checked.
+
+    ``held`` is False when no table held the key: then nothing was changed.
+    """
 
     table: str
     key: str
     reason: str
+    held: bool = True
     removed: list[tuple[str, int]] = field(default_factory=list)
     recomputed: list[str] = field(default_factory=list)
     vacuumed: list[str] = field(default_factory=list)
@@ -73,8 +81,14 @@ class _Target:
 
     name: str
     path: str
+    match: KeyRows
     rows: Column  # condition on the table's rows
-    change_feed: bool = False
+    columns: tuple[str, ...]  # the columns ``rows`` reads
+
+    def of(self, frame: DataFrame) -> DataFrame:
+        """The key's rows of ``frame`` (a version of the table); none if it lacks a column
+        the condition reads (a history log that has seen only truncates has no key columns)."""
+        return frame.where(self.rows) if set(self.columns) <= set(frame.columns) else frame.limit(0)
 
 
 def forget(
@@ -87,6 +101,8 @@ def forget(
     progress: Progress = lambda _: None,
 ) -> ForgetReport:
     """Remove the key ``values`` of entity ``table`` from every layer, then VACUUM and check.
+
+    If no table holds the key, nothing is changed and the report says so (``held`` False).
 
     Raises:
         TableNotFoundError: ``table`` is not an entity of the warehouse.
@@ -101,21 +117,28 @@ def forget(
     report = ForgetReport(table=table, key=shown, reason=reason)
     message = f"forget key {shown} of table {table}: {reason}"
 
-    progress(f"forget: bringing silver.{table} and its gold tables up to date with bronze")
-    run_from_bronze(spark, warehouse, config, progress, [table])
+    progress(f"forget: looking for key {shown} in the tables of {table}")
+    # Only the bronze job writes bronze, so the key's records are the same after the catch-up.
     records = records_of_key(_load(spark, bronze_path), spec, key).collect()
     coordinates = [(int(r.partition), int(r.offset)) for r in records]
-    at_records = coordinates_condition(coordinates)
+    targets = _targets(warehouse, spec, key, coordinates_condition(coordinates))
+    if not coordinates and not any(_holds(spark, t) for t in targets if t.match == "key"):
+        report.held = False
+        return report
+
+    progress(f"forget: bringing silver.{table} and its gold tables up to date with bronze")
+    run_from_bronze(spark, warehouse, config, progress, [table])
     progress(f"forget: {len(coordinates)} bronze records hold key {shown}")
-    targets = _targets(warehouse, spec, key, at_records)
+    bronze = next(target for target in targets if target.path == bronze_path)
+    others = [target for target in targets if target is not bronze]
     if coordinates:
-        with rewritable(spark, bronze_path, message):
-            DeltaTable.forPath(spark, bronze_path).delete(at_records)
-    report.removed.append((f"bronze.{table_name_for_topic(spec.topic)}", len(coordinates)))
+        with rewritable(spark, bronze.path, message):
+            DeltaTable.forPath(spark, bronze.path).delete(bronze.rows)
+    report.removed.append((bronze.name, len(coordinates)))
     with commit_message(spark, message):
-        for target in targets[1:]:
+        for target in others:
             if table_exists(spark, target.path):
-                report.removed.append((target.name, _delete(spark, target.path, target.rows)))
+                report.removed.append((target.name, _delete(spark, target)))
 
     touched = [(target.name, target.path) for target in targets]
     jobs = dependent_gold(config, [table])
@@ -140,36 +163,32 @@ def forget(
 def _targets(
     warehouse: Warehouse, spec: TableSpec, key: EntityKey, at_records: Column
 ) -> list[_Target]:
-    """Bronze first, then the silver-side tables that can hold the key."""
-    bronze_name = table_name_for_topic(spec.topic)
-    targets = [
-        # A version still readable after VACUUM (retention 0) only has files of the current
-        # one, so its records are among those searched: matching their coordinates suffices.
-        _Target(f"bronze.{bronze_name}", warehouse.table("bronze", bronze_name), at_records),
-        _Target(
-            f"silver.{spec.name}",
-            warehouse.table("silver", spec.name),
-            key.matches(),
-            change_feed=True,
-        ),
-        _Target(f"_system.tombstones.{spec.name}", warehouse.tombstones(spec.name), key.matches()),
-        _Target(
-            f"silver.{QUARANTINE_TABLE}",
-            warehouse.table("silver", QUARANTINE_TABLE),
-            (F.col("topic") == spec.topic) & at_records,
-        ),
+    """Every table of the layout that can hold the entity's rows, with the condition on its
+    rows that finds the key's.
+
+    A bronze version still readable after VACUUM (retention 0) only has files of the current
+    one, so its records are among those searched: matching their coordinates suffices.
+    """
+    conditions: dict[KeyRows, tuple[Column, tuple[str, ...]]] = {
+        "key": (key.matches(), tuple(key.values)),
+        "records": ((F.col("topic") == spec.topic) & at_records, ("topic", "partition", "offset")),
+    }
+    return [
+        _Target(table.name, table.path, table.rows, *conditions[table.rows])
+        for table in warehouse.entity_tables(spec.name, spec.topic)
     ]
-    history = history_table(warehouse, spec.name)
-    if history is not None:
-        targets.append(_Target(f"silver.{spec.name}_history", history, key.matches()))
-    return targets
 
 
-def _delete(spark: SparkSession, path: str, rows: Column) -> int:
-    """Delete ``rows`` from the table at ``path``; return how many there were."""
-    count = _load(spark, path).where(rows).count()
+def _holds(spark: SparkSession, target: _Target) -> bool:
+    """Whether the target's table exists and has a row of the key."""
+    return table_exists(spark, target.path) and not target.of(_load(spark, target.path)).isEmpty()
+
+
+def _delete(spark: SparkSession, target: _Target) -> int:
+    """Delete the key's rows from the target's table; return how many there were."""
+    count = target.of(_load(spark, target.path)).count()
     if count:
-        DeltaTable.forPath(spark, path).delete(rows)
+        DeltaTable.forPath(spark, target.path).delete(target.rows)
     return count
 
 
@@ -179,16 +198,23 @@ def _check(spark: SparkSession, targets: list[_Target], report: ForgetReport) ->
     for target in targets:
         if not table_exists(spark, target.path):
             continue
+        change_feed = _has_change_feed(spark, target.path)
         for version in versions(spark, target.path):
             report.versions_checked += 1
             frame = readable_version(spark, target.path, version)
             if frame is not None:
                 report.versions_readable += 1
-                if not frame.where(target.rows).isEmpty():
+                if not target.of(frame).isEmpty():
                     found.append(f"{target.name}@v{version}")
-            if target.change_feed and _change_feed_holds_key(spark, target, version):
+            if change_feed and _change_feed_holds_key(spark, target, version):
                 found.append(f"{target.name}@v{version} (change feed)")
     return found
+
+
+def _has_change_feed(spark: SparkSession, path: str) -> bool:
+    detail = DeltaTable.forPath(spark, path).detail().select("properties").first()
+    properties = detail.properties if detail is not None else {}
+    return str(properties.get(CHANGE_FEED, "false")).lower() == "true"
 
 
 def _change_feed_holds_key(spark: SparkSession, target: _Target, version: int) -> bool:
@@ -202,7 +228,7 @@ def _change_feed_holds_key(spark: SparkSession, target: _Target, version: int) -
         .option("endingVersion", version)
         .load(target.path)
     )
-    return not changes.where(target.rows).isEmpty()
+    return not target.of(changes).isEmpty()
 
 
 def _load(spark: SparkSession, path: str) -> DataFrame:

@@ -124,10 +124,15 @@ def forget(
         report = forget_key(
             spark, Warehouse.from_path(warehouse), config, table, values, reason, progress
         )
+    if not report.held:
+        console.print(
+            f"nothing in the warehouse holds key {report.key} of table {report.table}: "
+            "nothing changed",
+            markup=False,
+        )
+        return
     removed = [list(row) for row in report.removed]
     print_table(f"Removed key {report.key}", ["table", "rows removed"], removed)
-    if not any(count for _, count in report.removed):
-        console.print(f"no record or row held key {report.key}", markup=False)
     if report.recomputed:
         console.print(f"recomputed: {', '.join(report.recomputed)}")
     console.print(f"vacuumed (retention 0): {', '.join(report.vacuumed)}")

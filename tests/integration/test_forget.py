@@ -7,22 +7,31 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
+from functools import reduce
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlparse
 
+import pyarrow.parquet as pq
 import pytest
 from delta.tables import DeltaTable
 from pyspark.errors import PySparkException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import BinaryType
 
-from core.config import SHOP_CONFIG
+from bronze.table import ensure_bronze_table
+from cdc.records import Record
+from core.config import SHOP_CONFIG, PipelineConfig, TableSpec
 from core.errors import ConfigError, TableNotFoundError
+from core.identifiers import table_name_for_topic
 from core.layout import LAYERS, Warehouse
 from gold.jobs import REVENUE_TABLE
 from lakehouse.forget import ForgetReport, forget
+from lakehouse.pipeline import run_from_bronze
 from lakehouse.replay import replay
 from tests.cli import run_cli
+from tests.helpers import bronze_frame, customer_change
 from tests.warehouses import assert_same_tables, copy_warehouse, incremental_warehouse, load
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
@@ -253,3 +262,219 @@ def test_bad_key_on_the_command_line_is_one_error_line(
     assert "Traceback" not in result.stderr
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and phrase in errors[0], result.stderr
+
+
+# --------------------------------------------------------------------------------------------
+# A tiny SCD type 2 warehouse: every file under the warehouse, the history log included
+# --------------------------------------------------------------------------------------------
+
+TOPIC = "pg.public.customers"
+CUSTOMERS = TableSpec(name="customers", topic=TOPIC, stored_as_scd_type=2)
+SCD2_CONFIG = PipelineConfig(tables=(CUSTOMERS,))
+SCD2_TOML = f"""
+[[tables]]
+name = "customers"
+topic = "{TOPIC}"
+stored_as_scd_type = 2
+"""
+FORGOTTEN_ID = 7
+#: In every value of the forgotten customer, so that any file that still holds one is found.
+MARKER = "SECRET7"
+
+
+def customer(offset: int, op: str, id_: int, lsn: int, name: str | None = None) -> Record:
+    notes = f"notes {MARKER}" if id_ == FORGOTTEN_ID else "notes"
+    return customer_change(TOPIC, offset, op, id_, (100, lsn), name, notes)
+
+
+#: Two bronze appends: customer 7 is created, renamed (a second history version), sent once with an
+#: unknown op (quarantined), deleted and created again; customers 1 and 2 stay.
+BATCHES = [
+    [
+        customer(0, "c", 7, 10, f"Ada {MARKER}"),
+        customer(1, "c", 1, 11, "Bob"),
+        customer(2, "u", 7, 20, f"Ada Lovelace {MARKER}"),
+        customer(3, "c", 2, 21, "Cy"),
+        customer(4, "x", 7, 22, f"Ada Unknown {MARKER}"),
+    ],
+    [
+        customer(5, "d", 7, 30),
+        customer(6, "u", 1, 31, "Bob B"),
+        customer(7, "c", 7, 40, f"Ada Again {MARKER}"),
+    ],
+]
+
+
+def build_scd2_warehouse(spark: SparkSession, root: Path) -> Warehouse:
+    warehouse = Warehouse.from_path(root)
+    bronze = warehouse.table("bronze", table_name_for_topic(TOPIC))
+    ensure_bronze_table(spark, bronze, TOPIC)
+    for batch_id, records in enumerate(BATCHES):
+        bronze_frame(spark, records, batch_id).write.format("delta").mode("append").save(bronze)
+    run_from_bronze(spark, warehouse, SCD2_CONFIG)
+    return warehouse
+
+
+def files_holding(root: Path, marker: str = MARKER) -> list[str]:
+    """Data files (every parquet file outside the Delta logs, change-feed files included)
+    under ``root`` with a value (at any depth) that contains ``marker``.
+
+    The logs are left out: their statistics of removed files stay until Delta's log retention
+    expires them (docs/operations.md, ``forget``)."""
+    return [
+        str(file.relative_to(root))
+        for file in sorted(root.rglob("*.parquet"))
+        if "_delta_log" not in file.parts and _holds(pq.read_table(file).to_pylist(), marker)
+    ]
+
+
+def _holds(value: Any, marker: str) -> bool:
+    if isinstance(value, str):
+        return marker in value
+    if isinstance(value, bytes):
+        return marker.encode() in value
+    if isinstance(value, dict):
+        value = list(value.values())
+    return isinstance(value, list | tuple) and any(_holds(item, marker) for item in value)
+
+
+def delta_tables(root: Path) -> list[Path]:
+    """Every Delta table under ``root``: layers, ``_system`` state, anything else."""
+    return sorted(log.parent for log in root.rglob("_delta_log") if log.is_dir())
+
+
+def versions_holding(spark: SparkSession, table: Path) -> list[int]:
+    """The readable versions of the table at ``table`` with a row of the forgotten customer:
+    any value (binary as text) containing :data:`MARKER`, or its id in an ``id`` column."""
+    history = DeltaTable.forPath(spark, str(table)).history().select("version").collect()
+    hits = []
+    for version in sorted(int(r.version) for r in history):
+        frame = spark.read.format("delta").option("versionAsOf", version).load(str(table))
+        if not all(Path(unquote(urlparse(f).path)).exists() for f in frame.inputFiles()):
+            continue  # VACUUM removed some of its files: the version cannot be read
+        values = [
+            F.col(f.name).cast("string") if isinstance(f.dataType, BinaryType) else F.col(f.name)
+            for f in frame.schema.fields
+        ]
+        rows = F.to_json(F.struct(*values)).contains(MARKER)
+        if "id" in frame.columns:
+            rows |= F.col("id") == FORGOTTEN_ID
+        hits.append(frame.where(rows).select(F.lit(version).alias("version")))
+    if not hits:
+        return []
+    found = reduce(DataFrame.unionAll, hits).distinct().collect()  # one Spark job per table
+    return sorted(int(r.version) for r in found)
+
+
+def all_files(root: Path) -> set[tuple[str, int]]:
+    """(path, size) of every file under ``root``."""
+    return {(str(f.relative_to(root)), f.stat().st_size) for f in root.rglob("*") if f.is_file()}
+
+
+@pytest.fixture(scope="module")
+def scd2_pristine(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Warehouse:
+    warehouse = build_scd2_warehouse(spark, tmp_path_factory.mktemp("scd2") / "wh")
+    assert tables_holding(Path(warehouse.root)) >= {
+        "bronze/pg_public_customers",
+        "silver/quarantine",
+        "silver/customers",
+        "silver/customers_history",
+        "_system/history_log/customers",
+    }
+    return warehouse
+
+
+def tables_holding(root: Path) -> set[str]:
+    """The tables (paths relative to ``root``) with a data file that holds :data:`MARKER`."""
+    return {str(table_of(root / file).relative_to(root)) for file in files_holding(root)}
+
+
+def table_of(file: Path) -> Path:
+    """The Delta table a data file belongs to."""
+    return next(parent for parent in file.parents if (parent / "_delta_log").is_dir())
+
+
+@pytest.fixture(scope="module")
+def scd2_forgotten(
+    spark: SparkSession, scd2_pristine: Warehouse, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Warehouse, ForgetReport]:
+    root = tmp_path_factory.mktemp("scd2-forget") / "wh"
+    warehouse = copy_warehouse(Path(scd2_pristine.root), root)
+    report = forget(spark, warehouse, SCD2_CONFIG, "customers", {"id": FORGOTTEN_ID}, REASON)
+    return warehouse, report
+
+
+def test_the_layout_lists_every_table_that_holds_an_entitys_rows(
+    scd2_pristine: Warehouse,
+) -> None:
+    """``forget`` removes a key from the tables the layout lists: a new table that holds an
+    entity's rows must be among them."""
+    root = Path(scd2_pristine.root)
+    listed = scd2_pristine.entity_tables("customers", TOPIC)
+    assert tables_holding(root) <= {str(Path(t.path).relative_to(root)) for t in listed}
+
+
+def test_no_file_of_an_scd2_warehouse_holds_the_forgotten_key(
+    spark: SparkSession, scd2_forgotten: tuple[Warehouse, ForgetReport]
+) -> None:
+    warehouse, report = scd2_forgotten
+    root = Path(warehouse.root)
+    assert files_holding(root) == []
+    tables = delta_tables(root)
+    assert root / "_system" / "history_log" / "customers" in tables
+    holding = {str(t.relative_to(root)): versions_holding(spark, t) for t in tables}
+    assert {table: found for table, found in holding.items() if found} == {}
+    assert dict(report.removed) == {
+        "bronze.pg_public_customers": 5,
+        "silver.customers": 1,
+        "silver.quarantine": 1,  # the unknown op
+        "silver.customers_history": 3,  # Ada, Ada Lovelace (deleted), Ada Again
+        "_system.history_log.customers": 4,  # the changes
+    }, report.removed
+    kept = load(spark, warehouse, "silver", "customers").select("id", "name").collect()
+    assert sorted(tuple(r) for r in kept) == [(1, "Bob B"), (2, "Cy")]
+
+
+def test_history_rebuilt_after_forget_does_not_bring_the_key_back(
+    spark: SparkSession, scd2_forgotten: tuple[Warehouse, ForgetReport], tmp_path: Path
+) -> None:
+    """A new customer 7 arrives: its history is rebuilt from the log, which must not hold the
+    forgotten customer's events any more."""
+    warehouse = copy_warehouse(Path(scd2_forgotten[0].root), tmp_path / "wh")
+    bronze = warehouse.table("bronze", table_name_for_topic(TOPIC))
+    again = [customer_change(TOPIC, 8, "c", FORGOTTEN_ID, (100, 50), "Eve", "new")]
+    bronze_frame(spark, again, 2).write.format("delta").mode("append").save(bronze)
+    run_from_bronze(spark, warehouse, SCD2_CONFIG)
+    history = load(spark, warehouse, "silver", "customers_history").where(
+        F.col("id") == FORGOTTEN_ID
+    )
+    assert [(r.name, r.notes, r["__is_current"]) for r in history.collect()] == [
+        ("Eve", "new", True)
+    ]
+    assert files_holding(Path(warehouse.root)) == []
+
+
+def test_forget_of_a_key_nothing_holds_says_so_and_changes_nothing(
+    scd2_pristine: Warehouse, tmp_path: Path
+) -> None:
+    warehouse = copy_warehouse(Path(scd2_pristine.root), tmp_path / "wh")
+    config = tmp_path / "pipeline.toml"
+    config.write_text(SCD2_TOML, encoding="utf-8")
+    before = all_files(Path(warehouse.root))
+    result = run_cli(
+        "forget",
+        "--warehouse",
+        warehouse.root,
+        "--table",
+        "customers",
+        "--key",
+        '{"id": 999}',
+        "--config",
+        config,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    said = [line for line in result.stdout.splitlines() if line and not line.startswith("- ")]
+    assert said == [
+        'nothing in the warehouse holds key {"id": 999} of table customers: nothing changed'
+    ], result.stdout
+    assert all_files(Path(warehouse.root)) == before
