@@ -38,6 +38,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from core.errors import ConfigError
+from core.identifiers import require_identifier
+
 #: Postgres TOAST placeholder: "this column did not change".
 UNAVAILABLE_VALUE = "__debezium_unavailable_value"
 
@@ -128,7 +131,7 @@ def _typed(schema: Mapping[str, Any]) -> _Typed:
         primitive = _PRIMITIVES[connect_type]
         return _Typed(primitive, _identity, primitive)
     if connect_type == "bytes":
-        return _Typed(StringType(), F.unbase64, BinaryType())
+        return _Typed(StringType(), _base64_bytes, BinaryType())
     if connect_type == "array":
         return _array(_typed(_schema(schema.get("items"))))
     if connect_type == "map":
@@ -176,12 +179,17 @@ def _map(key: _Typed, value: _Typed) -> _Typed:
     return _Typed(ArrayType(ArrayType(StringType())), from_pairs, decoded)
 
 
+def _base64_bytes(text: Column) -> Column:
+    """Base64 text as bytes; null for text that is not base64 (``unbase64`` fails the batch)."""
+    return F.try_to_binary(text, F.lit("base64"))
+
+
 def _from_text(text: Column, raw: DataType) -> Column:
     """A JSON value read as text (a string unquoted, anything else its JSON) in type ``raw``."""
     if isinstance(raw, StringType):
         return text
     if isinstance(raw, AtomicType):
-        return text.cast(raw)
+        return text.try_cast(raw)  # garbage is null, never a failed batch (ANSI casts raise)
     return F.from_json(text, raw if isinstance(raw, ArrayType | StructType) else raw.simpleString())
 
 
@@ -241,7 +249,7 @@ def _unscaled_text(encoded: Column) -> Column:
     A negative value is decoded as ``-(~x + 1)``: the complement's digits are the magnitude
     minus one, which keeps every intermediate value within ``decimal(38, 0)``.
     """
-    hex_digits = F.hex(F.unbase64(encoded))
+    hex_digits = F.hex(_base64_bytes(encoded))
     negative = F.substring(hex_digits, 1, 1).isin(*"89ABCDEF")
     complement = F.translate(hex_digits, "0123456789ABCDEF", "FEDCBA9876543210")
     magnitude = F.when(negative, F.try_add(_hex_to_decimal(complement), F.lit(1))).otherwise(
@@ -276,6 +284,8 @@ def _decimal(schema: Mapping[str, Any]) -> _Typed:
     parameters = schema.get("parameters") or {}
     scale = int(parameters.get("scale", 0))
     precision = int(parameters.get("connect.decimal.precision", 38))
+    if not 0 <= scale <= min(precision, 38):
+        raise ValueError(f"decimal scale {scale} does not fit precision {precision}")
     target = DecimalType(min(precision, 38), scale)
     return _Typed(StringType(), lambda c: _scaled(_unscaled_text(c), F.lit(-scale), target), target)
 
@@ -305,7 +315,7 @@ _LOGICAL: Mapping[str, Callable[[Mapping[str, Any]], _Typed]] = {
         LongType(), lambda c: F.timestamp_micros(_floor_div(c, 1000)), _TIMESTAMP
     ),
     "io.debezium.time.ZonedTimestamp": _simple(
-        StringType(), lambda c: c.cast(_TIMESTAMP), _TIMESTAMP
+        StringType(), lambda c: c.try_cast(_TIMESTAMP), _TIMESTAMP
     ),
     "io.debezium.time.Time": _simple(
         IntegerType(), lambda c: c.cast(LongType()) * 1000, _TIME_OF_DAY
@@ -324,9 +334,34 @@ _LOGICAL: Mapping[str, Callable[[Mapping[str, Any]], _Typed]] = {
 }
 
 
+class SchemaProblem(ValueError):
+    """A Connect schema that cannot be decoded; the message is its records' quarantine reason."""
+
+
 def row_codecs(connect_struct: Mapping[str, Any]) -> list[ColumnCodec]:
-    """Codecs for the fields of a Connect ``struct`` schema, in schema order."""
-    return [codec_for(field) for field in connect_struct.get("fields", [])]
+    """Codecs for the fields of a Connect ``struct`` schema, in schema order.
+
+    Raises:
+        SchemaProblem: the fields are not a list of named field schemas, a name is not a plain
+            column name or is repeated, or a field's parameters cannot be read.
+    """
+    fields = connect_struct.get("fields", [])
+    if not isinstance(fields, list) or not all(
+        isinstance(f, Mapping) and isinstance(f.get("field"), str) for f in fields
+    ):
+        raise SchemaProblem("invalid Connect schema: 'fields' is not a list of named fields")
+    names = [str(f["field"]) for f in fields]
+    for name in names:
+        try:
+            require_identifier(name)
+        except ConfigError:
+            raise SchemaProblem(f"unsupported column name {name!r}") from None
+    if len({name.lower() for name in names}) < len(names):
+        raise SchemaProblem("invalid Connect schema: a field name is repeated (letter case aside)")
+    try:
+        return [codec_for(field) for field in fields]
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        raise SchemaProblem(f"invalid Connect schema: {error}") from None
 
 
 def envelope_row_schema(envelope_schema: Mapping[str, Any]) -> Mapping[str, Any] | None:

@@ -147,7 +147,9 @@ def read_batch(
         SchemaChangeError: a conflict in a value column under ``on_incompatible_type = "fail"``.
     """
     versions = discover_versions(texts, spec)
-    frames = [parse_changes(_rows_of(texts, v), spec, v.layout) for v in versions]
+    frames = [
+        parse_changes(_rows_of(texts, v), spec, v.layout, problem=v.problem) for v in versions
+    ]
     typed = [
         VersionColumns(_typed_columns(frame, v.layout), v.inferred)
         for v, frame in zip(versions, frames, strict=True)

@@ -26,6 +26,7 @@ from cdc.debezium import (
     SOURCE_TYPE,
     UNAVAILABLE_VALUE,
     ColumnCodec,
+    SchemaProblem,
     envelope_row_schema,
     inferred_codecs,
     merge_codecs,
@@ -118,13 +119,15 @@ class SchemaVersion:
     quarantined as ``missing key``). ``selector``: which rows of the batch they are (None: all).
     ``first``: (bronze partition, offset) of their first record (None for an ``events`` table,
     whose batch is one version). ``inferred``: the types were inferred from JSON values
-    because the records carry no Connect schema (or no declared one).
+    because the records carry no Connect schema (or no declared one). ``problem``: why their
+    schema cannot be decoded (their quarantine reason), or None.
     """
 
     layout: RowLayout
     selector: Column | None
     first: tuple[int, int] | None
     inferred: bool
+    problem: str | None = None  # their schema cannot be decoded: all are quarantined with it
 
 
 def discover_versions(texts: DataFrame, spec: TableSpec) -> list[SchemaVersion]:
@@ -137,7 +140,9 @@ def discover_versions(texts: DataFrame, spec: TableSpec) -> list[SchemaVersion]:
     """
     if spec.format == "events":
         return [SchemaVersion(_events_layout(texts, spec), None, None, spec.schema is None)]
-    samples = sorted(_debezium_samples(texts), key=lambda s: s.first)
+    found = _with_case_clashes(sorted(_debezium_samples(texts), key=lambda s: s.first))
+    broken = [s for s in found if s.problem is not None]
+    samples = [s for s in found if s.problem is None]
     if any(s.row_inferred for s in samples):
         row = _Decoding.inferred(_inferred_envelope_row(texts))
         samples = [replace(s, row=row) if s.row_inferred else s for s in samples]
@@ -152,6 +157,7 @@ def discover_versions(texts: DataFrame, spec: TableSpec) -> list[SchemaVersion]:
         else:
             group.append(sample)
     key_names = tuple(c.name for c in merge_codecs([s.key.codecs for s in samples]))
+    empty = _with_configured_keys((), spec.keys) if spec.keys else RowLayout((), ())
     versions = []
     for index, group in enumerate(groups):
         columns = tuple(merge_codecs([s.row.codecs for s in group]))
@@ -160,7 +166,7 @@ def discover_versions(texts: DataFrame, spec: TableSpec) -> list[SchemaVersion]:
         else:
             keys = merge_codecs([s.key.codecs for s in group])
             layout = RowLayout(keys=_with_key_names(keys, key_names), columns=columns)
-        others = [s.hash for g in groups if g is not group for s in g]
+        others = [s.hash for g in groups if g is not group for s in g] + [s.hash for s in broken]
         # The first version also takes the rows no sample stands for (Kafka tombstones).
         selector = (
             None
@@ -171,10 +177,35 @@ def discover_versions(texts: DataFrame, spec: TableSpec) -> list[SchemaVersion]:
         )
         inferred = any(s.row_inferred or s.key_inferred for s in group)
         versions.append(SchemaVersion(_checked(layout), selector, group[0].first, inferred))
-    if not versions:  # only tombstones: nothing to decode
-        empty = _with_configured_keys((), spec.keys) if spec.keys else RowLayout((), ())
-        versions.append(SchemaVersion(_checked(empty), None, None, False))
+    if not versions:  # only tombstones (and broken schemas): nothing to decode
+        versions.append(SchemaVersion(_checked(empty), _none_of(broken), None, False))
+    for sample in broken:
+        selector = _schema_hash().isin([sample.hash])
+        versions.append(SchemaVersion(empty, selector, sample.first, False, sample.problem))
     return versions
+
+
+def _with_case_clashes(samples: list[_Sample]) -> list[_Sample]:
+    """Mark a sample broken when one of its columns differs only in letter case from a column
+    of an earlier sample: Spark and Delta take both for one column."""
+    spelling: dict[str, str] = {}
+    marked = []
+    for sample in samples:
+        names = [c.name for c in (*sample.row.codecs, *sample.key.codecs)]
+        clash = next((n for n in names if spelling.get(n.lower(), n) != n), None)
+        if sample.problem is None and clash is not None:
+            first = spelling[clash.lower()]
+            why = f"column {clash!r} differs from {first!r} only in letter case"
+            marked.append(replace(sample, problem=why))
+            continue
+        if sample.problem is None:
+            spelling.update((n.lower(), n) for n in names if n.lower() not in spelling)
+        marked.append(sample)
+    return marked
+
+
+def _none_of(samples: list[_Sample]) -> Column | None:
+    return ~_schema_hash().isin([s.hash for s in samples]) if samples else None
 
 
 @dataclass(frozen=True)
@@ -187,15 +218,20 @@ class _Decoding:
 
     @staticmethod
     def connect(struct: Mapping[str, Any] | None) -> _Decoding:
-        fields = (struct or {}).get("fields", [])
+        """The decoding of a Connect struct schema.
+
+        Raises:
+            SchemaProblem: the schema is not one this project can decode.
+        """
+        codecs = row_codecs(struct or {})
         ignored = ("field", "optional", "default", "doc")
         return _Decoding(
-            codecs=row_codecs(struct or {}),
+            codecs=codecs,
             signatures={
                 str(f["field"]): json.dumps(
                     {k: v for k, v in f.items() if k not in ignored}, sort_keys=True
                 )
-                for f in fields
+                for f in (struct or {}).get("fields", [])
             },
         )
 
@@ -209,6 +245,9 @@ class _Decoding:
         return all(self.signatures[n] == other.signatures[n] for n in shared)
 
 
+_NOTHING = _Decoding([], {})
+
+
 @dataclass(frozen=True)
 class _Sample:
     """One distinct (value schema, key schema) of a batch. ``row_inferred``/``key_inferred``:
@@ -220,6 +259,7 @@ class _Sample:
     key: _Decoding
     row_inferred: bool
     key_inferred: bool
+    problem: str | None = None  # why the schemas cannot be decoded
 
     def agrees(self, other: _Sample) -> bool:
         return self.row.agrees(other.row) and self.key.agrees(other.key)
@@ -250,16 +290,14 @@ def _debezium_samples(texts: DataFrame) -> list[_Sample]:
         key_schema = _loads(group.sample.k).get("schema")
         row_schema = envelope_row_schema(value_schema) if value_schema else None
         is_struct = isinstance(key_schema, dict) and key_schema.get("type") == "struct"
-        samples.append(
-            _Sample(
-                hash=group.h,
-                first=(group.first.partition, group.first.offset),
-                row=_Decoding.connect(row_schema),
-                key=_Decoding.connect(key_schema if is_struct else None),
-                row_inferred=value_schema is None,
-                key_inferred=key_schema is None,
-            )
-        )
+        first = (group.first.partition, group.first.offset)
+        try:
+            row = _Decoding.connect(row_schema)
+            key = _Decoding.connect(key_schema if is_struct else None)
+        except SchemaProblem as problem:
+            samples.append(_Sample(group.h, first, _NOTHING, _NOTHING, False, False, str(problem)))
+            continue
+        samples.append(_Sample(group.h, first, row, key, value_schema is None, key_schema is None))
     return samples
 
 
@@ -315,19 +353,25 @@ def parse_changes(
     spec: TableSpec,
     layout: RowLayout,
     rejected: Mapping[str, str] | None = None,
+    problem: str | None = None,
 ) -> DataFrame:
     """Turn bronze rows (with ``k``/``v`` text) into change events; see the module docstring.
 
     ``rejected``: column -> quarantine reason for the records that carry a value (not null) in
-    that column (a type the table cannot take); the other reasons come first.
+    that column (a type the table cannot take); the other reasons come first. ``problem``:
+    the reason of every record (their schema cannot be decoded; see :class:`SchemaVersion`).
     """
     if spec.format == "events":
         return _parse_events(texts, spec, layout, rejected or {})
-    return _parse_debezium(texts, spec, layout, rejected or {})
+    return _parse_debezium(texts, spec, layout, rejected or {}, problem)
 
 
 def _parse_debezium(
-    texts: DataFrame, spec: TableSpec, layout: RowLayout, rejected: Mapping[str, str]
+    texts: DataFrame,
+    spec: TableSpec,
+    layout: RowLayout,
+    rejected: Mapping[str, str],
+    problem: str | None = None,
 ) -> DataFrame:
     row_type = raw_struct(layout.columns)
     envelope_fields = [
@@ -382,6 +426,8 @@ def _parse_debezium(
     for column, why in rejected.items():
         carried = key_values[column] if column in key_values else after[column]
         reason = reason.when(carried.isNotNull(), why)
+    if problem is not None:
+        reason = F.lit(problem)
     toastable = [c.name for c in layout.value_columns if c.toastable]
     unavailable = F.filter(
         F.array(*[F.when(after[name] == UNAVAILABLE_VALUE, F.lit(name)) for name in toastable])
@@ -518,7 +564,7 @@ def _loads(text: str | None) -> dict[str, Any]:
         return {}
     try:
         loaded = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than Python follows
         return {}
     return loaded if isinstance(loaded, dict) else {}
 

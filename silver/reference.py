@@ -561,8 +561,12 @@ _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 
 
 def _loads(data: bytes) -> Any:
-    """Strict JSON from UTF-8 bytes; raises ValueError (also for bad UTF-8 and NaN)."""
-    return _DECODER.decode(data.decode("utf-8"))
+    """Strict JSON from UTF-8 bytes; raises ValueError (also for bad UTF-8, NaN, and nesting
+    deeper than Python's recursion limit, which Spark's JSON reader does not follow either)."""
+    try:
+        return _DECODER.decode(data.decode("utf-8"))
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
 
 
 def _object_or_none(envelope: Mapping[str, Any], name: str) -> dict[str, Any] | None:
@@ -656,7 +660,7 @@ def _postgres_sequence(source: Mapping[str, Any]) -> tuple[tuple[int, int], str]
     sequence = source.get("sequence")
     if isinstance(sequence, str):
         try:
-            sequence = json.loads(sequence)
+            sequence = _loads(sequence.encode("utf-8"))
         except ValueError as error:
             raise _Quarantine(MISSING_SEQUENCE) from error
     if not isinstance(sequence, list) or len(sequence) != 2:
