@@ -218,13 +218,15 @@ def run_continuously(
     progress: Progress = lambda _: None,
     poll_seconds: float = 5.0,
     drain_seconds: float = DRAIN_SECONDS,
+    summary: RunSummary | None = None,
 ) -> None:
     """Run every layer on a processing-time trigger until a query fails, SIGINT or SIGTERM.
 
     Silver and gold queries start as soon as their input tables appear, and a query stopped by
     a schema change of its input continues from its checkpoint (:class:`RunningQueries`). On a
     signal each query stops after its running micro-batch (at most ``drain_seconds`` in all; a
-    second signal stops them at once); their checkpoints make the next run continue.
+    second signal stops them at once); their checkpoints make the next run continue. What the
+    micro-batches did goes into ``summary``, if given.
     """
     check_declared_schemas(config.tables)
     stop, at_once = threading.Event(), threading.Event()
@@ -237,10 +239,13 @@ def run_continuously(
     try:
         try:
             source_frame = read_source(spark, source, continuous=True)
-            running.start(BRONZE_QUERY, lambda: start_bronze(source_frame, warehouse, trigger))
+            listener = summary.bronze_batch if summary else None
+            running.start(
+                BRONZE_QUERY, lambda: start_bronze(source_frame, warehouse, trigger, listener)
+            )
             progress(f"bronze: streaming from {source.describe()} (Ctrl-C stops)")
             while not stop.is_set():
-                start_ready(spark, warehouse, config, trigger, running, progress)
+                start_ready(spark, warehouse, config, trigger, running, progress, summary)
                 running.check()
                 stop.wait(poll_seconds)
         except BaseException:
@@ -275,8 +280,10 @@ def start_ready(
     trigger: Trigger,
     running: RunningQueries,
     progress: Progress = lambda _: None,
+    summary: RunSummary | None = None,
 ) -> None:
-    """Start the silver and gold queries whose input tables exist and that are not running.
+    """Start the silver and gold queries whose input tables exist and that are not running
+    (the silver ones reporting their micro-batches to ``summary``, if given).
 
     The tables silver queries share are created first, so that queries starting together do
     not race to create them.
@@ -289,7 +296,12 @@ def start_ready(
     if new:
         ensure_shared_tables(spark, warehouse)
     for spec in new:
-        running.start(f"silver_{spec.name}", partial(start_silver, spark, warehouse, spec, trigger))
+        listener = None
+        if summary is not None:
+            summary.add_table(spec.name)
+            listener = partial(summary.silver_batch, spec.name)
+        job = partial(start_silver, spark, warehouse, spec, trigger, listener)
+        running.start(f"silver_{spec.name}", job)
         progress(f"silver: streaming {spec.topic} into silver.{spec.name}")
     for name, start in _gold_jobs(spark, warehouse, config, trigger, progress, running.names()):
         running.start(name, start)

@@ -86,6 +86,7 @@ def run(
     from core.layout import Warehouse
     from core.streaming import Trigger
     from lakehouse.pipeline import run_continuously, run_once
+    from lakehouse.summary import RunSummary
 
     if once and processing_time:
         raise LakehouseError("Use either --once or --processing-time, not both.")
@@ -106,12 +107,23 @@ def run(
     with spark_session(spark_mode, master) as spark:
         if trigger.once:
             report = run_once(spark, spec, Warehouse.from_path(warehouse), config, progress)
-            print_summary(report.summary)
+            summary = report.summary
+            print_summary(summary)
             console.print(f"done: {len(report.queries)} queries in {report.seconds:.1f} s")
-            for warning in report.summary.warnings():
-                errors.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
         else:
-            run_continuously(spark, spec, Warehouse.from_path(warehouse), config, trigger, progress)
+            summary = RunSummary()
+            run_continuously(
+                spark,
+                spec,
+                Warehouse.from_path(warehouse),
+                config,
+                trigger,
+                progress,
+                summary=summary,
+            )
+            print_summary(summary)
+        for warning in summary.warnings():
+            errors.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
 
 
 def print_summary(summary: RunSummary) -> None:
