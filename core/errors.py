@@ -31,6 +31,11 @@ class SourceUnavailableError(LakehouseError):
     """A source cannot be read: broker unreachable, unknown topic, or authentication refused."""
 
 
+class StatementRefusedError(LakehouseError):
+    """A SQL statement the command does not run: a write while read-only, any change to
+    bronze, a read of files by path, code, or a statement that cannot be checked."""
+
+
 class DataLossError(LakehouseError):
     """Records a query still needed are gone from the source (retention, deleted topic)."""
 
