@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from core.errors import LakehouseError
 
@@ -101,11 +102,13 @@ def show(value: Any) -> str:
 
 
 def print_table(title: str | None, columns: list[str], rows: list[list[Any]]) -> None:
+    """A table on stdout; cells are shown literally (no rich markup or emoji codes) and in
+    full: a value wider than its column wraps onto more lines instead of being cut short."""
     table = Table(title=title)
     for column in columns:
-        table.add_column(column)
+        table.add_column(Text(column), overflow="fold")
     for row in rows:
-        table.add_row(*[show(v) for v in row])
+        table.add_row(*[Text(show(v)) for v in row])
     console.print(table)
 
 
