@@ -1,6 +1,6 @@
 """SQL names for warehouse tables: the project re-points the catalog entries it registered and
-never drops a table somebody else created under the same name; ``lakehouse sql`` refuses to
-change an append-only (bronze) table with one line."""
+never drops a table somebody else created under the same name (``lakehouse sql`` and its
+refusals: ``test_sql_command.py``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from pyspark.sql import SparkSession
 from core.catalog import REGISTERED_PREFIX, run_sql
 from core.errors import ConfigError
 from core.layout import Warehouse
-from tests.cli import run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -52,29 +51,3 @@ def test_foreign_table_is_kept_and_own_entries_are_repointed(
         assert [r.v for r in run_sql(spark, second, f"SELECT v FROM {NAME}").collect()] == [2]
     finally:
         spark.sql(f"DROP TABLE IF EXISTS {NAME}")
-
-
-def test_sql_changing_an_append_only_table_is_one_line(spark: SparkSession, tmp_path: Path) -> None:
-    table = "bronze.append_probe"
-    path = Warehouse(str(tmp_path)).table("bronze", "append_probe")
-    spark.sql(
-        f"CREATE TABLE delta.`{path}` (offset bigint) USING delta "
-        "TBLPROPERTIES ('delta.appendOnly' = 'true')"
-    )
-    spark.createDataFrame([(7,)], "offset bigint").write.format("delta").mode("append").save(path)
-    statements = [
-        f"DELETE FROM {table} WHERE offset = 7",
-        f"UPDATE {table} SET offset = 8",
-        f"MERGE INTO {table} t USING {table} s ON t.offset = s.offset WHEN MATCHED THEN DELETE",
-    ]
-    try:
-        for statement in statements:
-            result = run_cli("sql", "--warehouse", tmp_path, statement)
-            assert result.returncode == 2, (statement, result.stderr)
-            lines = result.stderr.strip().splitlines()
-            assert len(lines) == 1, (statement, result.stderr)
-            assert lines[0].startswith("error: ") and "is append-only" in lines[0], lines
-            assert "lakehouse forget" in lines[0], lines
-        assert [r.offset for r in spark.read.format("delta").load(path).collect()] == [7]
-    finally:
-        spark.sql(f"DROP TABLE IF EXISTS {table}")

@@ -72,7 +72,7 @@ def test_sql_counts_gold_sessions(demo: tuple[Path, subprocess.CompletedProcess[
     root, result = demo
     assert result.returncode == 0
     query = "SELECT count(*) AS n FROM gold.user_sessions"
-    sql = run_cli("sql", "--warehouse", root / "warehouse", query)
+    sql = run_cli("sql", "--warehouse", root / "warehouse", "--format", "table", query)
     assert sql.returncode == 0, sql.stdout + sql.stderr
     cells = table_cells(sql.stdout)
     assert len(cells) == 1 and cells[0][0].isdigit() and int(cells[0][0]) > 0, sql.stdout
