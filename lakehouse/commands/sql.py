@@ -40,6 +40,8 @@ APPEND_ONLY = (
 )
 #: Spark's setting that lets SQL read files by path (``text.`/etc/hostname```).
 SQL_ON_FILES = "spark.sql.runSQLOnFiles"
+#: Spark's setting that replaces ``${name}`` in a statement's text before parsing it.
+SUBSTITUTE = "spark.sql.variable.substitute"
 
 
 @click.command()
@@ -88,7 +90,7 @@ def sql(
 
     check(statement, allow_writes=allow_writes)  # before Spark starts: a refusal is quick
     output = output or ("table" if sys.stdout.isatty() else "csv")
-    with spark_session(spark_mode, master) as spark, _files_by_path(spark, allow_writes):
+    with spark_session(spark_mode, master) as spark, _as_checked(spark, allow_writes):
         try:
             frame = run_sql(spark, Warehouse.from_path(warehouse), statement)
             check_columns(output, frame.columns)
@@ -121,18 +123,20 @@ def _print(output: Format, columns: list[str], rows: list[tuple[object, ...]]) -
 
 
 @contextmanager
-def _files_by_path(spark: SparkSession, allow_writes: bool) -> Iterator[None]:
-    """Read-only: Spark itself refuses reads of files by path while the statement runs (the
-    statement check refuses them first; this covers names it does not know)."""
-    if allow_writes:
-        yield
-        return
-    before = spark.conf.get(SQL_ON_FILES, None)
-    spark.conf.set(SQL_ON_FILES, "false")
+def _as_checked(spark: SparkSession, allow_writes: bool) -> Iterator[None]:
+    """Spark runs the statement as it was checked: no ``${...}`` substitution (which could
+    change the text after the check, or put a setting or an environment variable into it);
+    read-only, Spark itself also refuses reads of files by path (the check refuses them first;
+    this covers data source names it does not know). The settings are restored afterwards."""
+    settings = {SUBSTITUTE: "false"} | ({} if allow_writes else {SQL_ON_FILES: "false"})
+    before = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
     try:
         yield
     finally:
-        if before is None:
-            spark.conf.unset(SQL_ON_FILES)
-        else:
-            spark.conf.set(SQL_ON_FILES, before)
+        for key, old in before.items():
+            if old is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, old)

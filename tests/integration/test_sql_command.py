@@ -92,6 +92,9 @@ def test_sql_reads_by_default_and_never_changes_bronze(spark: SparkSession, tmp_
         assert cells[0][0] == "1" and cells[0][2] == "NULL", cells  # row 1, folded on lines
         assert "".join(line[1] for line in cells[: cells.index(["2", "b", "x"])]) == LONG
 
+        literal = run_cli("sql", "--warehouse", tmp_path, "SELECT '${spark.app.name}' AS v")
+        assert literal.stdout == "v\n${spark.app.name}\n", literal  # as checked: no ${...}
+
         piped = run_cli("sql", "--warehouse", tmp_path, "--limit", "2", query)  # not a tty
         assert piped.stdout == "\n".join(outputs["csv"].stdout.split("\n")[:3]) + "\n"
         assert piped.stderr.startswith("note: printed the first 2 rows; there are more")
