@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -124,7 +125,8 @@ def start_capture(
     starts.
 
     Raises:
-        CaptureError: the child exited or the slot did not appear in time.
+        CaptureError: PostgreSQL cannot be reached, or the child exited or did not start
+            streaming in time.
     """
     import psycopg
 
@@ -138,7 +140,15 @@ def start_capture(
         "timeout_s": timeout_s,
     }
     command = [sys.executable, "-m", "lakehouse.debezium_capture", json.dumps(arguments)]
-    with log_file.open("ab") as log:
+    try:
+        connection = psycopg.connect(**conninfo, autocommit=True, connect_timeout=10)
+    except psycopg.OperationalError as error:
+        detail = str(error).strip().splitlines()[-1:] or ["refused"]
+        raise CaptureError(
+            f"cannot connect to PostgreSQL at {conninfo.get('host')}:{conninfo.get('port')}: "
+            f"{detail[0]}"
+        ) from None
+    with connection, log_file.open("ab") as log:
         process = subprocess.Popen(
             command,
             stdout=log,
@@ -147,39 +157,54 @@ def start_capture(
             cwd=work_dir,  # the engine's log4j writes logs/ into its working directory
             start_new_session=True,
         )
-    capture = Capture(process, out_dir, log_file)
+        capture = Capture(process, out_dir, log_file)
+        try:
+            _wait_until_streaming(connection, capture)
+        except BaseException:
+            capture.stop()
+            raise
+    return capture
+
+
+def _wait_until_streaming(connection: Any, capture: Capture) -> None:
+    """Return once the capture's replication slot is active (the snapshot is done)."""
     deadline = time.monotonic() + READY_TIMEOUT_S
-    try:
-        with psycopg.connect(**conninfo, autocommit=True) as connection:
-            while time.monotonic() < deadline:
-                if process.poll() is not None:
-                    raise CaptureError(
-                        _last_error(log_file) or f"the capture exited at start-up; see {log_file}"
-                    )
-                found = connection.execute(
-                    "SELECT 1 FROM pg_replication_slots WHERE slot_name = %s AND active",
-                    (SLOT_NAME,),
-                ).fetchone()
-                if found:
-                    return capture
-                time.sleep(0.2)
-        raise CaptureError(
-            f"Debezium did not create its replication slot in {READY_TIMEOUT_S:.0f} s; "
-            f"see {log_file}"
-        )
-    except BaseException:
-        capture.stop()
-        raise
+    while time.monotonic() < deadline:
+        if capture.process.poll() is not None:
+            raise CaptureError(
+                _last_error(capture.log_file)
+                or f"the capture exited at start-up; see {capture.log_file}"
+            )
+        found = connection.execute(
+            "SELECT 1 FROM pg_replication_slots WHERE slot_name = %s AND active", (SLOT_NAME,)
+        ).fetchone()
+        if found:
+            return
+        time.sleep(0.2)
+    raise CaptureError(
+        f"Debezium did not start streaming in {READY_TIMEOUT_S:.0f} s; see {capture.log_file}"
+    )
+
+
+_STOPPED = "the Debezium engine stopped"
+#: A Java exception line of the engine's log: ``io.debezium.DebeziumException: message``.
+_JAVA_EXCEPTION = re.compile(r"^(?:[a-z_$][\w$]*\.)+[A-Z][\w$]*(?:Exception|Error): (.+)$")
 
 
 def _last_error(log_file: Path) -> str | None:
-    """The child's own ``error:`` line, if it wrote one."""
+    """The child's own ``error:`` line, if it wrote one, with the message of the last Java
+    exception the engine logged (the cause, when the engine stopped by itself)."""
     try:
         lines = log_file.read_text(errors="replace").splitlines()
     except OSError:
         return None
     errors = [line.removeprefix("error: ") for line in lines if line.startswith("error: ")]
-    return errors[-1] if errors else None
+    if not errors:
+        return None
+    causes = [m.group(1) for m in map(_JAVA_EXCEPTION.match, lines) if m]
+    if causes and errors[-1].startswith(_STOPPED):
+        return f"{errors[-1]}: {causes[-1]}"
+    return errors[-1]
 
 
 # --------------------------------------------------------------------------------------------
@@ -256,18 +281,29 @@ def _run_child(arguments: dict[str, Any]) -> int:
     engine.close()
     thread.join(timeout=30)
     writer.file.close()
-    if failure or not seen or not writer.marker_seen:
-        reason = (
-            f"the Debezium engine failed: {failure[0]}"
-            if failure
-            else f"no end marker (an insert into public.{MARKER_TABLE}) arrived within "
-            f"{arguments['timeout_s']:.0f} s; {writer.count} records were captured"
-        )
+    if not writer.marker_seen:
+        if failure:
+            reason = f"the Debezium engine failed: {_first_line(failure[0])}"
+        elif seen:  # the engine ended by itself; its own error is in the log
+            reason = (
+                f"{_STOPPED} before the end marker (an insert into "
+                f"public.{MARKER_TABLE}) after {writer.count} records"
+            )
+        else:
+            reason = (
+                f"no end marker (an insert into public.{MARKER_TABLE}) arrived within "
+                f"{arguments['timeout_s']:.0f} s; {writer.count} records were captured"
+            )
         print(f"error: {reason}", flush=True)
         return 1
     partial.rename(out_dir / OUTPUT_FILE)
     print(f"captured {writer.count} records", flush=True)
     return 0
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip() or type(error).__name__
+    return text.splitlines()[0]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,13 +2,14 @@
 
 Both sides are turned into plain Python values that mean the same thing, decided per PostgreSQL
 type (what equality means for each is in docs/debezium-types.md): integers, floats (``real`` at
-32-bit precision), ``Decimal`` for numerics and ``money`` (Debezium's default
+32-bit precision; NaN equals NaN), ``Decimal`` for numerics and ``money`` (Debezium's default
 ``decimal.handling.mode=precise``), ``numeric`` without precision rounded to silver's 18
-decimal places, microseconds for ``time`` (since midnight, ``timetz`` in UTC), ``timestamp``
-(as if UTC) and ``timestamptz`` (the instant), Debezium's ``MicroDuration`` microseconds for
-``interval`` (a month is 365.25 / 12 days), parsed documents for ``json``/``jsonb``, lists for
-arrays, PostgreSQL's text output for ``inet``, ``uuid``, ``xml`` and enums. PostgreSQL is read
-over SQL, never through our fold of the change events.
+decimal places, days since 1970-01-01 for ``date``, microseconds for ``time`` (since
+midnight), ``timetz`` (since midnight UTC), ``timestamp`` (its wall-clock time as if UTC) and
+``timestamptz`` (the instant), Debezium's ``MicroDuration`` microseconds for ``interval`` (a
+month is 365.25 / 12 days), parsed documents for ``json``/``jsonb`` (JSON ``null`` is not SQL
+NULL), lists for arrays, PostgreSQL's text output for ``inet``, ``uuid``, ``xml`` and enums.
+PostgreSQL is read over SQL, never through our fold of the change events.
 """
 
 from __future__ import annotations
@@ -17,13 +18,13 @@ import json
 import math
 import struct
 from dataclasses import dataclass
-from datetime import UTC, datetime, time
 from decimal import ROUND_HALF_UP, Context, Decimal
 from typing import Any
 
+from pyspark.sql import Column as SparkColumn
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import TimestampType
+from pyspark.sql.types import DataType, DateType, TimestampType
 
 from core.identifiers import entity_name_for_topic
 from core.layout import Warehouse
@@ -34,9 +35,18 @@ Key = tuple[Any, ...]
 _MICROS_PER_DAY = 86_400_000_000
 #: Debezium's MicroDuration: a month is 365.25 / 12 days = 2,629,800 seconds.
 _MICROS_PER_MONTH = 2_629_800_000_000
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _SILVER_SCALE = Decimal(1).scaleb(-18)
 _WIDE = Context(prec=100, rounding=ROUND_HALF_UP)
+
+
+#: Types read as microseconds since the epoch (``time``: since midnight; ``timetz``: since
+#: midnight UTC, then taken modulo a day; ``timestamp``: its wall-clock time as if UTC).
+_MICROS_SINCE_EPOCH = (
+    "time without time zone",
+    "time with time zone",
+    "timestamp without time zone",
+    "timestamp with time zone",
+)
 
 
 @dataclass(frozen=True)
@@ -81,7 +91,8 @@ def postgres_tables(
 
     result = []
     with psycopg.connect(conninfo) as connection:
-        connection.adapters.register_loader("inet", TextLoader)
+        for text_type in ("inet", "json", "jsonb"):  # as PostgreSQL prints them
+            connection.adapters.register_loader(text_type, TextLoader)
         for table in tables:
             columns = tuple(
                 Column(name, pg_type, kind == "e")
@@ -124,6 +135,10 @@ def _pg_select(column: Column) -> Any:
     name = sql.Identifier(column.name)
     if column.pg_type == "money":
         return sql.SQL("{}::numeric").format(name)
+    if column.pg_type == "date":  # days since 1970-01-01 (Python's date cannot hold BC)
+        return sql.SQL("{} - DATE '1970-01-01'").format(name)
+    if column.pg_type in _MICROS_SINCE_EPOCH:  # Python cannot hold 24:00 or every year
+        return sql.SQL("(extract(epoch FROM {}) * 1000000)::bigint").format(name)
     if column.pg_type == "interval":
         parts = ", ".join(
             f"extract({field} from {{0}})"
@@ -144,12 +159,7 @@ def silver_tables(
         frame = spark.read.format("delta").load(warehouse.table("silver", entity))
         types = {f.name: f.dataType for f in frame.schema.fields}
         present = [c for c in table.columns if c.name in types]
-        selected = [
-            F.unix_micros(F.col(c.name)).alias(c.name)
-            if isinstance(types[c.name], TimestampType)
-            else F.col(c.name)
-            for c in present
-        ]
+        selected = [_silver_select(c.name, types[c.name]) for c in present]
         rows = {}
         for record in frame.select(*selected).collect():
             values = record.asDict()
@@ -159,6 +169,16 @@ def silver_tables(
             rows[tuple(row[k] for k in table.keys)] = row
         result.append(TableContents(table.name, table.columns, table.keys, rows))
     return result
+
+
+def _silver_select(name: str, data_type: DataType) -> SparkColumn:
+    """Dates as days and timestamps as microseconds since the epoch (Python's ``date`` and
+    ``datetime`` cannot hold every year Spark can)."""
+    if isinstance(data_type, TimestampType):
+        return F.unix_micros(F.col(name)).alias(name)
+    if isinstance(data_type, DateType):
+        return F.unix_date(F.col(name)).alias(name)
+    return F.col(name)
 
 
 class _Missing:
@@ -200,10 +220,6 @@ def _float32(value: float) -> float:
     return result
 
 
-def _micros_of_day(value: time) -> int:
-    return ((value.hour * 60 + value.minute) * 60 + value.second) * 1_000_000 + value.microsecond
-
-
 def _canonical(column: Column, value: Any, side: str) -> Any:
     """``value`` of ``column`` from PostgreSQL (``side="postgres"``) or silver, as a value
     that compares equal exactly when both mean the same."""
@@ -215,7 +231,7 @@ def _canonical(column: Column, value: Any, side: str) -> Any:
     if pg_type == "bytea":
         return bytes(value)
     if pg_type in ("json", "jsonb"):
-        return json.loads(value) if side == "silver" else value
+        return ("json", json.loads(value))  # the document; JSON null is not SQL NULL
     if side == "silver" or column.is_enum:
         if isinstance(value, Decimal) and pg_type == "numeric":
             return value.quantize(_SILVER_SCALE, context=_WIDE)
@@ -223,16 +239,8 @@ def _canonical(column: Column, value: Any, side: str) -> Any:
     # PostgreSQL values as psycopg loads them.
     if pg_type == "numeric":
         return Decimal(value).quantize(_SILVER_SCALE, context=_WIDE)
-    if pg_type == "time without time zone":
-        return _micros_of_day(value)
     if pg_type == "time with time zone":
-        offset = value.utcoffset()
-        shift = 0 if offset is None else int(offset.total_seconds() * 1_000_000)
-        return (_micros_of_day(value) - shift) % _MICROS_PER_DAY
-    if pg_type == "timestamp without time zone":
-        return _epoch_micros(value.replace(tzinfo=UTC))
-    if pg_type == "timestamp with time zone":
-        return _epoch_micros(value)
+        return int(value) % _MICROS_PER_DAY
     if pg_type == "interval":
         if None in value:  # a null interval: every part is null
             return None
@@ -246,8 +254,3 @@ def _canonical(column: Column, value: Any, side: str) -> Any:
     if pg_type == "uuid":
         return str(value)
     return value
-
-
-def _epoch_micros(value: datetime) -> int:
-    delta = value - _EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
