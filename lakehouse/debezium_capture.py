@@ -10,8 +10,9 @@ emits them: one partition per topic, offsets counting from 0. It stops when the 
 inserts the end marker row (a row in :data:`MARKER_TABLE`, not written out) arrives, and fails
 with a message naming what is missing if it does not arrive in time.
 
-:func:`start_capture` starts the child and waits until its replication slot exists, so every
-change made after it returns is captured; :meth:`Capture.finish` waits for the end marker.
+:func:`start_capture` starts the child and waits until its replication slot is active (the
+snapshot is done and Debezium streams), so every change made after it returns is captured as a
+streamed change; :meth:`Capture.finish` waits for the end marker.
 """
 
 from __future__ import annotations
