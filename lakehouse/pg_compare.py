@@ -226,11 +226,13 @@ def _canonical(column: Column, value: Any, side: str) -> Any:
     if value is None:
         return None
     pg_type = column.pg_type
-    if pg_type == "real":
-        return _float32(float(value))
-    if pg_type == "bytea":
+    # Only values of the expected Python type are converted: a silver column of another type
+    # (a real read as text) must stay different.
+    if pg_type == "real" and isinstance(value, float):
+        return _float32(value)
+    if pg_type == "bytea" and isinstance(value, bytes | bytearray):
         return bytes(value)
-    if pg_type in ("json", "jsonb"):
+    if pg_type in ("json", "jsonb") and isinstance(value, str):
         return ("json", json.loads(value))  # the document; JSON null is not SQL NULL
     if side == "silver" or column.is_enum:
         if isinstance(value, Decimal) and pg_type == "numeric":

@@ -93,13 +93,28 @@ def test_silver_equals_postgres(run: Run, spark: SparkSession) -> None:
     }
 
 
-def test_comparison_reports_a_changed_cell_and_a_missing_row(run: Run) -> None:
-    table = next(t for t in run.captured.postgres if t.name == "documents")
-    changed = {key: dict(row) for key, row in table.rows.items()}
+def test_comparison_reports_a_changed_cell_a_wrong_type_and_a_missing_row(run: Run) -> None:
+    documents, typed = (
+        next(t for t in run.captured.postgres if t.name == name)
+        for name in ("documents", "typed_values")
+    )
+    changed = {key: dict(row) for key, row in documents.rows.items()}
     changed[(1,)]["body"] = "__debezium_unavailable_value"
     del changed[(2,)]
-    found = differences([table], [TableContents(table.name, table.columns, table.keys, changed)])
-    assert [(d.key, d.column) for d in found] == [((1,), "body"), ((2,), None)]
+    as_text = {key: dict(row) for key, row in typed.rows.items()}
+    as_text[(1,)]["c_real"] = str(as_text[(1,)]["c_real"])  # a real column read as text
+    found = differences(
+        [documents, typed],
+        [
+            TableContents(documents.name, documents.columns, documents.keys, changed),
+            TableContents(typed.name, typed.columns, typed.keys, as_text),
+        ],
+    )
+    assert [(d.table, d.key, d.column) for d in found] == [
+        ("documents", (1,), "body"),
+        ("documents", (2,), None),
+        ("typed_values", (1,), "c_real"),
+    ]
 
 
 def _documented_types() -> dict[str, tuple[str, str]]:
