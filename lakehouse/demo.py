@@ -1,4 +1,5 @@
-"""The demo: generate a workload, run every layer, verify, and query gold."""
+"""The demos: generate a workload, run every layer, verify, and query gold; or capture a real
+PostgreSQL with Debezium, run every layer and compare silver with PostgreSQL."""
 
 from __future__ import annotations
 
@@ -13,10 +14,12 @@ from cdc.generator import WorkloadConfig, generate, write_files
 from cdc.producer import ProduceReport, send_workload
 from cdc.sources import SourceSpec
 from core.catalog import run_sql
-from core.config import SHOP_CONFIG
+from core.config import SHOP_CONFIG, PipelineConfig
 from core.layout import LAYERS, Warehouse
 from lakehouse.audit import verify_warehouse
+from lakehouse.pg_compare import differences, silver_tables
 from lakehouse.pipeline import Progress, run_once
+from lakehouse.real_cdc import TABLE_TOPIC_PREFIX, CapturedWorkload
 
 GOLD_QUERY = (
     "SELECT window_start, orders, revenue FROM gold.revenue_per_minute "
@@ -88,5 +91,37 @@ def run_demo(
         query=GOLD_QUERY,
         result_columns=result.columns,
         result_rows=[list(r) for r in result.collect()],
+        warehouse=warehouse.root,
+    )
+
+
+@dataclass(frozen=True)
+class PostgresDemoSummary:
+    records: int
+    #: Per table: name, rows in PostgreSQL, rows in silver, differing rows or cells.
+    tables: list[list[Any]]
+    differences: list[str]
+    warehouse: str
+
+
+def run_postgres_demo(
+    spark: SparkSession, root: Path, captured: CapturedWorkload, progress: Progress
+) -> PostgresDemoSummary:
+    """Run every layer on the events of a real capture (:func:`capture_postgres`) into
+    ``root/warehouse`` and compare silver with PostgreSQL's final tables."""
+    warehouse = Warehouse.from_path(root / "warehouse")
+    source = SourceSpec("files", str(captured.source_dir))
+    run_once(spark, source, warehouse, PipelineConfig(), progress)
+    progress("comparing silver with PostgreSQL's final tables")
+    silver = silver_tables(spark, warehouse, captured.postgres, TABLE_TOPIC_PREFIX)
+    found = differences(captured.postgres, silver)
+    tables = [
+        [pg.name, len(pg.rows), len(ours.rows), sum(1 for d in found if d.table == pg.name)]
+        for pg, ours in zip(captured.postgres, silver, strict=True)
+    ]
+    return PostgresDemoSummary(
+        records=captured.records,
+        tables=tables,
+        differences=[d.describe() for d in found],
         warehouse=warehouse.root,
     )

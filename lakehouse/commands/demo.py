@@ -45,12 +45,22 @@ from lakehouse.commands.common import (
     "--bootstrap is given).",
 )
 @click.option("--bootstrap", default=None, help="With --kafka: an existing broker, HOST:PORT.")
+@click.option(
+    "--postgres",
+    "use_postgres",
+    is_flag=True,
+    default=False,
+    help="Real CDC instead of the generated workload: start a local PostgreSQL, change every "
+    "column type there, capture it with the Debezium PostgreSQL connector, run every layer and "
+    "compare silver with PostgreSQL (needs Java 17; --events and --seed do not apply).",
+)
 def demo(
     events: int,
     seed: int,
     warehouse: Path | None,
     use_kafka: bool,
     bootstrap: str | None,
+    use_postgres: bool,
     spark_mode: str,
     master: str,
 ) -> None:
@@ -60,7 +70,12 @@ def demo(
 
     if bootstrap and not use_kafka:
         raise LakehouseError("--bootstrap needs --kafka.")
+    if use_postgres and use_kafka:
+        raise LakehouseError("--postgres and --kafka cannot be combined; choose one.")
     root = warehouse or Path(tempfile.mkdtemp(prefix="lakehouse-demo-"))
+    if use_postgres:
+        _postgres_demo(root, spark_mode, master)
+        return
     with ExitStack() as cleanup:
         if use_kafka and not bootstrap:
             broker = LocalBroker(home=default_home(), port=free_port())
@@ -81,4 +96,28 @@ def demo(
     console.print(f"warehouse: {summary.warehouse}", markup=False)
     console.print(f'try: lakehouse sql --warehouse {summary.warehouse} "{example}"', markup=False)
     if not summary.verified:
+        sys.exit(1)
+
+
+def _postgres_demo(root: Path, spark_mode: str, master: str) -> None:
+    """``demo --postgres``: print how silver compares with PostgreSQL; exit 1 if it differs."""
+    from lakehouse.demo import run_postgres_demo
+    from lakehouse.real_cdc import capture_postgres
+
+    captured = capture_postgres(root, progress)  # stops PostgreSQL and Debezium when done
+    with spark_session(spark_mode, master) as spark:
+        summary = run_postgres_demo(spark, root, captured, progress)
+    console.print(f"Debezium records captured: {summary.records}")
+    columns = ["table", "rows in PostgreSQL", "rows in silver", "differences"]
+    print_table("silver vs PostgreSQL", columns, summary.tables)
+    if summary.differences:
+        console.print(f"DIFFERENCES ({len(summary.differences)}):", markup=False)
+        for line in summary.differences[:20]:
+            console.print(f"  {line}", markup=False)
+    else:
+        console.print("silver equals PostgreSQL: every table, row and column")
+    example = "SELECT * FROM silver.typed_values"
+    console.print(f"warehouse: {summary.warehouse}", markup=False)
+    console.print(f'try: lakehouse sql --warehouse {summary.warehouse} "{example}"', markup=False)
+    if summary.differences:
         sys.exit(1)
