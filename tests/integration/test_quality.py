@@ -1,0 +1,181 @@
+"""Data-quality expectations inside the silver stream, one scenario per action, each a real
+pipeline run (files -> bronze -> silver) on a few rows:
+
+* warn: the row that breaks the expectation is counted and kept;
+* drop: the row goes to the quarantine table, the reason naming the expectation, with its
+  bronze coordinates; the other rows are applied;
+* fail: the micro-batch commits nothing (silver and quarantine history unchanged, the
+  checkpoint's commit log not advanced), the run ends with one line naming the expectation, the
+  table and a failing row; after the suite is relaxed the next run applies the same batch.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from cdc.records import Record
+from cdc.sources import SourceSpec
+from core.config import PipelineConfig, QualityAction, QualitySpec, TableSpec
+from core.delta_io import versions
+from core.errors import ExpectationFailedError
+from core.layout import QUARANTINE_TABLE, Warehouse
+from lakehouse.pipeline import run_once
+
+pytestmark = pytest.mark.integration
+
+USERS = TableSpec(
+    name="users",
+    topic="app.users",
+    format="events",
+    keys=("id",),
+    sequence_by=("seq",),
+    schema="id bigint, seq bigint, age int, email string",
+)
+SUITE = {
+    "name": "silver.users",
+    "expectations": [
+        {
+            "type": "expect_column_values_to_be_between",
+            "kwargs": {"column": "age", "min_value": 0, "max_value": 150},
+            "meta": {"name": "age_range", "action": "warn"},
+        },
+        {
+            "type": "expect_column_values_to_match_regex",
+            "kwargs": {"column": "email", "regex": "^[^@]+@[^@]+$"},
+            "meta": {"name": "email_format", "action": "drop"},
+        },
+        {
+            "type": "expect_column_values_to_not_be_null",
+            "kwargs": {"column": "id"},
+        },
+        {"type": "expect_column_values_to_be_unique", "kwargs": {"column": "id"}},
+    ],
+}
+
+
+def user(offset: int, id_: int, age: int | None, email: str | None) -> Record:
+    value = {"id": id_, "seq": 1, "age": age, "email": email}
+    return Record(USERS.topic, 0, offset, 1_000 + offset, None, value)
+
+
+class Lake:
+    """A warehouse fed by JSON-lines files, with the suite above in a suites directory."""
+
+    def __init__(self, spark: SparkSession, root: Path) -> None:
+        self.spark = spark
+        self.source = root / "source"
+        self.source.mkdir(parents=True)
+        self.suites = root / "suites"
+        (self.suites / "silver").mkdir(parents=True)
+        (self.suites / "silver" / "users.json").write_text(json.dumps(SUITE), encoding="utf-8")
+        self.warehouse = Warehouse.from_path(root / "warehouse")
+        self.files = 0
+
+    def arrive(self, *records: Record) -> None:
+        path = self.source / f"part-{self.files:05d}.jsonl"
+        hidden = path.with_name(f".{path.name}.tmp")
+        hidden.write_text("".join(r.to_line() + "\n" for r in records), encoding="utf-8")
+        hidden.rename(path)
+        self.files += 1
+
+    def run(self, **actions: QualityAction) -> None:
+        overrides = tuple((f"silver.users.{name}", action) for name, action in actions.items())
+        quality = QualitySpec(suites=str(self.suites), actions=overrides)
+        config = PipelineConfig(tables=(USERS,), quality=quality)
+        run_once(self.spark, SourceSpec("files", str(self.source)), self.warehouse, config)
+
+    def rows(self, path: str, *columns: str) -> list[tuple[Any, ...]]:
+        frame = self.spark.read.format("delta").load(path)
+        return sorted(tuple(r) for r in frame.select(*columns).collect())
+
+    @property
+    def silver(self) -> str:
+        return self.warehouse.table("silver", "users")
+
+    @property
+    def quarantine(self) -> str:
+        return self.warehouse.table("silver", QUARANTINE_TABLE)
+
+    def metrics(self) -> list[tuple[Any, ...]]:
+        return self.rows(
+            self.warehouse.quality(),
+            "batch_id",
+            "expectation",
+            "action",
+            "rows_counted",
+            "rows_failed",
+            "rows_dropped",
+            "held",
+        )
+
+    def commits(self) -> list[str]:
+        commits = Path(self.warehouse.checkpoint("silver_users"), "commits")
+        return sorted(p.name for p in commits.iterdir() if p.name.isdigit())
+
+
+def test_warn_keeps_and_drop_quarantines(spark: SparkSession, tmp_path: Path) -> None:
+    lake = Lake(spark, tmp_path)
+    lake.arrive(
+        user(0, 1, 30, "a@example.com"),
+        user(1, 2, 200, "b@example.com"),  # too old: warn
+        user(2, 3, 40, "not an email"),  # drop
+        user(3, 4, None, None),  # nulls break neither
+    )
+    lake.run()
+
+    assert lake.rows(lake.silver, "id", "age") == [(1, 30), (2, 200), (4, None)]
+    assert lake.rows(lake.quarantine, "entity", "reason", "topic", "partition", "offset") == [
+        ("users", "expectation silver.users.email_format", "app.users", 0, 2)
+    ]
+    assert lake.metrics() == [
+        (0, "age_range", "warn", 3, 1, 0, False),
+        (0, "email_format", "drop", 3, 1, 1, False),
+        (0, "id_not_be_null", "warn", 4, 0, 0, True),
+    ]
+
+
+def test_fail_commits_nothing_and_a_relaxed_run_applies_the_batch(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    lake = Lake(spark, tmp_path)
+    lake.arrive(user(0, 1, 30, "a@example.com"), user(1, 9, 30, "dropped"))
+    lake.run(age_range="fail")
+    silver_versions, quarantine_versions = (
+        versions(spark, lake.silver),
+        versions(spark, lake.quarantine),
+    )
+    commits = lake.commits()
+
+    lake.arrive(user(2, 2, 200, "b@example.com"), user(3, 3, 40, "broken"))
+    with pytest.raises(ExpectationFailedError) as failed:
+        lake.run(age_range="fail")
+
+    message = str(failed.value)
+    assert message.startswith(
+        "Expectation age_range (expect_column_values_to_be_between, action fail) of "
+        "silver.users broke in micro-batch 1: 1 of 2 rows, e.g. id=2, age=200 "
+        "(bronze app.users partition 0 offset 2)."
+    ), message
+    assert "\n" not in message
+    assert versions(spark, lake.silver) == silver_versions
+    assert versions(spark, lake.quarantine) == quarantine_versions
+    assert lake.commits() == commits
+    assert [m[0] for m in lake.metrics()] == [0, 0, 0]  # no metrics of the failed batch
+
+    lake.run()  # the suite's own action for age_range: warn
+    assert lake.rows(lake.silver, "id", "age") == [(1, 30), (2, 200)]
+    assert lake.rows(lake.quarantine, "reason", "offset") == [
+        ("expectation silver.users.email_format", 1),
+        ("expectation silver.users.email_format", 3),
+    ]
+    assert len(lake.commits()) == len(commits) + 1
+    assert [m[:3] for m in lake.metrics() if m[0] == 1] == [
+        (1, "age_range", "warn"),
+        (1, "email_format", "drop"),
+        (1, "id_not_be_null", "warn"),
+    ]
