@@ -107,8 +107,9 @@ def test_packaged_suites_are_valid_gx_suites() -> None:
                     },
                 ],
             },
-            r"^Suite silver\.orders: expectation type 'expect_column_values_to_be_dateutil_parseable' "
-            r"cannot run inside the stream\. Row-level types: expect_column_values_to_not_be_null",
+            r"^Suite silver\.orders: expectation type "
+            r"'expect_column_values_to_be_dateutil_parseable' cannot run inside the stream\. "
+            r"Row-level types: expect_column_values_to_not_be_null",
         ),
         (
             {
@@ -155,7 +156,8 @@ def test_unknown_column_and_overrides_are_named(tmp_path: Path) -> None:
     for actions, message in [
         (
             (("silver.orders.nope", "fail"),),
-            r"suite silver\.orders has no row-level expectation 'nope'\. It has: total_not_negative\.",
+            r"suite silver\.orders has no row-level expectation 'nope'\. "
+            r"It has: total_not_negative\.",
         ),
         (
             (("silver.ordrs.x", "fail"),),
@@ -164,7 +166,8 @@ def test_unknown_column_and_overrides_are_named(tmp_path: Path) -> None:
         ((("orders.x", "fail"),), r"must be '<layer>\.<table>\.<expectation>'"),
     ]:
         with pytest.raises(ConfigError, match=message):
-            check_overrides(QualitySpec(suites=str(tmp_path), actions=actions))  # type: ignore[arg-type]
+            quality = QualitySpec(suites=str(tmp_path), actions=actions)  # type: ignore[arg-type]
+            check_overrides(quality)
 
 
 @pytest.mark.parametrize(
@@ -173,11 +176,13 @@ def test_unknown_column_and_overrides_are_named(tmp_path: Path) -> None:
         (b"quality = 5\n", r"^'quality' must be a table: write \[quality\]"),
         (
             b"[quality]\nsuite = 'x'\n",
-            r"^Unknown setting\(s\) suite in \[quality\]\. Allowed: actions, packaged_suites, suites\.$",
+            r"^Unknown setting\(s\) suite in \[quality\]\. "
+            r"Allowed: actions, packaged_suites, suites\.$",
         ),
         (
             b"[quality.actions]\n'silver.orders.x' = 'stop'\n",
-            r"^Unknown action 'stop' for 'silver\.orders\.x' in \[quality\.actions\]\. Must be one of warn, drop, fail\.$",
+            r"^Unknown action 'stop' for 'silver\.orders\.x' in \[quality\.actions\]\. "
+            r"Must be one of warn, drop, fail\.$",
         ),
         (b"[quality]\nactions = 5\n", r"^'actions' in \[quality\] must be a table"),
     ],
