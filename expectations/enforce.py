@@ -130,7 +130,9 @@ def _example(rows: DataFrame, check: Check, shown: Sequence[str]) -> str:
     row = rows.where(F.col(SCOPE) & check.failed).select(*columns, *coordinates).first()
     if row is None:  # cannot happen: the counts said some row failed
         return "no row"
-    values = ", ".join(f"{c}={row[c]!r}" for c in columns)
+    values = ", ".join(
+        f"{c}={row[c]!r}" if isinstance(row[c], str) else f"{c}={row[c]}" for c in columns
+    )
     return (
         f"{values} (bronze {row._bronze_topic} partition {row._bronze_partition} "
         f"offset {row._bronze_offset})"

@@ -76,20 +76,19 @@ def record_outcomes(
 
 
 def quality_summary(spark: SparkSession, path: str) -> DataFrame | None:
-    """Per table and expectation: action, micro-batches, rows counted, failed and dropped, and
-    the batches it broke in; None if no metrics were recorded."""
+    """Per expectation (``<layer>.<table>.<name>``): action, rows counted, failed and dropped,
+    and the micro-batches it broke in; None if no metrics were recorded."""
     if not table_exists(spark, path):
         return None
     return (
         spark.read.format("delta")
         .load(path)
-        .groupBy("table", "expectation", "action")
+        .groupBy(F.concat_ws(".", "table", "expectation").alias("expectation"), "action")
         .agg(
-            F.count(F.lit(1)).alias("batches"),
             F.sum("rows_counted").alias("counted"),
             F.sum("rows_failed").alias("failed"),
             F.sum("rows_dropped").alias("dropped"),
-            F.count_if(~F.col("held")).alias("broken_batches"),
+            F.count_if(~F.col("held")).alias("broke_in"),
         )
-        .orderBy("table", "expectation")
+        .orderBy("expectation")
     )
