@@ -65,12 +65,14 @@ def validate_warehouse(
     from great_expectations.checkpoint.actions import UpdateDataDocsAction, ValidationAction
     from great_expectations.checkpoint.checkpoint import Checkpoint
     from great_expectations.core.validation_definition import ValidationDefinition
+    from great_expectations.data_context.types.base import ProgressBarsConfig
 
     logging.getLogger("great_expectations").setLevel(logging.ERROR)
     if docs is None:
         context: Any = gx.get_context(mode="ephemeral")
     else:
         context = gx.get_context(mode="file", project_root_dir=str(docs))
+    context.variables.progress_bars = ProgressBarsConfig(globally=False)
     source = context.data_sources.add_or_update_spark("lakehouse", persist=False)
     validation = Validation(docs=None if docs is None else docs / DOCS_INDEX)
     for layer in LAYERS:

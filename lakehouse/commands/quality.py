@@ -40,7 +40,7 @@ def validate(
     with spark_session(spark_mode, master) as spark:
         result = validate_warehouse(spark, Warehouse.from_path(warehouse), quality, docs)
     rows = [
-        [v.table, v.expectation, v.action, "ok" if v.success else "BROKEN", v.unexpected]
+        [v.table, v.expectation, v.action, "ok" if v.success else "BROKEN", _count(v.unexpected)]
         for v in result.verdicts
     ]
     print_table("Expectations", ["table", "expectation", "action", "verdict", "unexpected"], rows)
@@ -53,3 +53,8 @@ def validate(
         names = ", ".join(f"{v.table}.{v.expectation}" for v in broken)
         console.print(f"fail-level expectations broken: {names}")
         sys.exit(1)
+
+
+def _count(unexpected: int | None) -> str:
+    """Unexpected values, or "" for an expectation about the whole column (e.g. its type)."""
+    return "" if unexpected is None else str(unexpected)

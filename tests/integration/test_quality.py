@@ -4,6 +4,8 @@ pipeline run (files -> bronze -> silver) on a few rows:
 * warn: the row that breaks the expectation is counted and kept;
 * drop: the row goes to the quarantine table, the reason naming the expectation, with its
   bronze coordinates; the other rows are applied;
+* ``lakehouse validate`` runs the suite with GX (table-level expectations too), writes Data
+  Docs and exits 1 when a fail-level expectation is broken;
 * fail: the micro-batch commits nothing (silver and quarantine history unchanged, the
   checkpoint's commit log not advanced), the run ends with one line naming the expectation, the
   table and a failing row; after the suite is relaxed the next run applies the same batch.
@@ -25,6 +27,7 @@ from core.delta_io import versions
 from core.errors import ExpectationFailedError
 from core.layout import QUARANTINE_TABLE, Warehouse
 from lakehouse.pipeline import run_once
+from tests.cli import run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -137,6 +140,36 @@ def test_warn_keeps_and_drop_quarantines(spark: SparkSession, tmp_path: Path) ->
         (0, "email_format", "drop", 3, 1, 1, False),
         (0, "id_not_be_null", "warn", 4, 0, 0, True),
     ]
+    query = "SELECT sum(rows_failed) AS failed FROM system.quality"
+    done = run_cli("sql", "--warehouse", lake.warehouse.root, query)
+    assert done.returncode == 0 and "│ 2      │" in done.stdout, done.stdout + done.stderr
+    validate(lake, tmp_path)
+
+
+def validate(lake: Lake, tmp_path: Path) -> None:
+    """``lakehouse validate`` on the lake: GX runs the suite, table-level expectations too,
+    writes Data Docs, and exits 1 as a fail-level expectation (by override) is broken."""
+    config = tmp_path / "pipeline.toml"
+    config.write_text(
+        '[quality]\nsuites = "suites"\n[quality.actions]\n"silver.users.age_range" = "fail"\n',
+        encoding="utf-8",
+    )
+    docs = tmp_path / "docs"
+    root = lake.warehouse.root
+    done = run_cli("validate", "--warehouse", root, "--config", config, "--docs", docs)
+
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    index = docs / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
+    assert f"Data Docs: {index}" in lines
+    assert "fail-level expectations broken: silver.users.age_range" in lines
+    verdicts = {tuple(cell.strip() for cell in line.split("│")[1:5]) for line in lines}
+    assert {
+        ("silver.users", "age_range", "fail", "BROKEN"),
+        ("silver.users", "email_format", "drop", "ok"),  # the bad email went to quarantine
+        ("silver.users", "id_be_unique", "warn", "ok"),
+    } <= verdicts
+    assert "silver.users" in index.read_text(encoding="utf-8")
 
 
 def test_fail_commits_nothing_and_a_relaxed_run_applies_the_batch(
