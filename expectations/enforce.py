@@ -26,7 +26,8 @@ _log = logging.getLogger(__name__)
 #: The column that marks the rows the expectations apply to (dropped by :meth:`unmark`).
 SCOPE = "_quality_scope"
 #: Quarantine reason of a row a ``drop`` expectation caught: ``expectation <suite>.<name>``.
-DROP_REASON = "expectation {}"
+DROPPED_PREFIX = "expectation "
+DROP_REASON = DROPPED_PREFIX + "{}"
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from core.config import PipelineConfig, QualityAction, QualitySpec, TableSpec
 from core.delta_io import versions
 from core.errors import ExpectationFailedError
 from core.layout import QUARANTINE_TABLE, Warehouse
+from lakehouse.audit import verify_warehouse
 from lakehouse.pipeline import run_once
 from tests.cli import run_cli
 
@@ -86,11 +87,14 @@ class Lake:
         hidden.rename(path)
         self.files += 1
 
-    def run(self, **actions: QualityAction) -> None:
+    def config(self, **actions: QualityAction) -> PipelineConfig:
         overrides = tuple((f"silver.users.{name}", action) for name, action in actions.items())
         quality = QualitySpec(suites=str(self.suites), actions=overrides)
-        config = PipelineConfig(tables=(USERS,), quality=quality)
-        run_once(self.spark, SourceSpec("files", str(self.source)), self.warehouse, config)
+        return PipelineConfig(tables=(USERS,), quality=quality)
+
+    def run(self, **actions: QualityAction) -> None:
+        source = SourceSpec("files", str(self.source))
+        run_once(self.spark, source, self.warehouse, self.config(**actions))
 
     def rows(self, path: str, *columns: str) -> list[tuple[Any, ...]]:
         frame = self.spark.read.format("delta").load(path)
@@ -140,6 +144,8 @@ def test_warn_keeps_and_drop_quarantines(spark: SparkSession, tmp_path: Path) ->
         (0, "email_format", "drop", 3, 1, 1, False),
         (0, "id_not_be_null", "warn", 4, 0, 0, True),
     ]
+    # verify leaves the dropped record out of the expected state: silver matches it.
+    assert all(c.ok for c in verify_warehouse(spark, lake.warehouse, lake.config()))
     query = "SELECT sum(rows_failed) AS failed FROM system.quality"
     done = run_cli("sql", "--warehouse", lake.warehouse.root, query)
     assert done.returncode == 0 and "│ 2      │" in done.stdout, done.stdout + done.stderr
