@@ -26,9 +26,12 @@ from core.config import PipelineConfig, QualityAction, QualitySpec, TableSpec
 from core.delta_io import versions
 from core.errors import ExpectationFailedError
 from core.layout import QUARANTINE_TABLE, Warehouse
+from expectations.checks import load_checks
 from lakehouse.audit import verify_warehouse
 from lakehouse.pipeline import run_once
+from silver.job import apply_batch, ensure_shared_tables, entity_tables
 from tests.cli import run_cli
+from tests.helpers import bronze_frame
 
 pytestmark = pytest.mark.integration
 
@@ -218,3 +221,28 @@ def test_fail_commits_nothing_and_a_relaxed_run_applies_the_batch(
         (1, "email_format", "drop"),
         (1, "id_not_be_null", "warn"),
     ]
+
+
+def test_more_expectations_run_no_more_spark_jobs(spark: SparkSession, tmp_path: Path) -> None:
+    """The checks' counts come from the batch's own aggregate job: a micro-batch with one
+    expectation runs as many Spark jobs as one with every expectation of the suite."""
+    records = [user(0, 1, 30, "a@ex.com"), user(1, 2, 200, "b@ex.com"), user(2, 3, None, None)]
+    jobs = []
+    for kept in (1, len(SUITE["expectations"])):
+        root = tmp_path / str(kept)
+        lake = Lake(spark, root)
+        suite = {**SUITE, "expectations": SUITE["expectations"][:kept]}
+        (lake.suites / "silver" / "users.json").write_text(json.dumps(suite), encoding="utf-8")
+        checks = load_checks(spark, lake.config().quality, lake.warehouse, "silver", "users")
+        assert checks is not None and len(checks.suite.rules) == min(kept, 3)
+        tables = entity_tables(lake.warehouse, USERS)
+        ensure_shared_tables(spark, lake.warehouse)
+        frame = bronze_frame(spark, records)
+        group = f"quality-jobs-{kept}"
+        spark.sparkContext.setJobGroup(group, group)
+        try:
+            apply_batch(frame, 0, USERS, tables, "jobs-test", checks)
+        finally:
+            spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+        jobs.append(len(spark.sparkContext.statusTracker().getJobIdsForGroup(group)))
+    assert jobs[0] == jobs[1], jobs
