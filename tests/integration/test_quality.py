@@ -245,4 +245,4 @@ def test_more_expectations_run_no_more_spark_jobs(spark: SparkSession, tmp_path:
         finally:
             spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
         jobs.append(len(spark.sparkContext.statusTracker().getJobIdsForGroup(group)))
-    assert jobs[0] == jobs[1], jobs
+    assert jobs[0] == jobs[1] > 0, jobs
