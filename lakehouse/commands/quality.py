@@ -33,10 +33,16 @@ def validate(
     """Run every table's suite through Great Expectations (table-level expectations too);
     exit 1 if a fail-level expectation does not hold. Without --config: the demo's suites."""
     from core.config import QualitySpec, load_config
+    from core.errors import ConfigError
     from core.layout import Warehouse
     from expectations.validate import validate_warehouse
 
     quality = load_config(config_path).quality if config_path else QualitySpec(packaged_suites=True)
+    if not quality.enabled:
+        raise ConfigError(
+            f"{config_path} names no suites: set 'suites' (a directory) or "
+            "'packaged_suites = true' in its [quality] table."
+        )
     with spark_session(spark_mode, master) as spark:
         result = validate_warehouse(spark, Warehouse.from_path(warehouse), quality, docs)
     rows = [

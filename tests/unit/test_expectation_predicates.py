@@ -15,13 +15,14 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
 from expectations.compile import compile_rule, holds
 from expectations.suites import Rule
+from tests.draws import property_seed
 
 pytestmark = pytest.mark.unit
 
@@ -121,7 +122,10 @@ def gx_validate() -> Any:
     return validate
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@seed(property_seed("QUALITY_PROPERTY_SEED"))
+@settings(
+    max_examples=8, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(st.lists(cases(), min_size=1, max_size=20))
 def test_predicates_agree_with_great_expectations(
     spark: SparkSession, gx_validate: Any, drawn: list[Case]

@@ -14,6 +14,7 @@ from core.config import QualitySpec, load_config
 from core.errors import ConfigError
 from expectations.compile import compile_rule
 from expectations.suites import PACKAGED_SUITES, check_overrides, load_suite, read_suite
+from tests.cli import run_cli
 
 pytestmark = pytest.mark.unit
 
@@ -205,3 +206,14 @@ def test_quality_settings_are_read_relative_to_the_config(tmp_path: Path) -> Non
     quality = load_config(path).quality
     assert quality == QualitySpec(str(tmp_path / "quality"), False, (("silver.orders.x", "fail"),))
     assert not load_config(None).quality.enabled
+
+
+def test_validate_without_suites_is_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "pipeline.toml"
+    config.write_text("[gold]\n", encoding="utf-8")
+    done = run_cli("validate", "--warehouse", tmp_path, "--config", config)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        f"error: {config} names no suites: set 'suites' (a directory) or "
+        "'packaged_suites = true' in its [quality] table."
+    )
