@@ -8,7 +8,8 @@ pipeline run (files -> bronze -> silver) on a few rows:
   Docs and exits 1 when a fail-level expectation is broken;
 * fail: the micro-batch commits nothing (silver and quarantine history unchanged, the
   checkpoint's commit log not advanced), ``lakehouse run`` ends with one error line naming the
-  expectation, the table and a failing row; after the suite is relaxed the next run applies the same batch.
+  expectation, the table and a failing row; after the suite is relaxed the next run applies
+  the same batch.
 """
 
 from __future__ import annotations
