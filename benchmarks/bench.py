@@ -2,7 +2,8 @@
 
 One run, one generated workload (default 1,000,000 records over about 100k keys): bronze ingest
 from the file source, our silver apply over the resulting bronze tables, then the baseline
-(per-batch dedupe + plain MERGE) over the same bronze tables; then ``lakehouse maintain``
+(per-batch dedupe + plain MERGE) over the same bronze tables, and our apply again with the
+demo's data-quality suites (into a staging warehouse); then ``lakehouse maintain``
 (silver's data files before and after) and ``lakehouse replay`` (rebuild of silver and gold from
 bronze). Prints a table and writes JSON to ``benchmarks/results/``.
 """
@@ -26,11 +27,12 @@ from benchmarks.kafka_bench import kafka_results
 from bronze.job import start_bronze
 from cdc.generator import WorkloadConfig
 from cdc.sources import SourceSpec, read_source
-from core.config import SHOP_CONFIG, TableSpec
+from core.config import SHOP_CONFIG, QualitySpec, TableSpec
 from core.identifiers import table_name_for_topic
 from core.layout import Warehouse
 from core.spark import get_spark
 from core.streaming import Trigger, await_query
+from expectations.checks import load_checks
 from lakehouse.demo import write_workload
 from lakehouse.entities import entity_specs
 from lakehouse.maintenance import maintain
@@ -72,6 +74,12 @@ def main() -> None:
     silver_seconds = _timed(
         "silver", lambda: _each(specs, lambda s: _run_silver(spark, warehouse, s))
     )
+    # The same apply with the demo's suites, into a staging warehouse reading the same bronze.
+    checked = warehouse.staging(str(WORK / "warehouse-quality"))
+    shutil.rmtree(checked.root, ignore_errors=True)
+    checked_seconds = _timed(
+        "silver with suites", lambda: _each(specs, lambda s: _run_silver(spark, checked, s, True))
+    )
     baseline_seconds = _timed(
         "baseline", lambda: _each(specs, lambda s: _run_baseline(spark, warehouse, s))
     )
@@ -82,6 +90,7 @@ def main() -> None:
     rows = [
         ("bronze ingest (files -> bronze)", args.events, bronze_seconds),
         ("silver apply (ours)", bronze_rows, silver_seconds),
+        ("silver apply (ours, with the demo's suites)", bronze_rows, checked_seconds),
         ("silver apply (baseline: dedupe + MERGE)", bronze_rows, baseline_seconds),
         ("replay (silver + gold from bronze)", bronze_rows, replay_seconds),
     ]
@@ -100,6 +109,7 @@ def main() -> None:
             for stage, n, t in rows
         ],
         "silver_vs_baseline_speed": round(baseline_seconds / silver_seconds, 3),
+        "quality_overhead": round(checked_seconds / silver_seconds - 1, 3),
         "maintain": maintenance,
     }
     if args.kafka_events:
@@ -130,8 +140,12 @@ def _each(specs: list[TableSpec], action: Callable[[TableSpec], None]) -> None:
         action(spec)
 
 
-def _run_silver(spark: SparkSession, warehouse: Warehouse, spec: TableSpec) -> None:
-    await_query(start_silver(spark, warehouse, spec, Trigger()))
+def _run_silver(
+    spark: SparkSession, warehouse: Warehouse, spec: TableSpec, suites: bool = False
+) -> None:
+    quality = QualitySpec(packaged_suites=suites)
+    checks = load_checks(spark, quality, warehouse, "silver", spec.name)
+    await_query(start_silver(spark, warehouse, spec, Trigger(), checks=checks))
 
 
 def _run_baseline(spark: SparkSession, warehouse: Warehouse, spec: TableSpec) -> None:
@@ -171,13 +185,14 @@ def _timed(stage: str, action: Callable[[], object]) -> float:
 
 def _print(result: dict[str, Any]) -> None:
     print(f"\nbenchmark: {result['events']:,} generated records, seed {result['seed']}")
-    print(f"{'stage':<42}{'records':>12}{'seconds':>10}{'records/s':>12}")
+    print(f"{'stage':<46}{'records':>12}{'seconds':>10}{'records/s':>12}")
     for row in result["results"]:
         print(
-            f"{row['stage']:<42}{row['records']:>12,}{row['seconds']:>10.1f}"
+            f"{row['stage']:<46}{row['records']:>12,}{row['seconds']:>10.1f}"
             f"{row['records_per_second']:>12,}"
         )
     print(f"silver apply speed vs baseline: {result['silver_vs_baseline_speed']:.2f}x")
+    print(f"in-stream quality checks cost: {result['quality_overhead']:+.1%} of silver apply")
     maintenance = result["maintain"]
     print(
         f"lakehouse maintain: {maintenance['seconds']:.1f} s, silver data files "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from urllib.parse import urlparse
 
 from pyspark.sql import DataFrame, SparkSession
@@ -12,6 +13,8 @@ from core.layout import LAYERS, Warehouse
 
 #: Session setting prefix recording the catalog entries this project registered (and where).
 REGISTERED_PREFIX = "lakehouse.catalog.registered."
+#: The SQL name of the data-quality metrics (``Warehouse.quality``): ``system.quality``.
+QUALITY_DATABASE, QUALITY_NAME = "system", "quality"
 
 
 def register_tables(spark: SparkSession, warehouse: Warehouse) -> list[str]:
@@ -30,25 +33,32 @@ def register_tables(spark: SparkSession, warehouse: Warehouse) -> list[str]:
             continue
         spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(layer, 'layer')}")
         for name in names:
-            qualified = f"{layer}.{name}"
-            path = warehouse.table(layer, name)
-            quoted = f"{quote_identifier(layer)}.{quote_identifier(name)}"
-            if spark.catalog.tableExists(qualified):
-                location = _location(spark, quoted)
-                if _same_place(location, path):
-                    registered.append(qualified)
-                    continue
-                if spark.conf.get(REGISTERED_PREFIX + qualified, None) is None:
-                    raise ConfigError(
-                        f"The catalog already has a table {qualified} (at {location}) that this "
-                        f"project did not register, so it is left alone. Drop or rename it, or "
-                        "run SQL in a session with its own catalog."
-                    )
-                spark.sql(f"DROP TABLE {quoted}")
-            spark.catalog.createTable(qualified, path=path, source="delta")
-            spark.conf.set(REGISTERED_PREFIX + qualified, path)
-            registered.append(qualified)
+            registered.append(_register(spark, layer, name, warehouse.table(layer, name)))
+    quality = warehouse.quality()
+    if "://" in quality or (Path(quality) / "_delta_log").is_dir():
+        spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(QUALITY_DATABASE)}")
+        registered.append(_register(spark, QUALITY_DATABASE, QUALITY_NAME, quality))
     return registered
+
+
+def _register(spark: SparkSession, database: str, name: str, path: str) -> str:
+    """Point catalog entry ``<database>.<name>`` at the Delta table at ``path``."""
+    qualified = f"{database}.{name}"
+    quoted = f"{quote_identifier(database)}.{quote_identifier(name)}"
+    if spark.catalog.tableExists(qualified):
+        location = _location(spark, quoted)
+        if _same_place(location, path):
+            return qualified
+        if spark.conf.get(REGISTERED_PREFIX + qualified, None) is None:
+            raise ConfigError(
+                f"The catalog already has a table {qualified} (at {location}) that this "
+                f"project did not register, so it is left alone. Drop or rename it, or "
+                "run SQL in a session with its own catalog."
+            )
+        spark.sql(f"DROP TABLE {quoted}")
+    spark.catalog.createTable(qualified, path=path, source="delta")
+    spark.conf.set(REGISTERED_PREFIX + qualified, path)
+    return qualified
 
 
 def _location(spark: SparkSession, quoted: str) -> str:

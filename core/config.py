@@ -236,6 +236,52 @@ class MaintenanceSpec:
             )
 
 
+QualityAction = Literal["warn", "drop", "fail"]
+QUALITY_ACTIONS: tuple[QualityAction, ...] = ("warn", "drop", "fail")
+
+
+def require_action(action: object, where: str) -> QualityAction:
+    """``action`` if it is one of :data:`QUALITY_ACTIONS`.
+
+    Raises:
+        ConfigError: any other value, naming ``where`` it was found.
+    """
+    for known in QUALITY_ACTIONS:
+        if action == known:
+            return known
+    raise ConfigError(
+        f"Unknown action {action!r} for {where}. Must be one of {', '.join(QUALITY_ACTIONS)}."
+    )
+
+
+@dataclass(frozen=True)
+class QualitySpec:
+    """Which data-quality suites a pipeline applies (the ``[quality]`` table of the config).
+
+    ``suites``: a directory of Great Expectations suite files, ``<layer>/<table>.json``
+    (None: no suites of the user's). ``packaged_suites``: also apply the suites shipped in
+    ``expectations/suites`` (written for the demo shop); a user's suite of the same name wins.
+    ``actions``: (``"<layer>.<table>.<expectation>"``, action) pairs that override the action
+    in an expectation's ``meta``.
+    """
+
+    suites: str | None = None
+    packaged_suites: bool = False
+    actions: tuple[tuple[str, QualityAction], ...] = ()
+
+    def __post_init__(self) -> None:
+        for name, action in self.actions:
+            require_action(action, f"{name!r} in [quality.actions]")
+
+    @property
+    def enabled(self) -> bool:
+        return self.suites is not None or self.packaged_suites
+
+    def action_for(self, name: str) -> QualityAction | None:
+        """The configured action of expectation ``<layer>.<table>.<expectation>``, if any."""
+        return dict(self.actions).get(name)
+
+
 def _not_int(value: object) -> bool:
     return isinstance(value, bool) or not isinstance(value, int)
 
@@ -247,6 +293,7 @@ class PipelineConfig:
     tables: tuple[TableSpec, ...] = ()
     gold: GoldSpec = field(default_factory=GoldSpec)
     maintenance: MaintenanceSpec = field(default_factory=MaintenanceSpec)
+    quality: QualitySpec = field(default_factory=QualitySpec)
 
     def __post_init__(self) -> None:
         names = [table.name for table in self.tables]
@@ -323,7 +370,7 @@ def load_config(path: str | Path | None) -> PipelineConfig:
         raise ConfigError(f"Config file {path} is not valid TOML: {error}.") from error
     except RecursionError:
         raise ConfigError(f"Config file {path} nests arrays or tables too deeply.") from None
-    _reject_unknown(document, {"tables", "gold", "maintenance"}, "the config file")
+    _reject_unknown(document, {"tables", "gold", "maintenance", "quality"}, "the config file")
     entries = document.get("tables", [])
     if not isinstance(entries, list) or not all(isinstance(e, Mapping) for e in entries):
         raise ConfigError(
@@ -343,7 +390,37 @@ def load_config(path: str | Path | None) -> PipelineConfig:
         tables=tables,
         gold=GoldSpec(**gold_settings),
         maintenance=_maintenance_from(document.get("maintenance", {})),
+        quality=_quality_from(document.get("quality", {}), Path(path).parent),
     )
+
+
+def _quality_from(settings: Any, base: Path) -> QualitySpec:
+    """The ``[quality]`` table; a relative ``suites`` directory is relative to ``base`` (the
+    directory of the config file)."""
+    if not isinstance(settings, Mapping):
+        raise ConfigError(
+            "'quality' must be a table: write [quality] on its own line, then its settings "
+            "(suites, packaged_suites, and a [quality.actions] table)."
+        )
+    _reject_unknown(settings, {"suites", "packaged_suites", "actions"}, "[quality]")
+    suites = settings.get("suites")
+    if suites is not None:
+        _require_type("suites", suites, str, "[quality]")
+        if "://" not in suites:
+            suites = str(base / suites)
+    packaged = settings.get("packaged_suites", False)
+    _require_type("packaged_suites", packaged, bool, "[quality]")
+    actions = settings.get("actions", {})
+    if not isinstance(actions, Mapping):
+        raise ConfigError(
+            "'actions' in [quality] must be a table: write [quality.actions], then lines like "
+            '"silver.orders.total_not_negative" = "fail".'
+        )
+    pairs = tuple(
+        (str(name), require_action(action, f"{name!r} in [quality.actions]"))
+        for name, action in actions.items()
+    )
+    return QualitySpec(suites=suites, packaged_suites=packaged, actions=pairs)
 
 
 def _maintenance_from(settings: Any) -> MaintenanceSpec:

@@ -40,6 +40,11 @@ class DataLossError(LakehouseError):
     """Records a query still needed are gone from the source (retention, deleted topic)."""
 
 
+class ExpectationFailedError(LakehouseError):
+    """A ``fail``-level data-quality expectation did not hold for a micro-batch (nothing of
+    the batch was written)."""
+
+
 _RAISED_HERE = re.compile(rf"^{re.escape(__name__)}\.(\w+): (.+)$", re.MULTILINE)
 
 

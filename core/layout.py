@@ -85,6 +85,11 @@ class Warehouse:
             EntityTable(f"_system.history_log.{entity}", self.history_log(entity), "key"),
         ]
 
+    def quality(self) -> str:
+        """The data-quality metrics: per micro-batch, table and expectation, rows checked,
+        failed and dropped (SQL name ``system.quality``)."""
+        return f"{self.root}/_system/quality"
+
     def checkpoint(self, job: str) -> str:
         return f"{self.root}/_system/checkpoints/{job}"
 

@@ -6,7 +6,7 @@ from pyspark.sql import SparkSession
 
 from core.config import PipelineConfig
 from core.identifiers import table_name_for_topic
-from core.layout import Warehouse
+from core.layout import QUARANTINE_TABLE, Warehouse
 from lakehouse.entities import entity_specs
 from silver.verify import TableCheck, check_history, check_table
 
@@ -15,12 +15,15 @@ def verify_warehouse(
     spark: SparkSession, warehouse: Warehouse, config: PipelineConfig
 ) -> list[TableCheck]:
     """Check each silver entity of ``warehouse`` (and its history table for SCD type 2); an
-    empty list means there was nothing to check."""
+    empty list means there was nothing to check. Records a ``drop`` expectation quarantined
+    are left out of the expected state."""
     checks = []
+    quarantine = warehouse.table("silver", QUARANTINE_TABLE)
     for spec in entity_specs(spark, warehouse, config):
         bronze = warehouse.table("bronze", table_name_for_topic(spec.topic))
-        checks.append(check_table(spark, bronze, warehouse.table("silver", spec.name), spec))
+        silver = warehouse.table("silver", spec.name)
+        checks.append(check_table(spark, bronze, silver, spec, quarantine))
         if spec.history_name is not None:
             history = warehouse.table("silver", spec.history_name)
-            checks.append(check_history(spark, bronze, history, spec))
+            checks.append(check_history(spark, bronze, history, spec, quarantine))
     return checks

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import click
 
 from core.errors import LakehouseError
-from lakehouse.commands import demo, ops, run, sql, workload
+from lakehouse.commands import demo, ops, quality, run, sql, workload
 from lakehouse.commands.common import errors
 
 
@@ -28,6 +28,7 @@ for command in (
     run.run,
     demo.demo,
     ops.verify,
+    quality.validate,
     ops.replay,
     ops.forget,
     ops.maintain,

@@ -4,7 +4,7 @@ PostgreSQL with Debezium, run every layer and compare silver with PostgreSQL."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +14,16 @@ from cdc.generator import WorkloadConfig, generate, write_files
 from cdc.producer import ProduceReport, send_workload
 from cdc.sources import SourceSpec
 from core.catalog import run_sql
-from core.config import SHOP_CONFIG, PipelineConfig
+from core.config import SHOP_CONFIG, PipelineConfig, QualitySpec
 from core.layout import LAYERS, Warehouse
+from expectations.metrics import quality_summary
 from lakehouse.audit import verify_warehouse
 from lakehouse.pg_compare import differences, silver_tables
 from lakehouse.pipeline import Progress, run_once
 from lakehouse.real_cdc import TABLE_TOPIC_PREFIX, CapturedWorkload
+
+#: The shop pipeline with the suites shipped in expectations/suites.
+DEMO_CONFIG = replace(SHOP_CONFIG, quality=QualitySpec(packaged_suites=True))
 
 GOLD_QUERY = (
     "SELECT window_start, orders, revenue FROM gold.revenue_per_minute "
@@ -36,6 +40,8 @@ class DemoSummary:
     result_columns: list[str]
     result_rows: list[list[Any]]
     warehouse: str
+    quality_columns: list[str] = field(default_factory=list)
+    quality_rows: list[list[Any]] = field(default_factory=list)
 
 
 def workload_source(report: ProduceReport, bootstrap: str) -> SourceSpec:
@@ -74,7 +80,7 @@ def run_demo(
         progress(f"producing {events} records to Kafka at {kafka_bootstrap}")
         source = workload_source(send_workload(workload, kafka_bootstrap), kafka_bootstrap)
     warehouse = Warehouse.from_path(root / "warehouse")
-    run_once(spark, source, warehouse, SHOP_CONFIG, progress)
+    run_once(spark, source, warehouse, DEMO_CONFIG, progress)
     progress("verifying silver against the reference fold of bronze")
     checks = verify_warehouse(spark, warehouse, SHOP_CONFIG)
     counts: list[tuple[str, int]] = [
@@ -84,6 +90,7 @@ def run_demo(
     ]
     quarantined = sum(rows for name, rows in counts if name == "silver.quarantine")
     result = run_sql(spark, warehouse, GOLD_QUERY)
+    quality = quality_summary(spark, warehouse.quality())
     return DemoSummary(
         counts=[list(row) for row in counts],
         quarantined=int(quarantined),
@@ -92,6 +99,8 @@ def run_demo(
         result_columns=result.columns,
         result_rows=[list(r) for r in result.collect()],
         warehouse=warehouse.root,
+        quality_columns=quality.columns if quality is not None else [],
+        quality_rows=[list(r) for r in quality.collect()] if quality is not None else [],
     )
 
 

@@ -26,6 +26,8 @@ from core.streaming import (
     run_to_end,
     stopped_by_schema_change,
 )
+from expectations.checks import load_checks
+from expectations.suites import check_overrides
 from gold.jobs import gold_jobs
 from lakehouse.entities import entity_specs
 from lakehouse.summary import RunSummary
@@ -90,6 +92,7 @@ def run_from_bronze(
     What the silver micro-batches did goes into ``summary`` (the report's own if None).
     """
     started = time.monotonic()
+    check_overrides(config.quality)
     report = RunReport() if summary is None else RunReport(summary=summary)
     trigger = Trigger()
     for spec in entity_specs(spark, warehouse, config):
@@ -97,7 +100,8 @@ def run_from_bronze(
             progress(f"silver: applying {spec.topic} to silver.{spec.name}")
             report.summary.add_table(spec.name)
             listener = partial(report.summary.silver_batch, spec.name)
-            job = partial(start_silver, spark, warehouse, spec, trigger, listener)
+            checks = load_checks(spark, config.quality, warehouse, "silver", spec.name)
+            job = partial(start_silver, spark, warehouse, spec, trigger, listener, checks)
             _finish(job, report, progress)
     for _, start in _gold_jobs(spark, warehouse, config, trigger, progress, set(), entities):
         _finish(start, report, progress)
@@ -229,6 +233,7 @@ def run_continuously(
     micro-batches did goes into ``summary``, if given.
     """
     check_declared_schemas(config.tables)
+    check_overrides(config.quality)
     stop, at_once = threading.Event(), threading.Event()
 
     def on_signal(*_: object) -> None:
@@ -300,7 +305,8 @@ def start_ready(
         if summary is not None:
             summary.add_table(spec.name)
             listener = partial(summary.silver_batch, spec.name)
-        job = partial(start_silver, spark, warehouse, spec, trigger, listener)
+        checks = load_checks(spark, config.quality, warehouse, "silver", spec.name)
+        job = partial(start_silver, spark, warehouse, spec, trigger, listener, checks)
         running.start(f"silver_{spec.name}", job)
         progress(f"silver: streaming {spec.topic} into silver.{spec.name}")
     for name, start in _gold_jobs(spark, warehouse, config, trigger, progress, running.names()):

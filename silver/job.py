@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -17,6 +18,9 @@ from core.identifiers import table_name_for_topic
 from core.layout import QUARANTINE_TABLE, Warehouse
 from core.streaming import Trigger, query_app_id
 from core.widening import TypeWidening
+from expectations.compile import Check
+from expectations.enforce import Outcome, TableChecks
+from expectations.metrics import record_outcomes
 from silver.changes import latest_per_key, newer_than
 from silver.evolution import read_batch
 from silver.history_job import apply_history, history_tables
@@ -26,7 +30,7 @@ from silver.parse import (
     as_text,
     order_of,
 )
-from silver.settings import kept_layout, with_settings
+from silver.settings import UPSERT_OPS, kept_layout, with_settings
 from silver.tables import (
     QUARANTINE_COLUMNS,
     TOMBSTONE_METADATA,
@@ -84,9 +88,11 @@ def start_silver(
     spec: TableSpec,
     trigger: Trigger,
     listener: BatchListener | None = None,
+    checks: TableChecks | None = None,
 ) -> StreamingQuery:
     """Stream ``bronze/<topic>`` into the entity's silver tables; ``listener`` is told what
-    each micro-batch did (it runs in this Python process, on Spark's callback thread)."""
+    each micro-batch did (it runs in this Python process, on Spark's callback thread);
+    ``checks``: the table's data-quality expectations, enforced in each micro-batch."""
     checkpoint = warehouse.checkpoint(f"silver_{spec.name}")
     tables = entity_tables(warehouse, spec)
     app_id = query_app_id(checkpoint)
@@ -100,16 +106,20 @@ def start_silver(
     writer = (
         source.writeStream.queryName(f"silver_{spec.name}")
         .option("checkpointLocation", checkpoint)
-        .foreachBatch(batch_applier(spec, tables, app_id, listener))
+        .foreachBatch(batch_applier(spec, tables, app_id, listener, checks))
     )
     return trigger.apply(writer).start()
 
 
 def batch_applier(
-    spec: TableSpec, tables: EntityTables, app_id: str, listener: BatchListener | None = None
+    spec: TableSpec,
+    tables: EntityTables,
+    app_id: str,
+    listener: BatchListener | None = None,
+    checks: TableChecks | None = None,
 ) -> Callable[[DataFrame, int], None]:
     def apply(batch: DataFrame, batch_id: int) -> None:
-        report = apply_batch(batch, batch_id, spec, tables, app_id)
+        report = apply_batch(batch, batch_id, spec, tables, app_id, checks)
         if listener is not None:
             listener(report)
 
@@ -117,32 +127,54 @@ def batch_applier(
 
 
 def apply_batch(
-    batch: DataFrame, batch_id: int, spec: TableSpec, tables: EntityTables, app_id: str
+    batch: DataFrame,
+    batch_id: int,
+    spec: TableSpec,
+    tables: EntityTables,
+    app_id: str,
+    checks: TableChecks | None = None,
 ) -> BatchReport:
     """Apply one micro-batch of bronze rows; safe to run again for the same ``batch_id``.
 
     The table takes new columns and widened types before the MERGE (silver.evolution).
+    ``checks`` run on the upserts in the same Spark job as the batch's totals: rows a ``drop``
+    expectation catches are quarantined, and the counts go to the quality metrics table.
 
     Raises:
         SchemaChangeError: a column type the table cannot take, under
             ``on_incompatible_type = "fail"`` (nothing of the batch is written).
+        ExpectationFailedError: a ``fail`` expectation broke (nothing of the batch is written).
     """
     spark = batch.sparkSession
     texts = as_text(batch)
     layout, parsed = read_batch(texts, spec, data_columns(spark, tables.silver))
     kept = kept_layout(layout, spec)
+    events = with_settings(parsed, spec, layout)
+    checks = checks if checks is not None and layout.columns else None
+    compiled: list[Check] = []
+    if checks is not None:
+        upserts = F.col("_reason").isNull() & F.col("_op").isin(*UPSERT_OPS)
+        events, compiled = checks.mark(events, upserts, "_reason")
     events, counts = kept_with_totals(
-        with_settings(parsed, spec, layout),
+        events,
         F.count(F.lit(1)).alias("records"),
         F.count("_reason").alias("quarantined"),
         F.count_if("_tombstone").alias("tombstones"),
         F.count_if(F.col("_op") == "t").alias("truncates"),
         F.array_distinct(F.flatten(F.collect_set("_unavailable"))).alias("toast_columns"),
+        *TableChecks.totals(compiled),
     )
+    outcomes: list[Outcome] = []
+    if checks is not None:
+        outcomes = checks.judge(compiled, counts, events, layout.key_names, batch_id)
+        events = TableChecks.unmark(events)
     reasons: tuple[tuple[str, int], ...] = ()
     if counts.quarantined:
         _quarantine(events, spec, tables.quarantine, f"{app_id}:quarantine", batch_id)
         reasons = _reasons(events)
+    if checks is not None:
+        at = datetime.now(UTC)
+        record_outcomes(spark, checks.metrics, outcomes, f"{app_id}:quality", batch_id, at)
     valid = events.where(F.col("_reason").isNull() & ~F.col("_tombstone"))
     changes = valid.where(F.col("_op") != "t")
     if counts.truncates:

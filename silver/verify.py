@@ -28,6 +28,7 @@ from pyspark.sql.types import (
 
 from core.config import TableSpec
 from core.delta_io import table_exists
+from expectations.enforce import DROPPED_PREFIX
 from silver.reference import METADATA_COLUMNS, BronzeRecord, FoldSpec, fold
 from silver.reference_history import START_AT, fold_history
 
@@ -82,15 +83,21 @@ def _table_types(spec: TableSpec, silver_schema: StructType | None) -> dict[str,
 
 
 def check_table(
-    spark: SparkSession, bronze_path: str, silver_path: str, spec: TableSpec
+    spark: SparkSession,
+    bronze_path: str,
+    silver_path: str,
+    spec: TableSpec,
+    quarantine_path: str | None = None,
 ) -> TableCheck:
-    """Compare ``silver_path`` with the fold of ``bronze_path``."""
+    """Compare ``silver_path`` with the fold of ``bronze_path``, leaving out the records a
+    ``drop`` expectation sent to the quarantine table at ``quarantine_path`` (if given)."""
     check = TableCheck(table=spec.name)
     silver = (
         spark.read.format("delta").load(silver_path) if table_exists(spark, silver_path) else None
     )
     expected = fold(
-        _bronze_records(spark, bronze_path), fold_spec(spec, silver.schema if silver else None)
+        _bronze_records(spark, bronze_path, quarantine_path),
+        fold_spec(spec, silver.schema if silver else None),
     )
     check.expected_rows = len(expected.rows)
     actual: dict[tuple[Any, ...], dict[str, Any]] = {}
@@ -104,9 +111,14 @@ def check_table(
 
 
 def check_history(
-    spark: SparkSession, bronze_path: str, history_path: str, spec: TableSpec
+    spark: SparkSession,
+    bronze_path: str,
+    history_path: str,
+    spec: TableSpec,
+    quarantine_path: str | None = None,
 ) -> TableCheck:
-    """Compare the SCD type 2 table at ``history_path`` with the reference history of bronze.
+    """Compare the SCD type 2 table at ``history_path`` with the reference history of bronze
+    (without the records a ``drop`` expectation quarantined, as :func:`check_table`).
 
     Rows are matched by key and ``__start_at``; the check is named ``<name>_history``.
     """
@@ -116,7 +128,7 @@ def check_history(
         spark.read.format("delta").load(history_path) if table_exists(spark, history_path) else None
     )
     expected = fold_history(
-        _bronze_records(spark, bronze_path),
+        _bronze_records(spark, bronze_path, quarantine_path),
         fold_spec(spec, history.schema if history else None),
         spec.track_history_column_list,
         spec.track_history_except_column_list,
@@ -200,10 +212,15 @@ def _key_names(
     return silver.columns[:width]
 
 
-def _bronze_records(spark: SparkSession, path: str) -> Iterator[BronzeRecord]:
-    frame = (
-        spark.read.format("delta").load(path).select("topic", "partition", "offset", "key", "value")
-    )
+def _bronze_records(
+    spark: SparkSession, path: str, quarantine_path: str | None = None
+) -> Iterator[BronzeRecord]:
+    coordinates = ["topic", "partition", "offset"]
+    frame = spark.read.format("delta").load(path).select(*coordinates, "key", "value")
+    if quarantine_path is not None and table_exists(spark, quarantine_path):
+        dropped = spark.read.format("delta").load(quarantine_path)
+        dropped = dropped.where(F.col("reason").startswith(DROPPED_PREFIX)).select(*coordinates)
+        frame = frame.join(dropped, coordinates, "left_anti")
     for row in frame.toLocalIterator():
         yield BronzeRecord(
             topic=row.topic,

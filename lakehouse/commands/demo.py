@@ -88,6 +88,8 @@ def demo(
             summary = run_demo(spark, root, events, seed, progress, bootstrap)
     print_table("Tables", ["table", "rows"], summary.counts)
     console.print(f"quarantined records: {summary.quarantined}")
+    if summary.quality_rows:
+        print_table("Quality (system.quality)", summary.quality_columns, summary.quality_rows)
     verdict = "silver equals the reference fold of bronze" if summary.verified else "DIFFERENCES"
     console.print(f"verify: {verdict}")
     console.print(f"[bold]{summary.query}[/bold]")

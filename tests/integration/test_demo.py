@@ -57,6 +57,11 @@ def test_demo_runs_every_layer_and_verifies(
     assert "silver.quarantine" in names
     assert re.search(r"^quarantined records: [1-9][0-9]*$", out, re.MULTILINE), out
     assert "silver equals the reference fold" in out
+    # The quality summary: the shop's suites ran on every silver table; none dropped a row.
+    quality = [row for row in table_cells(out) if len(row) == 6 and row[1] in ("warn", "fail")]
+    assert {row[0].split(".")[1] for row in quality} == {"clickstream", "customers", "orders"}
+    assert all(row[4] == "0" for row in quality), quality
+    assert "silver.orders.total_mostly_not_negative" in {row[0] for row in quality}, quality
     # The gold query's result: rows of (window_start, orders, revenue).
     gold_rows = [
         row

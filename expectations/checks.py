@@ -1,0 +1,29 @@
+"""The checks a table's job enforces: its suite's row-level expectations, ready for a stream."""
+
+from __future__ import annotations
+
+from pyspark.sql import SparkSession
+
+from core.config import QualitySpec
+from core.layout import Layer, Warehouse
+from expectations.enforce import TableChecks
+from expectations.metrics import ensure_quality_table
+from expectations.suites import load_suite
+
+
+def load_checks(
+    spark: SparkSession, quality: QualitySpec, warehouse: Warehouse, layer: Layer, table: str
+) -> TableChecks | None:
+    """The row-level expectations of ``<layer>.<table>`` with the warehouse's metrics table
+    (created here if missing), or None if the table has no suite or no row-level expectation.
+
+    Raises:
+        ConfigError: the suite is malformed or cannot run in a stream (``load_suite``).
+    """
+    if not quality.enabled:
+        return None
+    suite = load_suite(quality, layer, table)
+    if suite is None or not suite.rules:
+        return None
+    ensure_quality_table(spark, warehouse.quality())
+    return TableChecks(suite, warehouse.quality())

@@ -1,0 +1,140 @@
+"""A table's row-level expectations applied to a micro-batch, in the batch's own pass.
+
+:meth:`TableChecks.mark` adds nothing but a reason to the rows a ``drop`` expectation catches
+(they go to quarantine with the other unusable records) and a scope column; its
+:meth:`TableChecks.totals` are aggregate columns that the caller computes in the same Spark job
+as its own totals; :meth:`TableChecks.judge` turns that one row of counts into the verdict:
+per expectation rows counted, failed and dropped, warnings logged, and for a broken ``fail``
+expectation an :class:`~core.errors.ExpectationFailedError` raised before anything is written.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame, Row
+from pyspark.sql import functions as F
+
+from core.errors import ExpectationFailedError
+from expectations.compile import Check, compile_rule, holds
+from expectations.suites import Rule, TableSuite
+
+_log = logging.getLogger(__name__)
+
+#: The column that marks the rows the expectations apply to (dropped by :meth:`unmark`).
+SCOPE = "_quality_scope"
+#: Quarantine reason of a row a ``drop`` expectation caught: ``expectation <suite>.<name>``.
+DROPPED_PREFIX = "expectation "
+DROP_REASON = DROPPED_PREFIX + "{}"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one expectation found in one micro-batch."""
+
+    rule: Rule
+    counted: int
+    failed: int
+    dropped: int
+    held: bool
+
+
+@dataclass(frozen=True)
+class TableChecks:
+    """The row-level expectations of one table's suite, and where their metrics go."""
+
+    suite: TableSuite
+    metrics: str  # path of the quality metrics table
+
+    def mark(self, rows: DataFrame, scope: Column, reason: str) -> tuple[DataFrame, list[Check]]:
+        """``rows`` with :data:`SCOPE` (``scope``: the rows the expectations apply to) and, on
+        rows in scope that a ``drop`` expectation catches, ``reason`` set to
+        :data:`DROP_REASON` of the first such expectation; and the compiled checks.
+
+        Raises:
+            ConfigError: a rule reads a column the rows do not have (see ``compile_rule``).
+        """
+        checks = [compile_rule(rule, rows.schema) for rule in self.suite.rules]
+        marked = rows.withColumn(SCOPE, F.coalesce(scope, F.lit(False)))
+        drops = [
+            F.when(F.col(SCOPE) & c.failed, F.lit(DROP_REASON.format(c.rule.qualified)))
+            for c in checks
+            if c.rule.action == "drop"
+        ]
+        if drops:
+            marked = marked.withColumn(reason, F.coalesce(F.col(reason), *drops))
+        return marked, checks
+
+    @staticmethod
+    def unmark(rows: DataFrame) -> DataFrame:
+        return rows.drop(SCOPE)
+
+    @staticmethod
+    def totals(checks: Sequence[Check]) -> list[Column]:
+        """Aggregates of rows counted and failed per check, named ``_q<i>_counted``/``_failed``."""
+        columns = []
+        for i, check in enumerate(checks):
+            columns.append(F.count_if(F.col(SCOPE) & check.counted).alias(f"_q{i}_counted"))
+            columns.append(F.count_if(F.col(SCOPE) & check.failed).alias(f"_q{i}_failed"))
+        return columns
+
+    def judge(
+        self,
+        checks: Sequence[Check],
+        counts: Row,
+        rows: DataFrame,
+        shown: Sequence[str],
+        batch_id: int,
+    ) -> list[Outcome]:
+        """The outcome of each check from the ``counts`` row of :meth:`totals`; warnings are
+        logged for each broken ``warn`` or ``drop`` expectation.
+
+        Raises:
+            ExpectationFailedError: a ``fail`` expectation does not hold; the message names it,
+                the table and one failing row of ``rows`` (its ``shown`` columns and bronze
+                coordinates, read by one small Spark job).
+        """
+        outcomes = []
+        for i, check in enumerate(checks):
+            rule = check.rule
+            counted, failed = int(counts[f"_q{i}_counted"]), int(counts[f"_q{i}_failed"])
+            held = holds(rule, counted, failed)
+            dropped = failed if rule.action == "drop" else 0
+            outcomes.append(Outcome(rule, counted, failed, dropped, held))
+            if held:
+                continue
+            if rule.action == "fail":
+                example = _example(rows, check, shown)
+                raise ExpectationFailedError(
+                    f"Expectation {rule.name} ({rule.type}, action fail) of {rule.suite} broke "
+                    f"in micro-batch {batch_id}: {failed} of {counted} rows, e.g. {example}. "
+                    "Nothing of the batch was written; fix the data or relax the suite "
+                    f"({self.suite.path}), then run again."
+                )
+            _log.warning(
+                "expectation %s (%s) broke in micro-batch %d: %d of %d rows%s",
+                rule.qualified,
+                rule.action,
+                batch_id,
+                failed,
+                counted,
+                " dropped to quarantine" if rule.action == "drop" else "",
+            )
+        return outcomes
+
+
+def _example(rows: DataFrame, check: Check, shown: Sequence[str]) -> str:
+    columns = list(dict.fromkeys([*shown, check.rule.column]))
+    coordinates = ["_bronze_topic", "_bronze_partition", "_bronze_offset"]
+    row = rows.where(F.col(SCOPE) & check.failed).select(*columns, *coordinates).first()
+    if row is None:  # cannot happen: the counts said some row failed
+        return "no row"
+    values = ", ".join(
+        f"{c}={row[c]!r}" if isinstance(row[c], str) else f"{c}={row[c]}" for c in columns
+    )
+    return (
+        f"{values} (bronze {row._bronze_topic} partition {row._bronze_partition} "
+        f"offset {row._bronze_offset})"
+    )

@@ -1,0 +1,123 @@
+"""``lakehouse validate``: every suite run by Great Expectations on the current tables, with
+table-level expectations (uniqueness, row counts) included, and Data Docs written on request.
+
+Each table is validated by a GX checkpoint (one validation definition: the table's suite on
+the table read as a Spark DataFrame) whose action updates the Data Docs. GX's costs on Spark
+are kept bounded: its Spark datasource does not persist the DataFrame (``persist=False``), and
+results are ``SUMMARY`` (a few example values per expectation, not all of them).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from core.config import QualityAction, QualitySpec, require_action
+from core.delta_io import table_exists
+from core.layout import LAYERS, Warehouse
+from expectations.suites import default_name, read_suite, suite_names, suite_path
+
+#: Where GX's file context keeps the HTML Data Docs, under the ``--docs`` directory.
+DOCS_INDEX = Path("gx", "uncommitted", "data_docs", "local_site", "index.html")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One expectation of one table, as GX judged it."""
+
+    table: str
+    expectation: str
+    type: str
+    action: QualityAction
+    success: bool
+    unexpected: int | None
+
+
+@dataclass
+class Validation:
+    """The verdicts of a validation run, the tables with a suite but no table, and where the
+    Data Docs index is (None: no docs were asked for)."""
+
+    verdicts: list[Verdict] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    docs: Path | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether every ``fail`` expectation holds."""
+        return all(v.success or v.action != "fail" for v in self.verdicts)
+
+
+def validate_warehouse(
+    spark: SparkSession, warehouse: Warehouse, quality: QualitySpec, docs: Path | None = None
+) -> Validation:
+    """Run each suite of ``quality`` on its table of ``warehouse`` through a GX checkpoint;
+    with ``docs``, keep GX's project (file context) there and build the Data Docs.
+
+    Raises:
+        ConfigError: a suite is malformed (see :func:`expectations.suites.read_suite`).
+    """
+    import great_expectations as gx
+    from great_expectations.checkpoint.actions import UpdateDataDocsAction, ValidationAction
+    from great_expectations.checkpoint.checkpoint import Checkpoint
+    from great_expectations.core.validation_definition import ValidationDefinition
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    logging.getLogger("great_expectations").setLevel(logging.ERROR)
+    if docs is None:
+        context: Any = gx.get_context(mode="ephemeral")
+    else:
+        context = gx.get_context(mode="file", project_root_dir=str(docs))
+    context.variables.progress_bars = ProgressBarsConfig(globally=False)
+    source = context.data_sources.add_or_update_spark("lakehouse", persist=False)
+    validation = Validation(docs=None if docs is None else docs / DOCS_INDEX)
+    for layer in LAYERS:
+        for table in suite_names(quality, layer):
+            name, path = f"{layer}.{table}", warehouse.table(layer, table)
+            if not table_exists(spark, path):
+                validation.missing.append(name)
+                continue
+            suite_file = suite_path(quality, layer, table)
+            assert suite_file is not None
+            suite = context.suites.add_or_update(read_suite(suite_file, name))
+            asset = next((a for a in source.assets if a.name == name), None)
+            if asset is None:
+                asset = source.add_dataframe_asset(name)
+            batches = next((b for b in asset.batch_definitions if b.name == "whole"), None)
+            if batches is None:
+                batches = asset.add_batch_definition_whole_dataframe("whole")
+            definition = context.validation_definitions.add_or_update(
+                ValidationDefinition(name=name, data=batches, suite=suite)
+            )
+            actions: list[ValidationAction] = []
+            if docs is not None:
+                actions.append(UpdateDataDocsAction(name="data_docs"))
+            checkpoint = context.checkpoints.add_or_update(
+                Checkpoint(
+                    name=name,
+                    validation_definitions=[definition],
+                    actions=actions,
+                    result_format={"result_format": "SUMMARY"},
+                )
+            )
+            frame = spark.read.format("delta").load(path)
+            result = checkpoint.run(batch_parameters={"dataframe": frame})
+            for run in result.run_results.values():
+                validation.verdicts += [_verdict(name, quality, r) for r in run.results]
+    return validation
+
+
+def _verdict(table: str, quality: QualitySpec, result: Any) -> Verdict:
+    configuration = result.expectation_config
+    meta = dict(configuration.meta or {})
+    column = configuration.kwargs.get("column", "table")
+    name = str(meta.get("name") or default_name(configuration.type, str(column)))
+    action = quality.action_for(f"{table}.{name}") or require_action(
+        meta.get("action", "warn"), f"expectation {table}.{name} (meta.action)"
+    )
+    unexpected = (result.result or {}).get("unexpected_count")
+    return Verdict(table, name, configuration.type, action, bool(result.success), unexpected)

@@ -1,0 +1,260 @@
+"""Data-quality expectations inside the silver stream, one scenario per action, each a real
+pipeline run (files -> bronze -> silver) on a few rows:
+
+* warn: the row that breaks the expectation is counted and kept;
+* drop: the row goes to the quarantine table, the reason naming the expectation, with its
+  bronze coordinates; the other rows are applied;
+* ``lakehouse validate`` runs the suite with GX (table-level expectations too), writes Data
+  Docs and exits 1 when a fail-level expectation is broken;
+* fail: the micro-batch commits nothing (silver and quarantine history unchanged, the
+  checkpoint's commit log not advanced), ``lakehouse run`` ends with one error line naming the
+  expectation, the table and a failing row; after the suite is relaxed the next run applies
+  the same batch.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from cdc.records import Record
+from cdc.sources import SourceSpec
+from core.config import PipelineConfig, QualityAction, QualitySpec, TableSpec
+from core.delta_io import versions
+from core.layout import QUARANTINE_TABLE, Warehouse
+from expectations.checks import load_checks
+from lakehouse.audit import verify_warehouse
+from lakehouse.pipeline import run_once
+from silver.job import apply_batch, ensure_shared_tables, entity_tables
+from tests.cli import run_cli
+from tests.helpers import bronze_frame
+
+pytestmark = pytest.mark.integration
+
+USERS = TableSpec(
+    name="users",
+    topic="app.users",
+    format="events",
+    keys=("id",),
+    sequence_by=("seq",),
+    schema="id bigint, seq bigint, age int, email string",
+)
+SUITE = {
+    "name": "silver.users",
+    "expectations": [
+        {
+            "type": "expect_column_values_to_be_between",
+            "kwargs": {"column": "age", "min_value": 0, "max_value": 150},
+            "meta": {"name": "age_range", "action": "warn"},
+        },
+        {
+            "type": "expect_column_values_to_match_regex",
+            "kwargs": {"column": "email", "regex": "^[^@]+@[^@]+$"},
+            "meta": {"name": "email_format", "action": "drop"},
+        },
+        {
+            "type": "expect_column_values_to_not_be_null",
+            "kwargs": {"column": "id"},
+        },
+        {"type": "expect_column_values_to_be_unique", "kwargs": {"column": "id"}},
+    ],
+}
+
+
+def user(offset: int, id_: int, age: int | None, email: str | None) -> Record:
+    value = {"id": id_, "seq": 1, "age": age, "email": email}
+    return Record(USERS.topic, 0, offset, 1_000 + offset, None, value)
+
+
+class Lake:
+    """A warehouse fed by JSON-lines files, with the suite above in a suites directory."""
+
+    def __init__(self, spark: SparkSession, root: Path) -> None:
+        self.spark = spark
+        self.source = root / "source"
+        self.source.mkdir(parents=True)
+        self.suites = root / "suites"
+        (self.suites / "silver").mkdir(parents=True)
+        (self.suites / "silver" / "users.json").write_text(json.dumps(SUITE), encoding="utf-8")
+        self.warehouse = Warehouse.from_path(root / "warehouse")
+        self.files = 0
+
+    def arrive(self, *records: Record) -> None:
+        path = self.source / f"part-{self.files:05d}.jsonl"
+        hidden = path.with_name(f".{path.name}.tmp")
+        hidden.write_text("".join(r.to_line() + "\n" for r in records), encoding="utf-8")
+        hidden.rename(path)
+        self.files += 1
+
+    def config(self, **actions: QualityAction) -> PipelineConfig:
+        overrides = tuple((f"silver.users.{name}", action) for name, action in actions.items())
+        quality = QualitySpec(suites=str(self.suites), actions=overrides)
+        return PipelineConfig(tables=(USERS,), quality=quality)
+
+    def run(self, **actions: QualityAction) -> None:
+        source = SourceSpec("files", str(self.source))
+        run_once(self.spark, source, self.warehouse, self.config(**actions))
+
+    def rows(self, path: str, *columns: str) -> list[tuple[Any, ...]]:
+        frame = self.spark.read.format("delta").load(path)
+        return sorted(tuple(r) for r in frame.select(*columns).collect())
+
+    @property
+    def silver(self) -> str:
+        return self.warehouse.table("silver", "users")
+
+    @property
+    def quarantine(self) -> str:
+        return self.warehouse.table("silver", QUARANTINE_TABLE)
+
+    def metrics(self) -> list[tuple[Any, ...]]:
+        return self.rows(
+            self.warehouse.quality(),
+            "batch_id",
+            "expectation",
+            "action",
+            "rows_counted",
+            "rows_failed",
+            "rows_dropped",
+            "held",
+        )
+
+    def commits(self) -> list[str]:
+        commits = Path(self.warehouse.checkpoint("silver_users"), "commits")
+        return sorted(p.name for p in commits.iterdir() if p.name.isdigit())
+
+
+def test_warn_keeps_and_drop_quarantines(spark: SparkSession, tmp_path: Path) -> None:
+    lake = Lake(spark, tmp_path)
+    lake.arrive(
+        user(0, 1, 30, "a@example.com"),
+        user(1, 2, 200, "b@example.com"),  # too old: warn
+        user(2, 3, 40, "not an email"),  # drop
+        user(3, 4, None, None),  # nulls break neither
+    )
+    lake.run()
+
+    assert lake.rows(lake.silver, "id", "age") == [(1, 30), (2, 200), (4, None)]
+    assert lake.rows(lake.quarantine, "entity", "reason", "topic", "partition", "offset") == [
+        ("users", "expectation silver.users.email_format", "app.users", 0, 2)
+    ]
+    assert lake.metrics() == [
+        (0, "age_range", "warn", 3, 1, 0, False),
+        (0, "email_format", "drop", 3, 1, 1, False),
+        (0, "id_not_be_null", "warn", 4, 0, 0, True),
+    ]
+    # verify leaves the dropped record out of the expected state: silver matches it.
+    assert all(c.ok for c in verify_warehouse(spark, lake.warehouse, lake.config()))
+    query = "SELECT sum(rows_failed) AS failed FROM system.quality"
+    done = run_cli("sql", "--warehouse", lake.warehouse.root, query)
+    assert done.returncode == 0 and "│ 2      │" in done.stdout, done.stdout + done.stderr
+    validate(lake, tmp_path)
+
+
+def validate(lake: Lake, tmp_path: Path) -> None:
+    """``lakehouse validate`` on the lake: GX runs the suite, table-level expectations too,
+    writes Data Docs, and exits 1 as a fail-level expectation (by override) is broken."""
+    config = tmp_path / "pipeline.toml"
+    config.write_text(
+        '[quality]\nsuites = "suites"\n[quality.actions]\n"silver.users.age_range" = "fail"\n',
+        encoding="utf-8",
+    )
+    docs = tmp_path / "docs"
+    root = lake.warehouse.root
+    done = run_cli("validate", "--warehouse", root, "--config", config, "--docs", docs)
+
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    index = docs / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
+    assert f"Data Docs: {index}" in lines
+    assert "fail-level expectations broken: silver.users.age_range" in lines
+    verdicts = {tuple(cell.strip() for cell in line.split("│")[1:5]) for line in lines}
+    assert {
+        ("silver.users", "age_range", "fail", "BROKEN"),
+        ("silver.users", "email_format", "drop", "ok"),  # the bad email went to quarantine
+        ("silver.users", "id_be_unique", "warn", "ok"),
+    } <= verdicts
+    assert "silver.users" in index.read_text(encoding="utf-8")
+
+
+def test_fail_commits_nothing_and_a_relaxed_run_applies_the_batch(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    lake = Lake(spark, tmp_path)
+    lake.arrive(user(0, 1, 30, "a@example.com"), user(1, 9, 30, "dropped"))
+    lake.run(age_range="fail")
+    silver_versions, quarantine_versions = (
+        versions(spark, lake.silver),
+        versions(spark, lake.quarantine),
+    )
+    commits = lake.commits()
+
+    lake.arrive(user(2, 2, 200, "b@example.com"), user(3, 3, 40, "broken"))
+    # Through the command line: the run ends with one error line, exit status 2.
+    config = tmp_path / "pipeline.toml"
+    config.write_text(
+        '[[tables]]\nname = "users"\ntopic = "app.users"\nformat = "events"\n'
+        'keys = ["id"]\nsequence_by = ["seq"]\n'
+        'schema = "id bigint, seq bigint, age int, email string"\n'
+        f"[quality]\nsuites = {json.dumps(str(lake.suites))}\n"
+        '[quality.actions]\n"silver.users.age_range" = "fail"\n',
+        encoding="utf-8",
+    )
+    source = f"files:{lake.source}"
+    root = lake.warehouse.root
+    done = run_cli("run", "--source", source, "--warehouse", root, "--config", config, "--once")
+
+    assert done.returncode == 2, done.stdout + done.stderr
+    suite = lake.suites / "silver" / "users.json"
+    assert done.stderr.strip() == (
+        "error: Expectation age_range (expect_column_values_to_be_between, action fail) of "
+        "silver.users broke in micro-batch 1: 1 of 2 rows, e.g. id=2, age=200 "
+        "(bronze app.users partition 0 offset 2). Nothing of the batch was written; fix the "
+        f"data or relax the suite ({suite}), then run again."
+    ), done.stderr
+    assert versions(spark, lake.silver) == silver_versions
+    assert versions(spark, lake.quarantine) == quarantine_versions
+    assert lake.commits() == commits
+    assert [m[0] for m in lake.metrics()] == [0, 0, 0]  # no metrics of the failed batch
+
+    lake.run()  # the suite's own action for age_range: warn
+    assert lake.rows(lake.silver, "id", "age") == [(1, 30), (2, 200)]
+    assert lake.rows(lake.quarantine, "reason", "offset") == [
+        ("expectation silver.users.email_format", 1),
+        ("expectation silver.users.email_format", 3),
+    ]
+    assert len(lake.commits()) == len(commits) + 1
+    assert [m[:3] for m in lake.metrics() if m[0] == 1] == [
+        (1, "age_range", "warn"),
+        (1, "email_format", "drop"),
+        (1, "id_not_be_null", "warn"),
+    ]
+
+
+def test_more_expectations_run_no_more_spark_jobs(spark: SparkSession, tmp_path: Path) -> None:
+    """The checks' counts come from the batch's own aggregate job: a micro-batch with one
+    expectation runs as many Spark jobs as one with every expectation of the suite."""
+    records = [user(0, 1, 30, "a@ex.com"), user(1, 2, 200, "b@ex.com"), user(2, 3, None, None)]
+    jobs = []
+    for kept in (1, len(SUITE["expectations"])):
+        root = tmp_path / str(kept)
+        lake = Lake(spark, root)
+        suite = {**SUITE, "expectations": SUITE["expectations"][:kept]}
+        (lake.suites / "silver" / "users.json").write_text(json.dumps(suite), encoding="utf-8")
+        checks = load_checks(spark, lake.config().quality, lake.warehouse, "silver", "users")
+        assert checks is not None and len(checks.suite.rules) == min(kept, 3)
+        tables = entity_tables(lake.warehouse, USERS)
+        ensure_shared_tables(spark, lake.warehouse)
+        frame = bronze_frame(spark, records)
+        group = f"quality-jobs-{kept}"
+        spark.sparkContext.setJobGroup(group, group)
+        try:
+            apply_batch(frame, 0, USERS, tables, "jobs-test", checks)
+        finally:
+            spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+        jobs.append(len(spark.sparkContext.statusTracker().getJobIdsForGroup(group)))
+    assert jobs[0] == jobs[1] > 0, jobs
