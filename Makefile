@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-deep lint unit bench clean
+.PHONY: venv demo test tests test-deep lint unit bench clean
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,9 +28,14 @@ lint: venv
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-# Two workers (pytest-xdist), each with its own Spark session; a module stays on one worker,
-# so its module-scoped fixtures (a demo run, a shared warehouse) are built once.
-test: lint
+# Lint and the tests at once (mypy from scratch takes a minute of one core, while the test
+# workers start their JVMs). Two test workers (pytest-xdist), each with its own Spark session;
+# a module stays on one worker, so its module-scoped fixtures (a demo run, a shared warehouse)
+# are built once.
+test: venv
+	$(MAKE) --no-print-directory -j2 lint tests
+
+tests: venv
 	$(BIN)/pytest -n 2 --dist loadscope $(PYTEST_ARGS)
 
 # Not in CI: the property tests with ten times the examples, each run from a new seed
