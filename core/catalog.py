@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from urllib.parse import urlparse
 
+from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 
 from core.errors import ConfigError
 from core.identifiers import quote_identifier
 from core.layout import LAYERS, Warehouse
 
+#: The name of the event log (``<warehouse>/_system/event_log``) in SQL.
+EVENT_LOG = "system.event_log"
 #: Session setting prefix recording the catalog entries this project registered (and where).
 REGISTERED_PREFIX = "lakehouse.catalog.registered."
 
@@ -48,7 +51,27 @@ def register_tables(spark: SparkSession, warehouse: Warehouse) -> list[str]:
             spark.catalog.createTable(qualified, path=path, source="delta")
             spark.conf.set(REGISTERED_PREFIX + qualified, path)
             registered.append(qualified)
+    if _register_event_log(spark, warehouse):
+        registered.append(EVENT_LOG)
     return registered
+
+
+def _register_event_log(spark: SparkSession, warehouse: Warehouse) -> bool:
+    """Register the pipeline's event log as ``system.event_log`` (if a run wrote it), never
+    replacing a table of that name this project did not register."""
+    path = warehouse.event_log
+    if not DeltaTable.isDeltaTable(spark, path):
+        return False
+    spark.sql("CREATE DATABASE IF NOT EXISTS system")
+    if spark.catalog.tableExists(EVENT_LOG):
+        if _same_place(_location(spark, EVENT_LOG), path):
+            return True
+        if spark.conf.get(REGISTERED_PREFIX + EVENT_LOG, None) is None:
+            return False  # someone else's table: left alone, and not shown as ours
+        spark.sql(f"DROP TABLE {EVENT_LOG}")
+    spark.catalog.createTable(EVENT_LOG, path=path, source="delta")
+    spark.conf.set(REGISTERED_PREFIX + EVENT_LOG, path)
+    return True
 
 
 def _location(spark: SparkSession, quoted: str) -> str:

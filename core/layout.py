@@ -85,6 +85,16 @@ class Warehouse:
             EntityTable(f"_system.history_log.{entity}", self.history_log(entity), "key"),
         ]
 
+    @property
+    def event_log(self) -> str:
+        """The event log: one row per micro-batch of each streaming query of the pipeline."""
+        return f"{self.root}/_system/event_log"
+
+    @property
+    def heartbeat(self) -> str:
+        """The file a running pipeline keeps fresh (and removes when it stops)."""
+        return f"{self.root}/_system/pipeline_heartbeat.json"
+
     def checkpoint(self, job: str) -> str:
         return f"{self.root}/_system/checkpoints/{job}"
 

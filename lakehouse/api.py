@@ -9,8 +9,9 @@
 >>> assert lh.verify().ok
 
 Each method calls the operation the command line runs (``lakehouse run``, ``verify``,
-``replay``, ``forget``, ``maintain``, ``sql``) and returns its report, a small dataclass. User
-mistakes raise :class:`core.errors.LakehouseError` subclasses with one clear message.
+``replay``, ``forget``, ``maintain``, ``sql``, ``status``) and returns its report, a small
+dataclass. User mistakes raise :class:`core.errors.LakehouseError` subclasses
+with one clear message.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from lakehouse.replay import ReplayReport
 from lakehouse.replay import replay as replay_tables
 from lakehouse.sql_guard import check
 from lakehouse.sql_session import run_checked
+from lakehouse.status import PipelineStatus, pipeline_status
 from lakehouse.summary import RunSummary
 from silver.keys import KeyValue
 from silver.verify import TableCheck
@@ -49,6 +51,7 @@ __all__ = [
     "ForgetReport",
     "Lakehouse",
     "MaintenanceReport",
+    "PipelineStatus",
     "ReplayReport",
     "RunReport",
     "TableCheck",
@@ -247,6 +250,25 @@ class Lakehouse:
         under the config's ``[maintenance]`` settings (``lakehouse maintain``). Bronze
         retention that had to keep records silver still needs is listed in ``refused``."""
         return run_maintenance(self.spark, self.warehouse, self.config, datetime.now(UTC), progress)
+
+    def status(self) -> PipelineStatus:
+        """Per table how far silver and gold have applied their input, the last micro-batches
+        (from the event log), freshness and quarantine, and whether a pipeline runs now
+        (``lakehouse status``); ``to_json()`` gives it as JSON values."""
+        return pipeline_status(self.spark, self.warehouse, self.config, datetime.now(UTC))
+
+    def event_log(self) -> DataFrame:
+        """The event log: one row per micro-batch of each streaming query of the runs.
+
+        Raises:
+            TableNotFoundError: no run has written it yet.
+        """
+        if not table_exists(self.spark, self.warehouse.event_log):
+            raise TableNotFoundError(
+                f"No event log in {self.warehouse.root} yet: run the pipeline first "
+                "(Lakehouse.run)."
+            )
+        return self.spark.read.format("delta").load(self.warehouse.event_log)
 
 
 def _layer(name: str) -> Layer:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import click
 
 from core.errors import LakehouseError
-from lakehouse.commands import demo, ops, run, sql, workload
+from lakehouse.commands import demo, ops, run, sql, status, workload
 from lakehouse.commands.common import errors
 
 
@@ -32,6 +32,7 @@ for command in (
     ops.forget,
     ops.maintain,
     sql.sql,
+    status.status,
 ):
     cli.add_command(command)
 
