@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from urllib.parse import urlparse
 
+from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 
 from core.errors import ConfigError
@@ -13,8 +13,10 @@ from core.layout import LAYERS, Warehouse
 
 #: Session setting prefix recording the catalog entries this project registered (and where).
 REGISTERED_PREFIX = "lakehouse.catalog.registered."
-#: The SQL name of the data-quality metrics (``Warehouse.quality``): ``system.quality``.
-QUALITY_DATABASE, QUALITY_NAME = "system", "quality"
+#: The SQL names of the pipeline's own tables: ``system.quality`` (``Warehouse.quality``, the
+#: data-quality metrics) and ``system.event_log`` (``Warehouse.event_log``, one row per
+#: micro-batch of each streaming query).
+SYSTEM_DATABASE, QUALITY_NAME, EVENT_LOG_NAME = "system", "quality", "event_log"
 
 
 def register_tables(spark: SparkSession, warehouse: Warehouse) -> list[str]:
@@ -34,10 +36,10 @@ def register_tables(spark: SparkSession, warehouse: Warehouse) -> list[str]:
         spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(layer, 'layer')}")
         for name in names:
             registered.append(_register(spark, layer, name, warehouse.table(layer, name)))
-    quality = warehouse.quality()
-    if "://" in quality or (Path(quality) / "_delta_log").is_dir():
-        spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(QUALITY_DATABASE)}")
-        registered.append(_register(spark, QUALITY_DATABASE, QUALITY_NAME, quality))
+    for name, path in ((QUALITY_NAME, warehouse.quality()), (EVENT_LOG_NAME, warehouse.event_log)):
+        if DeltaTable.isDeltaTable(spark, path):
+            spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(SYSTEM_DATABASE)}")
+            registered.append(_register(spark, SYSTEM_DATABASE, name, path))
     return registered
 
 

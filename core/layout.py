@@ -90,6 +90,16 @@ class Warehouse:
         failed and dropped (SQL name ``system.quality``)."""
         return f"{self.root}/_system/quality"
 
+    @property
+    def event_log(self) -> str:
+        """The event log: one row per micro-batch of each streaming query of the pipeline."""
+        return f"{self.root}/_system/event_log"
+
+    @property
+    def heartbeat(self) -> str:
+        """The file a running pipeline keeps fresh (and removes when it stops)."""
+        return f"{self.root}/_system/pipeline_heartbeat.json"
+
     def checkpoint(self, job: str) -> str:
         return f"{self.root}/_system/checkpoints/{job}"
 

@@ -52,6 +52,9 @@ LOCAL_SETTINGS: dict[str, str] = {
     "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
 }
 
+#: Set by Databricks in the processes of its clusters.
+DATABRICKS_RUNTIME = "DATABRICKS_RUNTIME_VERSION"
+
 QUIET_LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 
 
@@ -68,6 +71,10 @@ def get_spark(
             ``active`` was asked for while no session runs.
     """
     active = SparkSession.getActiveSession()
+    if active is None and mode in ("auto", "active") and DATABRICKS_RUNTIME in os.environ:
+        # A Databricks job task (a wheel's entry point) runs beside the cluster's session
+        # without it being active yet: the builder returns it.
+        active = SparkSession.builder.getOrCreate()
     if mode == "active" or (mode == "auto" and active is not None):
         if active is None:
             raise EnvironmentSetupError(

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import click
 
 from core.errors import LakehouseError
-from lakehouse.commands import demo, ops, quality, run, sql, workload
+from lakehouse.commands import demo, ops, quality, run, sql, status, workload
 from lakehouse.commands.common import errors
 
 
@@ -33,6 +33,7 @@ for command in (
     ops.forget,
     ops.maintain,
     sql.sql,
+    status.status,
 ):
     cli.add_command(command)
 

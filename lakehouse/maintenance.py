@@ -130,6 +130,8 @@ def maintained_tables(warehouse: Warehouse) -> Iterator[tuple[str, str]]:
             for child in sorted(directory.iterdir()):
                 if (child / "_delta_log").is_dir():
                     yield f"_system.{kind}.{child.name}", str(child)
+    if (Path(warehouse.event_log) / "_delta_log").is_dir():
+        yield "system.event_log", warehouse.event_log  # many small appends: compacted here
 
 
 def collect_tombstones(

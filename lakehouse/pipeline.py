@@ -30,6 +30,7 @@ from expectations.checks import load_checks
 from expectations.suites import check_overrides
 from gold.jobs import gold_jobs
 from lakehouse.entities import entity_specs
+from lakehouse.event_log import recording
 from lakehouse.summary import RunSummary
 from silver.job import ensure_shared_tables, start_silver
 from silver.parse import check_declared_schemas
@@ -58,7 +59,8 @@ def run_once(
     config: PipelineConfig,
     progress: Progress = lambda _: None,
 ) -> RunReport:
-    """Process everything available now through every layer, then return.
+    """Process everything available now through every layer, then return; each micro-batch
+    goes into the event log (:mod:`lakehouse.event_log`).
 
     A query stopped by a schema change of its Delta input (a gold job, when silver gained a
     column or widened a type) continues from its checkpoint.
@@ -66,13 +68,20 @@ def run_once(
     started = time.monotonic()
     check_declared_schemas(config.tables)
     report = RunReport()
-    progress(f"bronze: ingesting {source.describe()}")
-    bronze = partial(
-        start_bronze, read_source(spark, source), warehouse, Trigger(), report.summary.bronze_batch
-    )
-    _finish(bronze, report, progress)
-    silver_and_gold = run_from_bronze(spark, warehouse, config, progress, summary=report.summary)
-    report.queries += silver_and_gold.queries
+    with recording(spark, warehouse, report.summary, "once"):
+        progress(f"bronze: ingesting {source.describe()}")
+        bronze = partial(
+            start_bronze,
+            read_source(spark, source),
+            warehouse,
+            Trigger(),
+            report.summary.bronze_batch,
+        )
+        _finish(bronze, report, progress)
+        silver_and_gold = run_from_bronze(
+            spark, warehouse, config, progress, summary=report.summary
+        )
+        report.queries += silver_and_gold.queries
     report.seconds = time.monotonic() - started
     return report
 
@@ -230,8 +239,35 @@ def run_continuously(
     a schema change of its input continues from its checkpoint (:class:`RunningQueries`). On a
     signal each query stops after its running micro-batch (at most ``drain_seconds`` in all; a
     second signal stops them at once); their checkpoints make the next run continue. What the
-    micro-batches did goes into ``summary``, if given.
+    micro-batches did goes into ``summary``, if given, and each micro-batch into the event log
+    (:mod:`lakehouse.event_log`), which also shows the run as running while it goes on.
     """
+    summary = RunSummary() if summary is None else summary
+    with recording(spark, warehouse, summary, "continuous"):
+        _run_continuously(
+            spark,
+            source,
+            warehouse,
+            config,
+            trigger,
+            progress,
+            poll_seconds,
+            drain_seconds,
+            summary,
+        )
+
+
+def _run_continuously(
+    spark: SparkSession,
+    source: SourceSpec,
+    warehouse: Warehouse,
+    config: PipelineConfig,
+    trigger: Trigger,
+    progress: Progress,
+    poll_seconds: float,
+    drain_seconds: float,
+    summary: RunSummary,
+) -> None:
     check_declared_schemas(config.tables)
     check_overrides(config.quality)
     stop, at_once = threading.Event(), threading.Event()

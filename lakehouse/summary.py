@@ -4,7 +4,7 @@ and judged (a table whose every record was quarantined is named in a warning).""
 from __future__ import annotations
 
 import threading
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -53,6 +53,8 @@ class RunSummary:
 
     tables: dict[str, TableCounts] = field(default_factory=dict)
     ingested: Counter[str] = field(default_factory=Counter)
+    #: Each silver query's batch reports in order, until the event log takes them.
+    _reports: dict[str, deque[BatchReport]] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def add_table(self, entity: str) -> None:
@@ -68,6 +70,14 @@ class RunSummary:
             counts.applied += report.applied
             counts.tombstones += report.tombstones
             counts.reasons.update(dict(report.reasons))
+            self._reports.setdefault(entity, deque()).append(report)
+
+    def take_report(self, entity: str) -> BatchReport | None:
+        """The oldest report of ``entity``'s micro-batches not taken yet (the event log takes
+        one per micro-batch it records, in order), or None."""
+        with self._lock:
+            reports = self._reports.get(entity)
+            return reports.popleft() if reports else None
 
     def bronze_batch(self, records_per_topic: Mapping[str, int]) -> None:
         """Add the records one bronze micro-batch appended, per topic."""

@@ -1,0 +1,269 @@
+"""The event log: one row per micro-batch of every streaming query of a pipeline run, in the
+Delta table ``<warehouse>/_system/event_log`` (``system.event_log`` in SQL), and the heartbeat
+that says a pipeline is running.
+
+A :class:`StreamingQueryListener` only buffers rows in memory (Spark calls it on its listener
+thread, which must not wait for a Delta write); :func:`recording` appends them in small batches
+every :data:`FLUSH_SECONDS` from a thread of its own and once more at the end of the run, after
+Spark has delivered every event, so a clean stop loses no row.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from datetime import UTC, datetime
+from typing import Any
+
+from py4j.protocol import Py4JError
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming.listener import (
+    QueryIdleEvent,
+    QueryProgressEvent,
+    QueryStartedEvent,
+    QueryTerminatedEvent,
+    StreamingQueryListener,
+)
+from pyspark.sql.types import (
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from core.layout import Warehouse
+from core.storage import delete, write_text
+from lakehouse.summary import RunSummary
+
+#: Seconds between two appends to the event log (and two heartbeats) while a run goes on.
+FLUSH_SECONDS = 10.0
+#: How long the end of a run waits for Spark to deliver the last events to the listener.
+DELIVERY_TIMEOUT_MS = 60_000
+
+EVENT_LOG_SCHEMA = StructType(
+    [
+        StructField("query", StringType()),
+        StructField("event", StringType()),  # "progress", or "failed" with the error
+        StructField("batch_id", LongType()),
+        StructField("timestamp", TimestampType()),  # when the micro-batch started
+        # Rows read from the source (silver: exactly the bronze records; otherwise Spark's
+        # numInputRows, which counts a row again for each pass a foreachBatch makes over it).
+        StructField("input_rows", LongType()),
+        StructField("duration_ms", LongType()),
+        StructField("watermark", TimestampType()),
+        StructField("records", LongType()),  # silver: bronze records read
+        StructField("applied", LongType()),  # silver: changes applied
+        StructField("quarantined", LongType()),  # silver: records quarantined
+        StructField("error", StringType()),
+        StructField("end_offset", StringType()),  # the sources' end offsets, JSON
+        StructField("query_id", StringType()),
+        StructField("run_id", StringType()),
+    ]
+)
+
+
+class EventLogListener(StreamingQueryListener):
+    """Buffers one row per query progress (and per failed query); never writes itself.
+
+    ``summary``: the run's summary, whose silver batch reports give the rows of the silver
+    queries their read, applied and quarantined counts.
+    """
+
+    def __init__(self, summary: RunSummary | None = None) -> None:
+        self._summary = summary
+        self._rows: list[dict[str, Any]] = []
+        self._names: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def take(self) -> list[dict[str, Any]]:
+        """The buffered rows, which the buffer no longer holds."""
+        with self._lock:
+            rows, self._rows = self._rows, []
+            return rows
+
+    def give_back(self, rows: list[dict[str, Any]]) -> None:
+        """Put rows a failed append could not write back in front of the buffer."""
+        with self._lock:
+            self._rows = rows + self._rows
+
+    def onQueryStarted(self, event: QueryStartedEvent) -> None:
+        with self._lock:
+            self._names[str(event.id)] = event.name or str(event.id)
+
+    def onQueryProgress(self, event: QueryProgressEvent) -> None:
+        progress = event.progress
+        name = progress.name or str(progress.id)
+        row = progress_row(name, progress)
+        if self._summary is not None and name.startswith("silver_"):
+            report = self._summary.take_report(name.removeprefix("silver_"))
+            if report is not None:
+                row |= {
+                    "input_rows": report.records,  # Spark counts each pass over the batch
+                    "records": report.records,
+                    "applied": report.applied,
+                    "quarantined": report.quarantined,
+                }
+        with self._lock:
+            self._rows.append(row)
+
+    def onQueryIdle(self, event: QueryIdleEvent) -> None:
+        pass
+
+    def onQueryTerminated(self, event: QueryTerminatedEvent) -> None:
+        if event.exception is None:
+            return
+        with self._lock:
+            name = self._names.get(str(event.id), str(event.id))
+            self._rows.append(
+                {
+                    "query": name,
+                    "event": "failed",
+                    "timestamp": datetime.now(UTC),
+                    "error": event.exception.strip().splitlines()[0][:1000],
+                    "query_id": str(event.id),
+                    "run_id": str(event.runId),
+                }
+            )
+
+
+def progress_row(name: str, progress: Any) -> dict[str, Any]:
+    """The event-log row of one query progress (a ``StreamingQueryProgress``)."""
+    watermark = progress.eventTime.get("watermark") if progress.eventTime else None
+    return {
+        "query": name,
+        "event": "progress",
+        "batch_id": progress.batchId,
+        "timestamp": _instant(progress.timestamp),
+        "input_rows": progress.numInputRows,
+        "duration_ms": progress.batchDuration,
+        "watermark": _instant(watermark) if watermark else None,
+        "end_offset": json.dumps([_offset(source.endOffset) for source in progress.sources]),
+        "query_id": str(progress.id),
+        "run_id": str(progress.runId),
+    }
+
+
+def _instant(text: str) -> datetime:
+    """Spark's ``2026-11-24T06:05:18.123Z`` as an aware datetime."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def _offset(text: str | None) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def append_rows(spark: SparkSession, warehouse: Warehouse, rows: list[dict[str, Any]]) -> None:
+    """Append event-log rows (creating the table on the first append)."""
+    if not rows:
+        return
+    frame = spark.createDataFrame(
+        [tuple(row.get(field.name) for field in EVENT_LOG_SCHEMA.fields) for row in rows],
+        EVENT_LOG_SCHEMA,
+    )
+    frame.write.format("delta").mode("append").save(warehouse.event_log)
+
+
+class _Recorder:
+    """Appends what the listener buffered, and refreshes the heartbeat, every ``interval``."""
+
+    def __init__(
+        self, spark: SparkSession, warehouse: Warehouse, listener: EventLogListener, mode: str
+    ) -> None:
+        self.spark = spark
+        self.warehouse = warehouse
+        self.listener = listener
+        self.started = datetime.now(UTC)
+        self.mode = mode
+        self._stop = threading.Event()
+        self._write_lock = threading.Lock()
+        self._thread = threading.Thread(target=self._loop, name="event-log", daemon=True)
+
+    def start(self) -> None:
+        self.beat()
+        self._thread.start()
+
+    def beat(self) -> None:
+        """Write the heartbeat: who runs, since when, last seen now."""
+        heartbeat = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "mode": self.mode,
+            "started": self.started.isoformat(),
+            "heartbeat": datetime.now(UTC).isoformat(),
+            "interval_seconds": FLUSH_SECONDS,
+        }
+        write_text(self.spark, self.warehouse.heartbeat, json.dumps(heartbeat))
+
+    def flush(self) -> None:
+        """Append the buffered rows; on failure they go back to the buffer and it raises."""
+        with self._write_lock:
+            rows = self.listener.take()
+            try:
+                append_rows(self.spark, self.warehouse, rows)
+            except BaseException:
+                self.listener.give_back(rows)
+                raise
+
+    def _loop(self) -> None:
+        while not self._stop.wait(FLUSH_SECONDS):
+            # A failed append keeps its rows for the next one; the streams go on regardless.
+            with suppress(Exception):
+                self.flush()
+            with suppress(Exception):
+                self.beat()
+
+    def close(self) -> None:
+        """Stop the thread, wait until Spark has delivered every event, append the rest and
+        remove the heartbeat."""
+        self._stop.set()
+        self._thread.join()
+        _wait_for_delivery(self.spark)
+        self.spark.streams.removeListener(self.listener)
+        try:
+            self.flush()
+        finally:
+            delete(self.spark, self.warehouse.heartbeat)
+
+
+def _wait_for_delivery(spark: SparkSession) -> None:
+    """Block until Spark's listener bus has delivered the events posted so far (the last
+    progress of a query arrives after the query has ended)."""
+    with suppress(Py4JError):
+        spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(DELIVERY_TIMEOUT_MS)
+
+
+@contextmanager
+def recording(
+    spark: SparkSession, warehouse: Warehouse, summary: RunSummary | None, mode: str
+) -> Iterator[None]:
+    """Record every streaming query progress of the session into the event log while the
+    block runs, and keep the heartbeat of ``mode`` (``once`` or ``continuous``) fresh.
+
+    The rows are appended when the block ends, also when it raises (then a failure to append
+    does not hide the block's error).
+    """
+    listener = EventLogListener(summary)
+    spark.streams.addListener(listener)
+    recorder = _Recorder(spark, warehouse, listener, mode)
+    try:
+        recorder.start()
+    except BaseException:
+        spark.streams.removeListener(listener)
+        raise
+    try:
+        yield
+    except BaseException:
+        with suppress(Exception):
+            recorder.close()
+        raise
+    recorder.close()

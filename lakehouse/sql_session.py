@@ -1,0 +1,84 @@
+"""Running one checked SQL statement in a session: shared by ``lakehouse sql`` and the Python API.
+
+:mod:`lakehouse.sql_guard` decides whether a statement may run; this module runs it as it was
+checked (no ``${...}`` substitution; read-only, no SQL on files) and turns Spark's errors into
+one :class:`~core.errors.LakehouseError` line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from pyspark.errors import AnalysisException, ParseException, UnsupportedOperationException
+from pyspark.sql import DataFrame, SparkSession
+
+from core.catalog import run_sql
+from core.errors import LakehouseError
+from core.layout import Warehouse
+from lakehouse.sql_guard import check
+
+#: What is said when a statement would change an append-only table.
+APPEND_ONLY = (
+    "SQL error: the table is append-only (bronze is the system of record), so DELETE, UPDATE "
+    "and MERGE cannot change it. To remove one key's data from every layer use 'lakehouse "
+    "forget'; to drop bronze records older than N days, 'lakehouse maintain "
+    "--bronze-retention-days N'."
+)
+#: Spark's setting that lets SQL read files by path (``text.`/etc/hostname```).
+SQL_ON_FILES = "spark.sql.runSQLOnFiles"
+#: Spark's setting that replaces ``${name}`` in a statement's text before parsing it.
+SUBSTITUTE = "spark.sql.variable.substitute"
+
+
+def run_checked(
+    spark: SparkSession, warehouse: Warehouse, statement: str, allow_writes: bool = False
+) -> DataFrame:
+    """Check ``statement`` (:func:`lakehouse.sql_guard.check`), then run it over the
+    warehouse's tables named ``<layer>.<table>``; a write statement has run on return.
+
+    Raises:
+        StatementRefusedError: the statement may not run (nothing ran).
+        LakehouseError: Spark refused it (one line: Spark's first line, or how to change an
+            append-only table).
+    """
+    check(statement, allow_writes=allow_writes)
+    with as_checked(spark, allow_writes), spark_errors():
+        return run_sql(spark, warehouse, statement)
+
+
+@contextmanager
+def spark_errors() -> Iterator[None]:
+    """Spark's analysis, parse and append-only errors as one-line LakehouseErrors."""
+    try:
+        yield
+    except UnsupportedOperationException as error:
+        if error.getCondition() == "DELTA_CANNOT_MODIFY_APPEND_ONLY":
+            raise LakehouseError(APPEND_ONLY) from error
+        raise LakehouseError(f"SQL error: {first_line(str(error))}") from error
+    except (AnalysisException, ParseException) as error:
+        raise LakehouseError(f"SQL error: {first_line(str(error))}") from error
+
+
+def first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else text
+
+
+@contextmanager
+def as_checked(spark: SparkSession, allow_writes: bool) -> Iterator[None]:
+    """Spark runs the statement as it was checked: no ``${...}`` substitution (which could
+    change the text after the check, or put a setting or an environment variable into it);
+    read-only, Spark itself also refuses reads of files by path (the check refuses them first;
+    this covers data source names it does not know). The settings are restored afterwards."""
+    settings = {SUBSTITUTE: "false"} | ({} if allow_writes else {SQL_ON_FILES: "false"})
+    before = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, old in before.items():
+            if old is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, old)

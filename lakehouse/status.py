@@ -1,0 +1,303 @@
+"""What a warehouse's pipeline has done and is doing: per table how far each layer has applied
+its input, the last micro-batch, freshness and quarantine, and whether a pipeline runs now.
+
+How far a streaming query has read is taken from its checkpoint: the offsets of its last
+committed micro-batch name the last version of its Delta input it has read. The records it has
+not applied yet are the rows that the newer versions of that input added (from the Delta log's
+operation metrics, without reading the data). The last micro-batch comes from the event log
+(:mod:`lakehouse.event_log`), whether a pipeline runs from its heartbeat.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from delta.tables import DeltaTable
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from core.config import PipelineConfig
+from core.delta_io import table_exists
+from core.identifiers import table_name_for_topic
+from core.layout import QUARANTINE_TABLE, Warehouse
+from core.storage import names, read_text
+from gold.jobs import gold_jobs
+from lakehouse.entities import entity_specs
+
+#: A heartbeat older than this many of its intervals means the run that wrote it has died.
+STALE_INTERVALS = 3
+#: Delta operations that add records to a table (bronze appends; streaming writes).
+ADDING_OPERATIONS = ("WRITE", "STREAMING UPDATE")
+#: Delta operations that change a silver table's rows (what its change feed carries).
+CHANGING_OPERATIONS = ("MERGE", "WRITE", "DELETE", "UPDATE", "STREAMING UPDATE")
+
+
+@dataclass(frozen=True)
+class LastBatch:
+    """A query's newest micro-batch in the event log."""
+
+    batch_id: int
+    at: datetime
+    duration_ms: int
+    input_rows: int
+
+
+@dataclass(frozen=True)
+class SilverStatus:
+    """One silver table and the bronze table it is applied from."""
+
+    table: str
+    bronze_table: str
+    bronze_version: int | None
+    bronze_records: int
+    newest_record: datetime | None  # the newest bronze record's source (Kafka) time
+    applied_version: int | None  # the newest bronze version the silver query has applied
+    records_behind: int  # bronze records added after ``applied_version``
+    rows: int
+    newest_applied_event: datetime | None  # the newest ``_source_ts`` in silver
+    freshness_seconds: float | None  # now - newest_applied_event
+    quarantined: int
+    last_batch: LastBatch | None
+
+
+@dataclass(frozen=True)
+class GoldStatus:
+    """One gold table and the silver table whose change feed it reads."""
+
+    table: str
+    input: str
+    input_version: int | None
+    applied_version: int | None
+    versions_behind: int  # silver commits that changed rows after ``applied_version``
+    rows: int
+    last_batch: LastBatch | None
+
+
+@dataclass(frozen=True)
+class Running:
+    """The heartbeat of a pipeline run: who, since when, seen last when; ``alive`` if it was
+    refreshed recently enough."""
+
+    alive: bool
+    mode: str
+    pid: int
+    host: str
+    started: datetime
+    heartbeat: datetime
+
+
+@dataclass(frozen=True)
+class PipelineStatus:
+    warehouse: str
+    at: datetime
+    running: Running | None
+    bronze_last_batch: LastBatch | None
+    silver: list[SilverStatus] = field(default_factory=list)
+    gold: list[GoldStatus] = field(default_factory=list)
+    event_log_rows: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        """The status as JSON values (times in ISO 8601)."""
+        return _jsonable(asdict(self))  # type: ignore[no-any-return]
+
+
+def pipeline_status(
+    spark: SparkSession, warehouse: Warehouse, config: PipelineConfig, now: datetime
+) -> PipelineStatus:
+    """The status of ``warehouse`` at ``now`` (timezone-aware)."""
+    last, log_rows = _last_batches(spark, warehouse)
+    quarantine = _quarantine_counts(spark, warehouse)
+    silver = []
+    for spec in entity_specs(spark, warehouse, config):
+        bronze_name = table_name_for_topic(spec.topic)
+        bronze = warehouse.table("bronze", bronze_name)
+        applied = applied_version(spark, warehouse.checkpoint(f"silver_{spec.name}"))
+        versions = _versions(spark, bronze, ADDING_OPERATIONS)
+        records = (
+            spark.read.format("delta")
+            .load(bronze)
+            .agg(F.count(F.lit(1)).alias("n"), F.unix_micros(F.max("timestamp")).alias("newest"))
+        )
+        totals = records.first()
+        assert totals is not None
+        path = warehouse.table("silver", spec.name)
+        rows, newest_event = 0, None
+        if table_exists(spark, path):
+            stats = (
+                spark.read.format("delta")
+                .load(path)
+                .agg(
+                    F.count(F.lit(1)).alias("n"), F.unix_micros(F.max("_source_ts")).alias("newest")
+                )
+            )
+            first = stats.first()
+            assert first is not None
+            rows, newest_event = int(first.n), _instant(first.newest)
+        silver.append(
+            SilverStatus(
+                table=f"silver.{spec.name}",
+                bronze_table=f"bronze.{bronze_name}",
+                bronze_version=max(versions, default=None),
+                bronze_records=int(totals.n),
+                newest_record=_instant(totals.newest),
+                applied_version=applied,
+                records_behind=sum(
+                    added
+                    for version, added in versions.items()
+                    if applied is None or version > applied
+                ),
+                rows=rows,
+                newest_applied_event=newest_event,
+                freshness_seconds=(now - newest_event).total_seconds() if newest_event else None,
+                quarantined=quarantine.get(spec.name, 0),
+                last_batch=last.get(f"silver_{spec.name}"),
+            )
+        )
+    gold = []
+    for job in gold_jobs(config):
+        source = warehouse.table("silver", job.input)
+        if not table_exists(spark, source):
+            continue
+        applied = applied_version(spark, warehouse.checkpoint(job.query))
+        versions = _versions(spark, source, CHANGING_OPERATIONS)
+        path = warehouse.table("gold", job.table)
+        gold.append(
+            GoldStatus(
+                table=f"gold.{job.table}",
+                input=f"silver.{job.input}",
+                input_version=_latest_version(spark, source),
+                applied_version=applied,
+                versions_behind=sum(1 for v in versions if applied is None or v > applied),
+                rows=spark.read.format("delta").load(path).count()
+                if table_exists(spark, path)
+                else 0,
+                last_batch=last.get(job.query),
+            )
+        )
+    return PipelineStatus(
+        warehouse=warehouse.root,
+        at=now,
+        running=running(spark, warehouse, now),
+        bronze_last_batch=last.get("bronze"),
+        silver=silver,
+        gold=gold,
+        event_log_rows=log_rows,
+    )
+
+
+def applied_version(spark: SparkSession, checkpoint: str) -> int | None:
+    """The newest version of its Delta input a streaming query has applied in full: from the
+    offsets of its last committed micro-batch (None: it has committed none).
+
+    A Delta source offset ``(reservoirVersion, index)`` with index -1 points just before
+    version ``reservoirVersion``; otherwise into it: its first snapshot (``isStartingVersion``)
+    is read whole, a later version counts as read only once the offset has passed it.
+    """
+    commits = [int(name) for name in names(spark, f"{checkpoint}/commits") if name.isdigit()]
+    if not commits:
+        return None
+    text = read_text(spark, f"{checkpoint}/offsets/{max(commits)}")
+    if text is None:
+        return None
+    offset = json.loads(text.strip().splitlines()[-1])
+    version = int(offset["reservoirVersion"])
+    if offset.get("index", -1) == -1 or not offset.get("isStartingVersion", False):
+        return version - 1
+    return version
+
+
+def running(spark: SparkSession, warehouse: Warehouse, now: datetime) -> Running | None:
+    """The heartbeat of the pipeline run of ``warehouse``, if one was left (None: none runs)."""
+    text = read_text(spark, warehouse.heartbeat)
+    if text is None:
+        return None
+    beat = json.loads(text)
+    heartbeat = datetime.fromisoformat(beat["heartbeat"])
+    stale_after = STALE_INTERVALS * float(beat.get("interval_seconds", 10))
+    return Running(
+        alive=(now - heartbeat).total_seconds() <= stale_after,
+        mode=str(beat.get("mode", "")),
+        pid=int(beat.get("pid", 0)),
+        host=str(beat.get("host", "")),
+        started=datetime.fromisoformat(beat["started"]),
+        heartbeat=heartbeat,
+    )
+
+
+def _last_batches(spark: SparkSession, warehouse: Warehouse) -> tuple[dict[str, LastBatch], int]:
+    """Each query's newest micro-batch in the event log, and the log's row count."""
+    if not table_exists(spark, warehouse.event_log):
+        return {}, 0
+    log = spark.read.format("delta").load(warehouse.event_log)
+    newest = (
+        log.where(F.col("event") == "progress")
+        .groupBy("query")
+        .agg(
+            F.max_by(
+                F.struct(
+                    "batch_id",
+                    F.unix_micros("timestamp").alias("at"),
+                    "duration_ms",
+                    "input_rows",
+                ),
+                "timestamp",
+            ).alias("b")
+        )
+        .collect()
+    )
+    batches = {
+        row.query: LastBatch(
+            int(row.b.batch_id), _at(row.b.at), int(row.b.duration_ms), int(row.b.input_rows)
+        )
+        for row in newest
+    }
+    return batches, log.count()
+
+
+def _quarantine_counts(spark: SparkSession, warehouse: Warehouse) -> dict[str, int]:
+    path = warehouse.table("silver", QUARANTINE_TABLE)
+    if not table_exists(spark, path):
+        return {}
+    counts = spark.read.format("delta").load(path).groupBy("entity").count().collect()
+    return {str(row.entity): int(row["count"]) for row in counts}
+
+
+def _versions(spark: SparkSession, path: str, operations: tuple[str, ...]) -> dict[int, int]:
+    """Rows added per version of the table, for its commits of ``operations``."""
+    history = (
+        DeltaTable.forPath(spark, path).history().select("version", "operation", "operationMetrics")
+    )
+    result = {}
+    for row in history.collect():
+        if row.operation in operations:
+            metrics = row.operationMetrics or {}
+            added = int(metrics.get("numOutputRows", 0))
+            result[int(row.version)] = added
+    return result
+
+
+def _latest_version(spark: SparkSession, path: str) -> int:
+    row = DeltaTable.forPath(spark, path).history(1).select("version").first()
+    return int(row.version) if row is not None else 0
+
+
+def _instant(micros: int | None) -> datetime | None:
+    """Microseconds since the epoch (``unix_micros``: independent of time zones) as UTC."""
+    return None if micros is None else _at(micros)
+
+
+def _at(micros: int) -> datetime:
+    return datetime.fromtimestamp(micros / 1_000_000, UTC)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return value

@@ -1,0 +1,112 @@
+"""The event log holds one row per micro-batch of each query of a run, and ``lakehouse status``
+reports the warehouse as the tables and checkpoints are: counts, how far each layer applied,
+quarantine, the last batches, and a running pipeline."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from bronze.job import start_bronze
+from cdc.generator import WorkloadConfig, generate, write_files
+from cdc.sources import SourceSpec, read_source
+from core.config import SHOP_CONFIG
+from core.layout import Warehouse
+from core.streaming import Trigger, run_to_end
+from lakehouse.event_log import recording
+from lakehouse.status import pipeline_status
+from tests.cli import run_cli
+
+pytestmark = pytest.mark.integration
+
+ENTITIES = ("orders", "customers", "clickstream")
+
+
+def test_event_log_and_status(spark: SparkSession, tmp_path: Path) -> None:
+    records = generate(WorkloadConfig(events=400, seed=5, malformed_rate=0.05))
+    parts = write_files(records, tmp_path / "parts", lines_per_file=100)
+    source, root = tmp_path / "source", tmp_path / "wh"
+    source.mkdir()
+    for part in parts[:3]:
+        part.rename(source / part.name)
+    ran = run_cli(
+        "run", "--source", f"files:{source}", "--warehouse", root, "--once",
+        "--max-files-per-trigger", "2",
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    warehouse = Warehouse.from_path(root)
+    log = spark.read.format("delta").load(warehouse.event_log)
+    committed = check_one_row_per_batch(log, root)
+
+    status = json.loads(run_cli("status", "--warehouse", root, "--json").stdout)
+    assert status["running"] is None
+    assert status["event_log_rows"] == log.count()
+    silver = {s["table"]: s for s in status["silver"]}
+    assert set(silver) == {f"silver.{name}" for name in ENTITIES}
+    for entity in ENTITIES:
+        check_silver(spark, warehouse, log, silver[f"silver.{entity}"], entity)
+        assert silver[f"silver.{entity}"]["last_batch"]["batch_id"] == max(
+            committed[f"silver_{entity}"]
+        )
+    assert all(g["versions_behind"] == 0 and g["last_batch"] for g in status["gold"])
+    counted = run_cli("sql", "--warehouse", root, "--format", "json",
+                      "SELECT count(*) AS n FROM system.event_log")  # fmt: skip
+    assert json.loads(counted.stdout) == [{"n": log.count()}], counted.stderr
+
+    # New records reach bronze only: silver is behind by exactly those of its topic.
+    parts[3].rename(source / parts[3].name)
+    new_orders = sum(1 for r in records[300:] if r.topic == "shop.public.orders")
+    frame = read_source(spark, SourceSpec("files", str(source)))
+    run_to_end(lambda: start_bronze(frame, warehouse, Trigger()))
+    with recording(spark, warehouse, None, "continuous"):
+        report = pipeline_status(spark, warehouse, SHOP_CONFIG, datetime.now(UTC))
+    orders = next(s for s in report.silver if s.table == "silver.orders")
+    assert orders.records_behind == new_orders > 0
+    assert orders.applied_version is not None
+    assert orders.bronze_version == orders.applied_version + 1
+    assert report.running is not None and report.running.alive
+    assert report.running.mode == "continuous"
+    assert not Path(warehouse.heartbeat).exists()  # removed when the run ended
+
+
+def check_one_row_per_batch(log: DataFrame, root: Path) -> dict[str, list[int]]:
+    """Every query has one progress row per committed micro-batch, with its batch ids."""
+    logged = {
+        row.query: sorted(row.ids)
+        for row in log.groupBy("query").agg(F.collect_list("batch_id").alias("ids")).collect()
+    }
+    checkpoints = Path(root, "_system", "checkpoints")
+    committed = {
+        query.name: sorted(int(c.name) for c in (query / "commits").iterdir() if c.name.isdigit())
+        for query in checkpoints.iterdir()
+        if (query / "commits").is_dir()
+    }
+    assert logged == committed
+    assert len(committed["bronze"]) == 2  # three files, two per micro-batch
+    assert {"silver_orders", "silver_customers", "gold_revenue_per_minute"} <= set(logged)
+    assert log.where("event != 'progress' OR duration_ms IS NULL").count() == 0
+    return committed
+
+
+def check_silver(
+    spark: SparkSession, warehouse: Warehouse, log: DataFrame, table: dict[str, Any], entity: str
+) -> None:
+    """The entity's event-log rows and status agree with its bronze, silver and quarantine."""
+    load = spark.read.format("delta").load
+    bronze = load(warehouse.table("bronze", table["bronze_table"].removeprefix("bronze.")))
+    held = load(warehouse.table("silver", "quarantine")).where(F.col("entity") == entity).count()
+    rows = log.where(F.col("query") == f"silver_{entity}")
+    sums = rows.agg(F.sum("records"), F.sum("quarantined"), F.sum("input_rows")).first()
+    assert tuple(sums or ()) == (bronze.count(), held, bronze.count())
+    assert table["bronze_records"] == bronze.count()
+    assert table["quarantined"] == held
+    assert table["rows"] == load(warehouse.table("silver", entity)).count()
+    assert table["records_behind"] == 0
+    assert table["applied_version"] == table["bronze_version"]
+    assert table["freshness_seconds"] is None or table["freshness_seconds"] > 0
