@@ -26,7 +26,7 @@ from core.layout import QUARANTINE_TABLE, Warehouse
 from lakehouse.pipeline import run_once
 from silver.verify import canonical_rows
 
-EVENTS = 3000
+EVENTS = 1500
 ARRIVALS = 2
 SEED = 11
 #: Quarantine columns that record when a run quarantined a record, not what it was.

@@ -46,8 +46,8 @@ from tests.runs import (
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 SEED = 7
-EVENTS = 4000
-LINES_PER_FILE = 1000  # 4 files, one bronze micro-batch each
+EVENTS = 2000
+LINES_PER_FILE = 500  # 4 files, one bronze micro-batch each
 BUDGET_SECONDS = 1200  # for the whole test; every wait below is bounded by it
 # (phase, which of its progress lines (None: a seeded random one), the lowest and highest
 # fraction of the time that line's work took in the reference run, at which to kill).
