@@ -10,7 +10,8 @@ How it works:
 1. Every bronze record is read into an event (or counted as a tombstone, or quarantined with
    one of the reasons ``unparseable``, ``payload is not an object``, ``missing op``,
    ``unknown op``, ``source is not an object``, ``after is not an object``, ``before is not an
-   object``, ``missing key``, ``missing sequence``).
+   object``, ``missing key``, ``missing sequence``, ``incompatible type for column ...``,
+   ``value of column <c> does not fit decimal(p,s): ...``).
 2. The events are sorted by their order ``(sequence, bronze partition, bronze offset)``.
 3. They are applied in that order to a ``key -> row`` dictionary: an upsert replaces the row
    (TOAST placeholders, and nulls under ``ignore_null_updates``, take the value of the row
