@@ -89,14 +89,24 @@ SOURCE_TYPE = StructType(
 )
 
 
+#: Why a column's JSON value cannot be decoded exactly: its quarantine reason, null if it can.
+Check = Callable[[Column], Column]
+
+
 @dataclass(frozen=True)
 class ColumnCodec:
-    """One column: its JSON-side Spark type and the decoder to its real type."""
+    """One column: its JSON-side Spark type and the decoder to its real type.
+
+    ``check`` (None: every value decodes exactly) gives, for a JSON value, the quarantine
+    reason of a record whose value the decoder cannot hold exactly (it decodes such a value to
+    null), or null.
+    """
 
     name: str
     raw_type: DataType
     decode: Decoder
     toastable: bool
+    check: Check | None = None
 
 
 def _identity(column: Column) -> Column:
@@ -110,16 +120,20 @@ class _Typed:
     raw: DataType
     decode: Decoder
     type: DataType
+    check: Callable[[Column, str], Column] | None = None  # (JSON value, column name) -> reason
 
 
 def codec_for(field: Mapping[str, Any]) -> ColumnCodec:
     """Map one Connect schema field (``{"type", "name", "parameters", "field", ...}``) to a
     codec. A column can carry the TOAST placeholder if it is text or binary in silver."""
     typed = _typed(field)
+    name = str(field["field"])
     toastable = isinstance(typed.raw, StringType) and isinstance(
         typed.type, StringType | BinaryType
     )
-    return ColumnCodec(str(field["field"]), typed.raw, typed.decode, toastable)
+    typed_check = typed.check
+    check = None if typed_check is None else lambda value: typed_check(value, name)
+    return ColumnCodec(name, typed.raw, typed.decode, toastable, check)
 
 
 def _typed(schema: Mapping[str, Any]) -> _Typed:
@@ -273,21 +287,79 @@ def _hex_to_decimal(hex_digits: Column) -> Column:
 
 
 def _scaled(unscaled: Column, exponent: Column, target: DecimalType) -> Column:
-    """``unscaled * 10**exponent`` as ``target``: exact, rounded half up to its scale, null
-    if it does not fit (the text ``<digits>E<exponent>`` is cast, so no digit is lost on the
-    way)."""
+    """``unscaled * 10**exponent`` as ``target`` (the text ``<digits>E<exponent>`` is cast, so
+    no digit is lost on the way); only called for a value :func:`_misfit` accepts, so exact."""
     return F.concat(unscaled, F.lit("E"), exponent.cast("string")).try_cast(target)
 
 
+#: The end of the quarantine reason of a decimal value that does not fit its silver type.
+VARIABLE_SCALE_FIX = (
+    "declare the column's precision in PostgreSQL, or set Debezium decimal.handling.mode=string"
+)
+DECIMAL_FIX = (
+    "declare the column's precision as at most 38 in PostgreSQL, "
+    "or set Debezium decimal.handling.mode=string"
+)
+
+
+def _misfit(unscaled: Column, scale: Column, target: DecimalType) -> Column:
+    """Why ``unscaled * 10**-scale`` is not exactly a value of ``target`` (null: it is).
+
+    ``unscaled``: signed decimal digits, null when there are more than 38 of them. Digits
+    before the point: the unscaled digits less the scale; digits after the point: the scale
+    less the unscaled value's trailing zeros (a zero after the last nonzero digit is no loss).
+    """
+    magnitude = F.regexp_replace(unscaled, "^-", "")
+    significant = F.regexp_replace(magnitude, "0+$", "")
+    wide_scale = scale.cast(LongType())
+    before = F.length(magnitude).cast(LongType()) - wide_scale
+    after = wide_scale - (F.length(magnitude) - F.length(significant))
+    head = f"does not fit {target.simpleString()}: "
+    return (
+        F.when(unscaled.isNull(), F.lit(head + "more than 38 digits"))
+        .when(magnitude == "0", F.lit(None).cast(StringType()))
+        .when(
+            before > target.precision - target.scale,
+            F.concat(F.lit(head), before.cast("string"), F.lit(" digits before the point")),
+        )
+        .when(
+            after > target.scale,
+            F.concat(F.lit(head), after.cast("string"), F.lit(" digits after the point")),
+        )
+    )
+
+
+def _misfit_reason(
+    name: str, encoded: Column, scale: Column, target: DecimalType, fix: str
+) -> Column:
+    """The quarantine reason of a decimal value ``encoded`` (base64 unscaled, ``scale``) that is
+    not exactly a value of ``target`` (null: it is), ``unparseable`` when it is no number."""
+    problem = _misfit(_unscaled_text(encoded), scale, target)
+    unreadable = _base64_bytes(encoded).isNull() | scale.isNull()
+    reason = F.concat(F.lit(f"value of column {name} "), problem, F.lit(f" ({fix})"))
+    return F.when(unreadable, F.lit("unparseable")).otherwise(reason)
+
+
 def _decimal(schema: Mapping[str, Any]) -> _Typed:
-    """``org.apache.kafka.connect.data.Decimal``: base64 unscaled value, ``scale`` parameter."""
+    """``org.apache.kafka.connect.data.Decimal``: base64 unscaled value, ``scale`` parameter,
+    as ``decimal(min(precision, 38), scale)``; a value with more digits does not fit."""
     parameters = schema.get("parameters") or {}
     scale = int(parameters.get("scale", 0))
     precision = int(parameters.get("connect.decimal.precision", 38))
     if not 0 <= scale <= min(precision, 38):
         raise ValueError(f"decimal scale {scale} does not fit precision {precision}")
     target = DecimalType(min(precision, 38), scale)
-    return _Typed(StringType(), lambda c: _scaled(_unscaled_text(c), F.lit(-scale), target), target)
+
+    def check(encoded: Column, name: str) -> Column:
+        reason = _misfit_reason(name, encoded, F.lit(scale), target, DECIMAL_FIX)
+        return F.when(encoded.isNotNull(), reason)
+
+    def decode(encoded: Column) -> Column:
+        unscaled = _unscaled_text(encoded)
+        fits = _misfit(unscaled, F.lit(scale), target).isNull()
+        return F.when(fits, _scaled(unscaled, F.lit(-scale), target))
+
+    return _Typed(StringType(), decode, target, check)
 
 
 _VARIABLE_SCALE_RAW = StructType(
@@ -296,8 +368,19 @@ _VARIABLE_SCALE_RAW = StructType(
 
 
 def _variable_scale_decimal(value: Column) -> Column:
-    """``io.debezium.data.VariableScaleDecimal`` (``{scale, value}``) to ``decimal(38, 18)``."""
-    return _scaled(_unscaled_text(value["value"]), -value["scale"], VARIABLE_SCALE_DECIMAL)
+    """``io.debezium.data.VariableScaleDecimal`` (``{scale, value}``) to ``decimal(38, 18)``;
+    null unless the value is exactly one of that type."""
+    unscaled, scale = _unscaled_text(value["value"]), value["scale"]
+    fits = _misfit(unscaled, scale, VARIABLE_SCALE_DECIMAL).isNull()
+    exponent = -scale.cast(LongType())
+    return F.when(fits, _scaled(unscaled, exponent, VARIABLE_SCALE_DECIMAL))
+
+
+def _variable_scale_check(value: Column, name: str) -> Column:
+    reason = _misfit_reason(
+        name, value["value"], value["scale"], VARIABLE_SCALE_DECIMAL, VARIABLE_SCALE_FIX
+    )
+    return F.when(value.isNotNull(), reason)
 
 
 _TIMESTAMP, _DATE, _TIME_OF_DAY = TimestampType(), DateType(), LongType()
@@ -328,8 +411,8 @@ _LOGICAL: Mapping[str, Callable[[Mapping[str, Any]], _Typed]] = {
     "io.debezium.time.ZonedTime": _simple(StringType(), _zoned_time_micros, _TIME_OF_DAY),
     "io.debezium.time.MicroDuration": _simple(LongType(), _identity, LongType()),
     "org.apache.kafka.connect.data.Decimal": _decimal,
-    "io.debezium.data.VariableScaleDecimal": _simple(
-        _VARIABLE_SCALE_RAW, _variable_scale_decimal, VARIABLE_SCALE_DECIMAL
+    "io.debezium.data.VariableScaleDecimal": lambda _schema: _Typed(
+        _VARIABLE_SCALE_RAW, _variable_scale_decimal, VARIABLE_SCALE_DECIMAL, _variable_scale_check
     ),
 }
 

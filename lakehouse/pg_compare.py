@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Context, Decimal
 from typing import Any
@@ -189,12 +190,25 @@ class _Missing:
 _MISSING = _Missing()
 
 
-def differences(postgres: list[TableContents], silver: list[TableContents]) -> list[Difference]:
-    """Every row missing on one side and every cell that differs, table by table."""
+def differences(
+    postgres: list[TableContents],
+    silver: list[TableContents],
+    quarantined: Mapping[str, Mapping[Key, str]] | None = None,
+) -> list[Difference]:
+    """Every row missing on one side and every cell that differs, table by table.
+
+    ``quarantined``: table -> keys of rows silver cannot hold (their records go to the
+    quarantine): such a row must be absent from silver.
+    """
     found = []
     for expected, actual in zip(postgres, silver, strict=True):
+        excluded = (quarantined or {}).get(expected.name, {})
         for key in sorted(expected.rows.keys() | actual.rows.keys(), key=repr):
             want, got = expected.rows.get(key), actual.rows.get(key)
+            if key in excluded:
+                if got is not None:
+                    found.append(Difference(expected.name, key, None, "quarantined", got))
+                continue
             if want is None or got is None:
                 found.append(Difference(expected.name, key, None, want, got))
                 continue

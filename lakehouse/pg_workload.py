@@ -17,6 +17,21 @@ from lakehouse.debezium_capture import MARKER_TABLE
 #: The captured tables (schema ``public``), each its own topic ``pg.public.<name>``.
 TABLES = ("typed_values", "documents", "accounts")
 
+_NUMERIC_FIX = (
+    "(declare the column's precision in PostgreSQL, or set Debezium decimal.handling.mode=string)"
+)
+#: Rows PostgreSQL holds that silver must not: table -> primary key -> quarantine reason. A
+#: ``numeric`` of 25 digits before the point, or with a digit after the 18th decimal place,
+#: does not fit silver's ``decimal(38,18)``.
+QUARANTINED: dict[str, dict[tuple[Any, ...], str]] = {
+    "typed_values": {
+        (9,): "value of column c_numeric_free does not fit decimal(38,18): 25 digits before "
+        f"the point {_NUMERIC_FIX}",
+        (10,): "value of column c_numeric_free does not fit decimal(38,18): 20 digits after "
+        f"the point {_NUMERIC_FIX}",
+    }
+}
+
 _SCHEMA = f"""
 CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy');
 CREATE TABLE typed_values (
@@ -224,7 +239,7 @@ def run_workload(conninfo: str) -> None:
                 3.25,
                 -2.5,
                 "0.5",
-                "1e-20",
+                "1e-18",
                 "0",
                 "new",
                 "v",
@@ -254,6 +269,8 @@ def run_workload(conninfo: str) -> None:
             "c_int_array = ARRAY[4, 5], c_inet = '2001:db8::1/64' WHERE id = 1"
         )
         one.execute("UPDATE typed_values SET c_text = NULL, c_bytea = '\\xdeadbeef' WHERE id = 2")
+        one.execute("INSERT INTO typed_values (id, c_numeric_free) VALUES (9, 1e24 + 0.5)")
+        one.execute("INSERT INTO typed_values (id, c_numeric_free) VALUES (10, 1e-20)")
         one.execute("DELETE FROM typed_values WHERE id = 3")
         one.execute(
             "INSERT INTO typed_values (id, c_text, c_mood) VALUES (3, 're-inserted', 'happy')"

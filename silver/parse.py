@@ -426,6 +426,12 @@ def _parse_debezium(
     for column, why in rejected.items():
         carried = key_values[column] if column in key_values else after[column]
         reason = reason.when(carried.isNotNull(), why)
+    # A value the decoder cannot hold exactly (it would be null or another number): the first
+    # such column by name. Key columns decode such a value to null, so they are "missing key".
+    for codec in sorted(layout.value_columns, key=lambda c: c.name):
+        if codec.check is not None:
+            misfit = codec.check(after[codec.name])
+            reason = reason.when(misfit.isNotNull(), misfit)
     if problem is not None:
         reason = F.lit(problem)
     toastable = [c.name for c in layout.value_columns if c.toastable]

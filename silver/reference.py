@@ -10,7 +10,8 @@ How it works:
 1. Every bronze record is read into an event (or counted as a tombstone, or quarantined with
    one of the reasons ``unparseable``, ``payload is not an object``, ``missing op``,
    ``unknown op``, ``source is not an object``, ``after is not an object``, ``before is not an
-   object``, ``missing key``, ``missing sequence``).
+   object``, ``missing key``, ``missing sequence``, ``incompatible type for column ...``,
+   ``value of column <c> does not fit decimal(p,s): ...``).
 2. The events are sorted by their order ``(sequence, bronze partition, bronze offset)``.
 3. They are applied in that order to a ``key -> row`` dictionary: an upsert replaces the row
    (TOAST placeholders, and nulls under ``ignore_null_updates``, take the value of the row
@@ -44,7 +45,7 @@ import re
 import struct
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from decimal import ROUND_HALF_UP, Decimal, localcontext
+from decimal import Decimal, localcontext
 from typing import Any, Literal
 
 from core.conditions import And, Compare, Condition, IsNull, Not, parse_condition
@@ -79,6 +80,15 @@ UNKNOWN_OP = "unknown op"
 NOT_AN_OBJECT = "{} is not an object"  # payload, source, after, before: present, not an object
 MISSING_KEY = "missing key"
 MISSING_SEQUENCE = "missing sequence"
+#: A decimal value its silver type does not hold exactly: ``value of column <c> does not fit
+#: decimal(p,s): <why> (<fix>)``, with these fixes.
+VARIABLE_SCALE_FIX = (
+    "declare the column's precision in PostgreSQL, or set Debezium decimal.handling.mode=string"
+)
+DECIMAL_FIX = (
+    "declare the column's precision as at most 38 in PostgreSQL, "
+    "or set Debezium decimal.handling.mode=string"
+)
 
 # Kafka Connect logical type name with a parameter-dependent type (the others: _LOGICAL_TYPES).
 _DECIMAL = "org.apache.kafka.connect.data.Decimal"
@@ -318,6 +328,15 @@ class _Quarantine(Exception):
         self.reason = reason
 
 
+class _Misfit(Exception):
+    """A value its silver type cannot hold exactly; ``detail`` is the reason after the column
+    name (``does not fit decimal(38,18): ...``)."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
 @dataclass(frozen=True)
 class _Event:
     """A valid change event, ready to be sorted and applied."""
@@ -425,14 +444,15 @@ def _read_debezium_record(record: BronzeRecord, spec: FoldSpec) -> _Event:
     raw_image: dict[str, Any] | None = None
     image: dict[str, Any] | None = None
     image_fields: dict[str, dict[str, Any]] = {}
+    misfits: dict[str, str] = {}  # column -> reason: a value silver cannot hold exactly
     if kind == "upsert":
         raw_image = after_raw
         image_fields = after_fields
-        image = _decode_image(raw_image, after_fields)
+        image = _decode_image(raw_image, after_fields, misfits)
     elif kind == "delete":
         raw_image = _object_or_none(envelope, "before")
         image_fields = _struct_fields(envelope_schema, "before") if wrapped else {}
-        image = _decode_image(raw_image, image_fields)
+        image = _decode_image(raw_image, image_fields, {})
 
     # 4. Key: the record key's fields by default, else the configured columns of the image.
     key: tuple[Any, ...] | None = None
@@ -459,6 +479,12 @@ def _read_debezium_record(record: BronzeRecord, spec: FoldSpec) -> _Event:
             row,
             after_fields,
         )
+
+    # 7. Values: a non-key value its column cannot hold exactly (the first column by name).
+    # A key value that does not fit reads as null: the record is already ``missing key``.
+    for name in sorted(misfits):
+        if name not in key_columns:
+            raise _Quarantine(misfits[name])
 
     image_out: dict[str, Any] = {}
     toast: tuple[str, ...] = ()
@@ -604,7 +630,7 @@ def _key_from_record_key(data: bytes | None) -> tuple[tuple[str, ...], tuple[Any
             raise _Quarantine(MISSING_KEY)
         try:
             values.append(_decode_connect(raw, fields.get(name)))
-        except _Quarantine as error:
+        except (_Quarantine, _Misfit) as error:
             raise _Quarantine(MISSING_KEY) from error
     return tuple(document), canonical_key(values)
 
@@ -865,11 +891,22 @@ def _struct_fields(envelope_schema: Any, name: str) -> dict[str, dict[str, Any]]
 
 
 def _decode_image(
-    image: Mapping[str, Any] | None, fields: Mapping[str, dict[str, Any]]
+    image: Mapping[str, Any] | None,
+    fields: Mapping[str, dict[str, Any]],
+    misfits: dict[str, str],
 ) -> dict[str, Any] | None:
+    """The canonical image; a value its type cannot hold exactly is None, and its reason is
+    added to ``misfits``."""
     if image is None:
         return None
-    return {name: _decode_connect(raw, fields.get(name)) for name, raw in image.items()}
+    decoded: dict[str, Any] = {}
+    for name, raw in image.items():
+        try:
+            decoded[name] = _decode_connect(raw, fields.get(name))
+        except _Misfit as misfit:
+            decoded[name] = None
+            misfits[name] = f"value of column {name} {misfit.detail}"
+    return decoded
 
 
 def _is_string_column(field_schema: dict[str, Any] | None) -> bool:
@@ -896,15 +933,24 @@ def _decode_connect(value: Any, field_schema: Mapping[str, Any] | None) -> Any:
         return _json_float(value)
     if kind == "array" and isinstance(value, list):
         items = _schema_of(field_schema.get("items"))
-        return [_decode_connect(item, items) for item in value]
+        return [_decode_nested(item, items) for item in value]
     if kind == "map":
         return _connect_map(value, field_schema)
     if kind == "struct" and isinstance(value, dict):
         fields = _connect_fields(field_schema)
-        return tuple(_decode_connect(value.get(n), f) for n, f in fields.items())
+        return tuple(_decode_nested(value.get(n), f) for n, f in fields.items())
     # Integers, booleans and strings are their JSON value; bytes (and the logical types read
     # as bytes) the base64 string the converter wrote, which is already their canonical form.
     return value
+
+
+def _decode_nested(value: Any, field_schema: Mapping[str, Any] | None) -> Any:
+    """A value inside an array, map or struct: one its type cannot hold exactly is None (only
+    a column's own value quarantines its record)."""
+    try:
+        return _decode_connect(value, field_schema)
+    except _Misfit:
+        return None
 
 
 def _connect_map(value: Any, field_schema: Mapping[str, Any]) -> dict[Any, Any]:
@@ -917,7 +963,7 @@ def _connect_map(value: Any, field_schema: Mapping[str, Any]) -> dict[Any, Any]:
         pairs = [(p[0], p[1]) for p in value]
     else:
         raise _Quarantine(UNPARSEABLE)
-    return {_decode_connect(k, keys): _decode_connect(v, values) for k, v in pairs}
+    return {_decode_nested(k, keys): _decode_nested(v, values) for k, v in pairs}
 
 
 _NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
@@ -969,28 +1015,37 @@ def _text(value: Any, _schema: Mapping[str, Any]) -> str:
     return value
 
 
-def _connect_decimal(value: Any, parameters: Any) -> str | None:
-    """Base64 big-endian two's-complement unscaled value + ``scale`` parameter -> "d.ddd"
-    (None beyond 38 digits; the source's precision is not checked)."""
+def _connect_decimal(value: Any, parameters: Any) -> str:
+    """Base64 big-endian two's-complement unscaled value + ``scale`` parameter -> "d.ddd" in
+    ``decimal(min(precision, 38), scale)``.
+
+    Raises:
+        _Misfit: the value has more digits than that type holds.
+    """
     if not isinstance(value, str) or not isinstance(parameters, dict):
         raise _Quarantine(UNPARSEABLE)
     try:
         scale = int(parameters["scale"])
+        precision = int(parameters.get("connect.decimal.precision", 38))
     except (KeyError, TypeError, ValueError) as error:
         raise _Quarantine(UNPARSEABLE) from error
     if scale < 0:
         raise _Quarantine(UNPARSEABLE)
-    return _decimal_in(_unscaled(value), scale, max(38, scale), scale)
+    return _exact_decimal(_unscaled(value), scale, min(precision, 38), scale, DECIMAL_FIX)
 
 
-def _variable_scale_decimal(value: Any, _schema: Mapping[str, Any]) -> str | None:
-    """``io.debezium.data.VariableScaleDecimal`` ``{scale, value}`` -> decimal(38, 18) text."""
+def _variable_scale_decimal(value: Any, _schema: Mapping[str, Any]) -> str:
+    """``io.debezium.data.VariableScaleDecimal`` ``{scale, value}`` -> decimal(38, 18) text.
+
+    Raises:
+        _Misfit: the value is not exactly a decimal(38, 18).
+    """
     if not isinstance(value, dict):
         raise _Quarantine(UNPARSEABLE)
     scale, encoded = _require_int(value.get("scale")), value.get("value")
-    if not isinstance(encoded, str):
+    if not isinstance(encoded, str) or not -(2**31) <= scale < 2**31:  # scale is an int32
         raise _Quarantine(UNPARSEABLE)
-    return _decimal_in(_unscaled(encoded), scale, 38, 18)
+    return _exact_decimal(_unscaled(encoded), scale, 38, 18, VARIABLE_SCALE_FIX)
 
 
 def _unscaled(encoded: str) -> int:
@@ -1001,22 +1056,29 @@ def _unscaled(encoded: str) -> int:
     return int.from_bytes(unscaled_bytes, "big", signed=True)
 
 
-def _decimal_in(unscaled: int, scale: int, precision: int, target_scale: int) -> str | None:
-    """``unscaled * 10**-scale`` in ``decimal(precision, target_scale)``, rounded half up, with
-    exactly ``target_scale`` fraction digits; None if the unscaled value has more than 38
-    digits or the result more than ``precision``."""
+def _exact_decimal(unscaled: int, scale: int, precision: int, target_scale: int, fix: str) -> str:
+    """``unscaled * 10**-scale`` with exactly ``target_scale`` fraction digits.
+
+    Raises:
+        _Misfit: the unscaled value has more than 38 digits, or the value has more digits
+            before the point than ``decimal(precision, target_scale)`` holds, or nonzero
+            digits after its ``target_scale``-th fraction digit.
+    """
+    head = f"does not fit decimal({precision},{target_scale}): "
     if abs(unscaled) >= 10**38:
-        return None
-    digits = tuple(int(d) for d in str(abs(unscaled)))
-    number = Decimal((1 if unscaled < 0 else 0, digits, -scale))
-    if unscaled and number.adjusted() >= precision - target_scale:
-        return None
+        raise _Misfit(f"{head}more than 38 digits ({fix})")
+    if unscaled != 0:
+        digits = str(abs(unscaled))
+        before = len(digits) - scale
+        after = scale - (len(digits) - len(digits.rstrip("0")))
+        if before > precision - target_scale:
+            raise _Misfit(f"{head}{before} digits before the point ({fix})")
+        if after > target_scale:
+            raise _Misfit(f"{head}{after} digits after the point ({fix})")
     with localcontext() as context:
-        context.prec = 100
-        rounded = number.quantize(Decimal(1).scaleb(-target_scale), rounding=ROUND_HALF_UP)
-    if abs(rounded) >= Decimal(10) ** (precision - target_scale):
-        return None
-    return format(rounded, "f")
+        context.prec = 100  # exact: at most 38 digits, and the checks above bound the scale
+        number = Decimal(unscaled).scaleb(-scale)
+        return format(number.quantize(Decimal(1).scaleb(-target_scale)), "f")
 
 
 def _iso_time_micros(value: Any, _schema: Mapping[str, Any]) -> int:

@@ -261,7 +261,7 @@ DEBEZIUM_TYPES: dict[str, list[tuple[dict[str, Any], Any, str, Any]]] = {
             "decimal(38,18)",
             "-12.345000000000000000",
         ),
-        (  # 19 fraction digits: rounded half up to 18
+        (  # scale 20, but the last two digits are zeros: exactly 18 fraction digits
             connect_field(
                 "tiny",
                 "struct",
@@ -271,9 +271,9 @@ DEBEZIUM_TYPES: dict[str, list[tuple[dict[str, Any], Any, str, Any]]] = {
                     {"type": "bytes", "optional": False, "field": "value"},
                 ],
             ),
-            {"scale": 19, "value": b64_int(15)},
+            {"scale": 20, "value": b64_int(1500)},
             "decimal(38,18)",
-            "0.000000000000000002",
+            "0.000000000000000015",
         ),
     ],
     "texts": [
@@ -398,3 +398,82 @@ DEBEZIUM_TYPES: dict[str, list[tuple[dict[str, Any], Any, str, Any]]] = {
         ),
     ],
 }
+
+
+#: Decimal columns for :data:`DECIMAL_FITS`: ``numeric`` (VariableScaleDecimal, silver
+#: decimal(38,18)), ``numeric(50,2)`` (silver decimal(38,2)) and ``numeric(12,4)``.
+DECIMAL_FIELDS: list[dict[str, Any]] = [
+    connect_field(
+        "n",
+        "struct",
+        "io.debezium.data.VariableScaleDecimal",
+        fields=[
+            {"type": "int32", "optional": False, "field": "scale"},
+            {"type": "bytes", "optional": False, "field": "value"},
+        ],
+    ),
+    connect_field(
+        "wide",
+        "bytes",
+        "org.apache.kafka.connect.data.Decimal",
+        parameters={"scale": "2", "connect.decimal.precision": "50"},
+    ),
+    connect_field(
+        "small",
+        "bytes",
+        "org.apache.kafka.connect.data.Decimal",
+        parameters={"scale": "4", "connect.decimal.precision": "12"},
+    ),
+]
+
+_NUMERIC_FIX = (
+    "(declare the column's precision in PostgreSQL, or set Debezium decimal.handling.mode=string)"
+)
+_DECIMAL_FIX = (
+    "(declare the column's precision as at most 38 in PostgreSQL, "
+    "or set Debezium decimal.handling.mode=string)"
+)
+
+
+def _vsd(scale: int, unscaled: int) -> dict[str, Any]:
+    return {"scale": scale, "value": b64_int(unscaled)}
+
+
+def _misfit(column: str, target: str, why: str) -> str:
+    fix = _NUMERIC_FIX if column == "n" else _DECIMAL_FIX
+    return f"value of column {column} does not fit {target}: {why} {fix}"
+
+
+#: Decimal values at the edges of their silver type: ``(column, JSON value, canonical value
+#: when it fits, else None, quarantine reason when it does not, else None)``.
+DECIMAL_FITS: list[tuple[str, Any, str | None, str | None]] = [
+    ("n", _vsd(0, 10**20 - 1), "99999999999999999999.000000000000000000", None),
+    ("n", _vsd(0, -(10**20) + 1), "-99999999999999999999.000000000000000000", None),
+    ("n", _vsd(0, 10**20), None, _misfit("n", "decimal(38,18)", "21 digits before the point")),
+    ("n", _vsd(0, -(10**20)), None, _misfit("n", "decimal(38,18)", "21 digits before the point")),
+    ("n", _vsd(3, 10**27), None, _misfit("n", "decimal(38,18)", "25 digits before the point")),
+    ("n", _vsd(18, 1), "0.000000000000000001", None),
+    ("n", _vsd(18, -(10**38) + 1), "-99999999999999999999.999999999999999999", None),
+    ("n", _vsd(19, 1), None, _misfit("n", "decimal(38,18)", "19 digits after the point")),
+    ("n", _vsd(19, -15), None, _misfit("n", "decimal(38,18)", "19 digits after the point")),
+    ("n", _vsd(20, 1), None, _misfit("n", "decimal(38,18)", "20 digits after the point")),
+    ("n", _vsd(0, 0), "0.000000000000000000", None),
+    ("n", _vsd(0, 7), "7.000000000000000000", None),
+    ("n", _vsd(-3, 5), "5000.000000000000000000", None),  # a negative scale: 5E+3
+    ("n", _vsd(1000, 0), "0.000000000000000000", None),
+    ("n", _vsd(1000, 1), None, _misfit("n", "decimal(38,18)", "1000 digits after the point")),
+    ("n", _vsd(40, 10**22), "0.000000000000000001", None),  # trailing zeros are no loss
+    ("n", _vsd(18, 10**38), None, _misfit("n", "decimal(38,18)", "more than 38 digits")),
+    ("n", {"scale": 2, "value": "!!"}, None, "unparseable"),
+    ("wide", b64_int(10**38 - 1), "9" * 36 + ".99", None),
+    ("wide", b64_int(-(10**38) + 1), "-" + "9" * 36 + ".99", None),
+    ("wide", b64_int(10**38), None, _misfit("wide", "decimal(38,2)", "more than 38 digits")),
+    ("wide", b64_int(-(10**45)), None, _misfit("wide", "decimal(38,2)", "more than 38 digits")),
+    ("small", b64_int(10**12 - 1), "99999999.9999", None),
+    (
+        "small",
+        b64_int(10**12),
+        None,
+        _misfit("small", "decimal(12,4)", "9 digits before the point"),
+    ),
+]

@@ -8,6 +8,7 @@ A Delta MERGE costs seconds, so every test keeps its batches few and small.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +24,20 @@ from core.delta_io import table_exists
 from core.layout import Warehouse
 from silver import job as silver_job
 from silver.job import BatchReport, apply_batch, entity_tables
+from silver.reference import fold
 from silver.tables import EntityTables
+from silver.verify import check_table, fold_spec
 from tests.faults import CommitFaults, InjectedCrash
-from tests.helpers import bronze_frame, merge_counts, pg_envelope, pg_key
+from tests.helpers import (
+    CUSTOMER_FIELDS,
+    DECIMAL_FIELDS,
+    b64_int,
+    bronze_frame,
+    bronze_record,
+    merge_counts,
+    pg_envelope,
+    pg_key,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -445,6 +457,52 @@ def test_malformed_records_are_quarantined_and_valid_ones_applied(lake: Lake) ->
     ]
     assert quarantine.where(F.col("_quarantined_at").isNull()).count() == 0
     assert [op for _, op, _ in lake.history(lake.tables.quarantine)] == ["WRITE"]
+
+
+def test_decimal_that_does_not_fit_is_quarantined_and_verify_agrees(
+    lake: Lake, tmp_path: Path
+) -> None:
+    """A ``numeric`` value of 25 digits before the point and one of 20 after it go to the
+    quarantine with their reasons; the value that fits keeps every digit; ``verify`` (the
+    reference fold of the same bronze) expects the same rows and the same reasons."""
+    fields = [*CUSTOMER_FIELDS, DECIMAL_FIELDS[0]]
+
+    def numeric(offset: int, id_: int, scale: int, unscaled: int) -> Record:
+        after = {
+            "id": id_,
+            "name": "n",
+            "notes": None,
+            "n": {"scale": scale, "value": b64_int(unscaled)},
+        }
+        value = pg_envelope("c", (100, 10 + offset), after=after, fields=fields)
+        return Record(TOPIC, 0, offset, 1_000 + offset, pg_key(id_), value)
+
+    records = [
+        numeric(0, 1, 2, 12_345),
+        numeric(1, 2, 0, 10**24),
+        numeric(2, 3, 20, 1),
+    ]
+    bronze = str(tmp_path / "bronze")
+    bronze_frame(lake.spark, records).write.format("delta").save(bronze)
+    report = lake.apply(records, 0)
+
+    fix = (
+        "(declare the column's precision in PostgreSQL, "
+        "or set Debezium decimal.handling.mode=string)"
+    )
+    too_big = f"value of column n does not fit decimal(38,18): 25 digits before the point {fix}"
+    too_fine = f"value of column n does not fit decimal(38,18): 20 digits after the point {fix}"
+    assert report.quarantined == 2
+    assert lake.rows(columns=("id", "n")) == [(1, Decimal("123.45"))]
+    quarantine = lake.rows(lake.tables.quarantine, ("offset", "reason"))
+    assert quarantine == [(1, too_big), (2, too_fine)]
+
+    check = check_table(lake.spark, bronze, lake.tables.silver, SPEC)
+    assert check.ok, check.differences
+    assert check.expected_rows == check.actual_rows == 1
+    silver_schema = lake.spark.read.format("delta").load(lake.tables.silver).schema
+    expected = fold([bronze_record(r) for r in records], fold_spec(SPEC, silver_schema))
+    assert [(r.offset, reason) for r, reason in expected.quarantined] == quarantine
 
 
 def test_silver_metadata_columns(lake: Lake) -> None:

@@ -36,6 +36,8 @@ from silver.verify import canonical_rows
 from tests.helpers import (
     CUSTOMER_FIELDS,
     DEBEZIUM_TYPES,
+    DECIMAL_FIELDS,
+    DECIMAL_FITS,
     bronze_frame,
     bronze_record,
     connect_field,
@@ -439,6 +441,53 @@ def test_decimal_decoding_sixteen_byte_negative(spark: SparkSession) -> None:
     row = events.select(F.col("amount").cast("string")).first()
     assert row is not None
     assert row[0] == "-100000000000000000000000000000000000.00"
+
+
+def test_decimals_that_do_not_fit_are_quarantined_with_column_and_fix(spark: SparkSession) -> None:
+    """The boundary table the reference fold is checked on: a value silver's decimal type
+    cannot hold exactly gets the fold's reason; the others keep every digit."""
+    fields = [TYPED_FIELDS[0], *DECIMAL_FIELDS]
+    records = [
+        record(i, pg_key(i), pg_envelope("c", (1, i + 1), {"id": i, col: value}, fields=fields))
+        for i, (col, value, _, _) in enumerate(DECIMAL_FITS)
+    ]
+    _, events = parse(spark, records)
+
+    types = dict(events.dtypes)
+    assert (types["n"], types["wide"], types["small"]) == (
+        "decimal(38,18)",
+        "decimal(38,2)",
+        "decimal(12,4)",
+    )
+    decoded = {
+        row["_bronze_offset"]: row
+        for row in canonical_rows(events.select("_bronze_offset", "_reason", "n", "wide", "small"))
+    }
+    assert {i: (row["_reason"], row[DECIMAL_FITS[i][0]]) for i, row in decoded.items()} == {
+        i: (reason, expected) for i, (_, _, expected, reason) in enumerate(DECIMAL_FITS)
+    }
+
+
+def test_decimal_misfit_comes_after_the_record_reasons_and_in_column_order(
+    spark: SparkSession,
+) -> None:
+    fields = [TYPED_FIELDS[0], *DECIMAL_FIELDS]
+    both = {"id": 1, "n": {"scale": 19, "value": decimal_b64(1)}, "small": decimal_b64(10**12)}
+    records = [
+        record(0, pg_key(1), pg_envelope("c", (1, 2), both, fields=fields)),
+        record(1, None, pg_envelope("c", (1, 3), {**both, "id": 2}, fields=fields)),
+        record(2, pg_key(3), pg_envelope("d", (1, 4), before={**both, "id": 3}, fields=fields)),
+    ]
+    _, events = parse(spark, records)
+    assert by_offset(events, "_reason") == {
+        0: (DECIMAL_FITS[7][3],),
+        1: ("missing key",),
+        2: (None,),
+    }
+    keyed = TableSpec(name="customers", topic=TOPIC, keys=("n",))
+    too_big = {"id": 4, "n": {"scale": 0, "value": decimal_b64(10**20)}}
+    event = record(0, pg_key(4), pg_envelope("c", (1, 5), too_big, fields=fields))
+    assert by_offset(parse(spark, [event], keyed)[1], "_reason") == {0: ("missing key",)}
 
 
 @pytest.mark.parametrize("family", sorted(DEBEZIUM_TYPES))

@@ -18,7 +18,7 @@ from silver.reference import (
     canonical_key,
     fold,
 )
-from tests.helpers import DEBEZIUM_TYPES, connect_field
+from tests.helpers import DEBEZIUM_TYPES, DECIMAL_FIELDS, DECIMAL_FITS, connect_field
 
 pytestmark = pytest.mark.unit
 
@@ -525,7 +525,10 @@ def decoded(**columns: Any) -> dict[str, Any]:
     ],
 )
 def test_decimal(unscaled: int, expected: str) -> None:
-    assert decoded(amount=decimal_b64(unscaled))["amount"] == expected
+    fields = [dict(f) for f in FIELDS]
+    fields[2] = {**fields[2], "parameters": {"scale": "2", "connect.decimal.precision": "38"}}
+    event = pg("c", 1, lsn=10, after=row(1, amount=decimal_b64(unscaled)), fields=fields)
+    assert fold([rec(event, 0)], PG).rows[(1,)]["amount"] == expected
 
 
 def test_decimal_bytes_and_scales() -> None:
@@ -601,12 +604,41 @@ def test_zoned_time_offsets_wrap_around_midnight() -> None:
         assert fold([rec(event, 0)], PG).rows[(1,)]["zt"] == micros
 
 
-def test_variable_scale_decimal_beyond_decimal_38_18_is_null() -> None:
-    schema = DEBEZIUM_TYPES["decimals"][1][0]
-    fields = [FIELDS[0], schema]
-    too_big = {"scale": 0, "value": decimal_b64(10**20)}  # 21 integer digits
-    event = pg("c", 1, lsn=10, after={"id": 1, "n": too_big}, fields=fields)
-    assert fold([rec(event, 0)], PG).rows[(1,)]["n"] is None
+def test_decimals_that_do_not_fit_are_quarantined_with_column_and_fix() -> None:
+    """A decimal its silver type cannot hold exactly (digits before the point beyond the
+    precision, nonzero digits after the scale, more than 38 digits) quarantines its record;
+    the others keep every digit. The Spark side is checked on the same table."""
+    fields = [FIELDS[0], *DECIMAL_FIELDS]
+    records = [
+        rec(pg("c", i, lsn=10 + i, after={"id": i, column: value}, fields=fields), i)
+        for i, (column, value, _, _) in enumerate(DECIMAL_FITS)
+    ]
+    result = fold(records, PG)
+    reasons = {record.offset: reason for record, reason in result.quarantined}
+    for i, (column, _, expected, reason) in enumerate(DECIMAL_FITS):
+        assert reasons.get(i) == reason, (column, i)
+        if reason is None:
+            assert result.rows[(i,)][column] == expected, (column, i)
+        else:
+            assert (i,) not in result.rows
+
+
+def test_decimal_misfit_comes_after_the_record_reasons_and_in_column_order() -> None:
+    """Same order as the Spark side: missing key first; of two misfits, the first column by
+    name; a key that does not fit is a missing key; a delete's ``before`` is not checked."""
+    fields = [FIELDS[0], *DECIMAL_FIELDS]
+    both = {"id": 1, "n": {"scale": 19, "value": decimal_b64(1)}, "small": decimal_b64(10**12)}
+    records = [
+        rec(pg("c", 1, lsn=10, after=both, fields=fields), 0),
+        rec((None, pg("c", 2, lsn=11, after={**both, "id": 2}, fields=fields)[1]), 1),
+        rec(pg("d", 3, lsn=12, before={**both, "id": 3}, fields=fields), 2),
+    ]
+    quarantined = [(r.offset, reason) for r, reason in fold(records, PG).quarantined]
+    assert quarantined == [(0, DECIMAL_FITS[7][3]), (1, "missing key")]
+    keyed = FoldSpec(keys=("n",))
+    too_big = {"id": 4, "n": {"scale": 0, "value": decimal_b64(10**20)}}
+    event = rec(pg("c", 4, lsn=13, after=too_big, fields=fields), 3)
+    assert fold([event], keyed).quarantined[0][1] == "missing key"
 
 
 def test_toast_placeholder_only_in_columns_read_as_text() -> None:
