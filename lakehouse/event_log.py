@@ -3,9 +3,9 @@ Delta table ``<warehouse>/_system/event_log`` (``system.event_log`` in SQL), and
 that says a pipeline is running.
 
 A :class:`StreamingQueryListener` only buffers rows in memory (Spark calls it on its listener
-thread, which must not wait for a Delta write); :func:`recording` appends them in small batches
-every :data:`FLUSH_SECONDS` from a thread of its own and once more at the end of the run, after
-Spark has delivered every event, so a clean stop loses no row.
+thread, which must not wait for a Delta write); :func:`recording` appends them every
+:data:`FLUSH_SECONDS` of a continuous run from a thread of its own, and at the end of every run
+after Spark has delivered every event, so a clean stop loses no row.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import json
 import os
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
@@ -40,8 +41,11 @@ from core.layout import Warehouse
 from core.storage import delete, write_text
 from lakehouse.summary import RunSummary
 
-#: Seconds between two appends to the event log (and two heartbeats) while a run goes on.
-FLUSH_SECONDS = 10.0
+#: Seconds between two heartbeats of a run.
+HEARTBEAT_SECONDS = 10.0
+#: Seconds between two appends to the event log while a continuous run goes on (a ``--once``
+#: run appends once, at its end: a Delta commit every few seconds would slow its streams).
+FLUSH_SECONDS = 60.0
 #: How long the end of a run waits for Spark to deliver the last events to the listener.
 DELIVERY_TIMEOUT_MS = 60_000
 
@@ -200,7 +204,7 @@ class _Recorder:
             "mode": self.mode,
             "started": self.started.isoformat(),
             "heartbeat": datetime.now(UTC).isoformat(),
-            "interval_seconds": FLUSH_SECONDS,
+            "interval_seconds": HEARTBEAT_SECONDS,
         }
         write_text(self.spark, self.warehouse.heartbeat, json.dumps(heartbeat))
 
@@ -215,10 +219,13 @@ class _Recorder:
                 raise
 
     def _loop(self) -> None:
-        while not self._stop.wait(FLUSH_SECONDS):
-            # A failed append keeps its rows for the next one; the streams go on regardless.
-            with suppress(Exception):
-                self.flush()
+        flushed = time.monotonic()
+        while not self._stop.wait(HEARTBEAT_SECONDS):
+            if self.mode == "continuous" and time.monotonic() - flushed >= FLUSH_SECONDS:
+                flushed = time.monotonic()
+                # A failed append keeps its rows for the next one; the streams go on regardless.
+                with suppress(Exception):
+                    self.flush()
             with suppress(Exception):
                 self.beat()
 
