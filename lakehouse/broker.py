@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.errors import EnvironmentSetupError
+from lakehouse.processes import reap
 
 PACKAGE = "noida-db==0.2.3"
 #: sha256 of noida_db-0.2.3-py3-none-manylinux_2_17_x86_64.whl, the only wheel of that release.
@@ -130,31 +131,14 @@ class LocalBroker:
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
-            if _reap(pid):
+            if reap(pid):
                 break
             time.sleep(0.1)
-        if Path(f"/proc/{pid}").exists() and not _reap(pid):
+        if Path(f"/proc/{pid}").exists() and not reap(pid):
             os.kill(pid, signal.SIGKILL)
-            _reap(pid)
+            reap(pid)
         self.pid_file.unlink(missing_ok=True)
         return True
-
-
-def _reap(pid: int) -> bool:
-    """Collect a child that exited (True), or False if ``pid`` is alive or not our child."""
-    try:
-        done, _ = os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        return not _is_alive(pid)
-    return done == pid
-
-
-def _is_alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def port_answers(port: int) -> bool:

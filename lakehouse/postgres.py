@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import EnvironmentSetupError
+from lakehouse.processes import is_alive, reap
 
 HOST = "127.0.0.1"
 USER = "postgres"
@@ -141,7 +142,7 @@ class LocalPostgres:
         except (OSError, ValueError):
             self.pid_file.unlink(missing_ok=True)
             return None
-        if os.fsencode(self.data_dir) not in cmdline or not _is_alive(pid):
+        if os.fsencode(self.data_dir) not in cmdline or not is_alive(pid):
             self.pid_file.unlink(missing_ok=True)
             return None
         return pid
@@ -198,11 +199,11 @@ class LocalPostgres:
             return False
         os.kill(pid, signal.SIGINT)
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline and not _reap(pid):
+        while time.monotonic() < deadline and not reap(pid):
             time.sleep(0.05)
-        if not _reap(pid):
+        if not reap(pid):
             os.kill(pid, signal.SIGKILL)
-            while not _reap(pid):
+            while not reap(pid):
                 time.sleep(0.05)
         self.pid_file.unlink(missing_ok=True)
         return True
@@ -223,20 +224,3 @@ def _group_of(account: str) -> int:
             f"PostgreSQL refuses to run as root and there is no {account!r} account to run it "
             "as; run as an ordinary user"
         ) from error
-
-
-def _reap(pid: int) -> bool:
-    """True once ``pid`` has exited (collecting it if it is our child)."""
-    try:
-        done, _ = os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        return not _is_alive(pid)
-    return done == pid
-
-
-def _is_alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
