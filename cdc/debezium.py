@@ -89,24 +89,35 @@ SOURCE_TYPE = StructType(
 )
 
 
-#: Why a column's JSON value cannot be decoded exactly: its quarantine reason, null if it can.
-Check = Callable[[Column], Column]
+@dataclass(frozen=True)
+class Staged:
+    """A decoding in two projections, so that its costly part runs once per row: ``prepare``
+    (JSON value -> an intermediate value, computed in its own projection), then over that
+    value ``decode`` and ``check`` (column name -> the quarantine reason of a value the decoder
+    cannot hold exactly, which it decodes to null; null if it can)."""
+
+    prepare: Decoder
+    decode: Decoder
+    check: Callable[[Column, str], Column]
+
+    def read(self, value: Column) -> Column:
+        """Decode a JSON value in one projection."""
+        return self.decode(self.prepare(value))
 
 
 @dataclass(frozen=True)
 class ColumnCodec:
     """One column: its JSON-side Spark type and the decoder to its real type.
 
-    ``check`` (None: every value decodes exactly) gives, for a JSON value, the quarantine
-    reason of a record whose value the decoder cannot hold exactly (it decodes such a value to
-    null), or null.
+    ``staged``: the same decoding in two projections, with its quarantine check (None: every
+    value decodes exactly).
     """
 
     name: str
     raw_type: DataType
     decode: Decoder
     toastable: bool
-    check: Check | None = None
+    staged: Staged | None = None
 
 
 def _identity(column: Column) -> Column:
@@ -120,7 +131,7 @@ class _Typed:
     raw: DataType
     decode: Decoder
     type: DataType
-    check: Callable[[Column, str], Column] | None = None  # (JSON value, column name) -> reason
+    staged: Staged | None = None
 
 
 def codec_for(field: Mapping[str, Any]) -> ColumnCodec:
@@ -131,9 +142,7 @@ def codec_for(field: Mapping[str, Any]) -> ColumnCodec:
     toastable = isinstance(typed.raw, StringType) and isinstance(
         typed.type, StringType | BinaryType
     )
-    typed_check = typed.check
-    check = None if typed_check is None else lambda value: typed_check(value, name)
-    return ColumnCodec(name, typed.raw, typed.decode, toastable, check)
+    return ColumnCodec(name, typed.raw, typed.decode, toastable, typed.staged)
 
 
 def _typed(schema: Mapping[str, Any]) -> _Typed:
@@ -329,15 +338,38 @@ def _misfit(unscaled: Column, scale: Column, target: DecimalType) -> Column:
     )
 
 
-def _misfit_reason(
-    name: str, encoded: Column, scale: Column, target: DecimalType, fix: str
-) -> Column:
-    """The quarantine reason of a decimal value ``encoded`` (base64 unscaled, ``scale``) that is
-    not exactly a value of ``target`` (null: it is), ``unparseable`` when it is no number."""
-    problem = _misfit(_unscaled_text(encoded), scale, target)
-    unreadable = _base64_bytes(encoded).isNull() | scale.isNull()
-    reason = F.concat(F.lit(f"value of column {name} "), problem, F.lit(f" ({fix})"))
-    return F.when(unreadable, F.lit("unparseable")).otherwise(reason)
+def _decimal_staged(target: DecimalType, fix: str, prepare: Decoder) -> Staged:
+    """A decimal read from what ``prepare`` makes of the JSON value (see
+    :func:`_prepared_decimal`): its value as ``target`` if that holds it exactly, else null and
+    the reason ``value of column <c> does not fit <target>: ... (<fix>)``, or ``unparseable``
+    when it is no number."""
+
+    def decode(prepared: Column) -> Column:
+        digits, scale = prepared["digits"], prepared["scale"]
+        fits = _misfit(digits, scale, target).isNull()
+        return F.when(fits, _scaled(digits, -scale.cast(LongType()), target))
+
+    def check(prepared: Column, name: str) -> Column:
+        problem = _misfit(prepared["digits"], prepared["scale"], target)
+        reason = F.concat(F.lit(f"value of column {name} "), problem, F.lit(f" ({fix})"))
+        unreadable = ~prepared["readable"] | prepared["scale"].isNull()
+        return F.when(prepared.isNotNull(), F.when(unreadable, "unparseable").otherwise(reason))
+
+    return Staged(prepare, decode, check)
+
+
+def _prepared_decimal(encoded: Column, scale: Column, present: Column) -> Column:
+    """The costly part of decoding a decimal, computed once per row: the signed digits of the
+    base64 unscaled value, the scale, and whether the base64 was readable; null if the JSON
+    value was null."""
+    return F.when(
+        present,
+        F.struct(
+            _unscaled_text(encoded).alias("digits"),
+            scale.alias("scale"),
+            _base64_bytes(encoded).isNotNull().alias("readable"),
+        ),
+    )
 
 
 def _decimal(schema: Mapping[str, Any]) -> _Typed:
@@ -349,17 +381,12 @@ def _decimal(schema: Mapping[str, Any]) -> _Typed:
     if not 0 <= scale <= min(precision, 38):
         raise ValueError(f"decimal scale {scale} does not fit precision {precision}")
     target = DecimalType(min(precision, 38), scale)
-
-    def check(encoded: Column, name: str) -> Column:
-        reason = _misfit_reason(name, encoded, F.lit(scale), target, DECIMAL_FIX)
-        return F.when(encoded.isNotNull(), reason)
-
-    def decode(encoded: Column) -> Column:
-        unscaled = _unscaled_text(encoded)
-        fits = _misfit(unscaled, F.lit(scale), target).isNull()
-        return F.when(fits, _scaled(unscaled, F.lit(-scale), target))
-
-    return _Typed(StringType(), decode, target, check)
+    staged = _decimal_staged(
+        target,
+        DECIMAL_FIX,
+        lambda encoded: _prepared_decimal(encoded, F.lit(scale), encoded.isNotNull()),
+    )
+    return _Typed(StringType(), staged.read, target, staged)
 
 
 _VARIABLE_SCALE_RAW = StructType(
@@ -367,20 +394,15 @@ _VARIABLE_SCALE_RAW = StructType(
 )
 
 
-def _variable_scale_decimal(value: Column) -> Column:
-    """``io.debezium.data.VariableScaleDecimal`` (``{scale, value}``) to ``decimal(38, 18)``;
-    null unless the value is exactly one of that type."""
-    unscaled, scale = _unscaled_text(value["value"]), value["scale"]
-    fits = _misfit(unscaled, scale, VARIABLE_SCALE_DECIMAL).isNull()
-    exponent = -scale.cast(LongType())
-    return F.when(fits, _scaled(unscaled, exponent, VARIABLE_SCALE_DECIMAL))
-
-
-def _variable_scale_check(value: Column, name: str) -> Column:
-    reason = _misfit_reason(
-        name, value["value"], value["scale"], VARIABLE_SCALE_DECIMAL, VARIABLE_SCALE_FIX
+def _variable_scale_decimal(_schema: Mapping[str, Any]) -> _Typed:
+    """``io.debezium.data.VariableScaleDecimal`` (``{scale, value}``) as ``decimal(38, 18)``;
+    a value that is not exactly one of that type does not fit."""
+    staged = _decimal_staged(
+        VARIABLE_SCALE_DECIMAL,
+        VARIABLE_SCALE_FIX,
+        lambda value: _prepared_decimal(value["value"], value["scale"], value.isNotNull()),
     )
-    return F.when(value.isNotNull(), reason)
+    return _Typed(_VARIABLE_SCALE_RAW, staged.read, VARIABLE_SCALE_DECIMAL, staged)
 
 
 _TIMESTAMP, _DATE, _TIME_OF_DAY = TimestampType(), DateType(), LongType()
@@ -411,9 +433,7 @@ _LOGICAL: Mapping[str, Callable[[Mapping[str, Any]], _Typed]] = {
     "io.debezium.time.ZonedTime": _simple(StringType(), _zoned_time_micros, _TIME_OF_DAY),
     "io.debezium.time.MicroDuration": _simple(LongType(), _identity, LongType()),
     "org.apache.kafka.connect.data.Decimal": _decimal,
-    "io.debezium.data.VariableScaleDecimal": lambda _schema: _Typed(
-        _VARIABLE_SCALE_RAW, _variable_scale_decimal, VARIABLE_SCALE_DECIMAL, _variable_scale_check
-    ),
+    "io.debezium.data.VariableScaleDecimal": _variable_scale_decimal,
 }
 
 

@@ -401,17 +401,33 @@ def _parse_debezium(
 
     op = F.col("_env.op")
     after, before = F.col("_env.after"), F.col("_env.before")
+    # What the reason and the result both use is computed once per row, in its own column:
+    # the costly part of decodings (the value and its quarantine check follow from it), the
+    # connector's sequence parts, then the key values and the sequence.
+    staged = {c.name: c.staged for c in layout.value_columns if c.staged is not None}
+    prepared = {name: f"_prepared_{i}" for i, name in enumerate(staged)}
+    events = events.select(
+        "*",
+        *[s.prepare(after[name]).alias(prepared[name]) for name, s in staged.items()],
+        F.from_json("_env.source.sequence", "array<string>").alias("_sequence_parts"),
+    )
     if spec.keys:
-        key_values = {
-            c.name: c.decode(F.coalesce(after[c.name], before[c.name])) for c in layout.keys
-        }
+        keys = {c.name: c.decode(F.coalesce(after[c.name], before[c.name])) for c in layout.keys}
     else:
-        key_values = {c.name: c.decode(F.col("_rkey")[c.name]) for c in layout.keys}
+        keys = {c.name: c.decode(F.col("_rkey")[c.name]) for c in layout.keys}
     sequence = (
         _configured_sequence(spec.sequence_by, layout, after, before)
         if spec.sequence_by
-        else _connector_sequence(F.col("_env.source"))
+        else _connector_sequence(F.col("_env.source"), F.col("_sequence_parts"))
     )
+    key_columns = {name: f"_key_value_{i}" for i, name in enumerate(keys)}
+    events = events.select(
+        "*",
+        *[value.alias(key_columns[name]) for name, value in keys.items()],
+        sequence.alias("_sequence_value"),
+    )
+    key_values = {name: F.col(column) for name, column in key_columns.items()}
+    sequence = F.col("_sequence_value")
     reason = (
         F.when(op.isNull() & F.json_object_keys("v").isNull(), "unparseable")
         .when(op.isNull() & _payload_not_object(), NOT_AN_OBJECT.format("payload"))
@@ -428,10 +444,9 @@ def _parse_debezium(
         reason = reason.when(carried.isNotNull(), why)
     # A value the decoder cannot hold exactly (it would be null or another number): the first
     # such column by name. Key columns decode such a value to null, so they are "missing key".
-    for codec in sorted(layout.value_columns, key=lambda c: c.name):
-        if codec.check is not None:
-            misfit = codec.check(after[codec.name])
-            reason = reason.when(misfit.isNotNull(), misfit)
+    for name in sorted(staged):
+        misfit = staged[name].check(F.col(prepared[name]), name)
+        reason = reason.when(misfit.isNotNull(), misfit)
     if problem is not None:
         reason = F.lit(problem)
     toastable = [c.name for c in layout.value_columns if c.toastable]
@@ -441,15 +456,22 @@ def _parse_debezium(
         else F.array().cast("array<string>"),
         lambda name: name.isNotNull(),
     )
-    return events.select(
-        *_common_columns(reason),
+    return _with_reason(events, reason).select(
+        *_common_columns(),
         op.alias("_op"),
         sequence.alias("_sequence"),
         F.timestamp_millis(F.col("_env.source.ts_ms")).alias("_source_ts"),
         unavailable.alias("_unavailable"),
         *[value.alias(name) for name, value in key_values.items()],
-        *[c.decode(after[c.name]).alias(c.name) for c in layout.value_columns],
+        *[_decoded(c, after, prepared).alias(c.name) for c in layout.value_columns],
     )
+
+
+def _decoded(codec: ColumnCodec, after: Column, prepared: Mapping[str, str]) -> Column:
+    """A value column decoded from the record's ``after`` or from its prepared column."""
+    if codec.staged is not None:
+        return codec.staged.decode(F.col(prepared[codec.name]))
+    return codec.decode(after[codec.name])
 
 
 def _payload_not_object() -> Column:
@@ -486,8 +508,8 @@ def _parse_events(
     )
     for column, why in rejected.items():
         reason = reason.when(F.col("_row")[column].isNotNull(), why)
-    return events.select(
-        *_common_columns(reason),
+    return _with_reason(events, reason).select(
+        *_common_columns(),
         F.lit("c").alias("_op"),
         sequence.alias("_sequence"),
         F.lit(None).cast("timestamp").alias("_source_ts"),
@@ -497,8 +519,15 @@ def _parse_events(
     )
 
 
-def _common_columns(reason: Column) -> list[Column]:
-    tombstone = F.col("value").isNull()
+def _with_reason(events: DataFrame, reason: Column) -> DataFrame:
+    """``events`` with the quarantine reason in its own column, computed once per row (the
+    columns of :func:`_common_columns` use it three times)."""
+    return events.select("*", reason.alias("_why"))
+
+
+def _common_columns() -> list[Column]:
+    """The reason and bronze columns of every parsed event, after :func:`_with_reason`."""
+    tombstone, reason = F.col("value").isNull(), F.col("_why")
     return [
         F.when(~tombstone, reason).alias("_reason"),
         tombstone.alias("_tombstone"),
@@ -510,9 +539,9 @@ def _common_columns(reason: Column) -> list[Column]:
     ]
 
 
-def _connector_sequence(source: Column) -> Column:
-    """Sortable text: Postgres ``[last commit LSN, LSN]``; MySQL binlog file, position, row."""
-    parts = F.from_json(source["sequence"], "array<string>")
+def _connector_sequence(source: Column, parts: Column) -> Column:
+    """Sortable text: Postgres ``[last commit LSN, LSN]`` (``parts``: ``source.sequence`` read
+    as a JSON array of text); MySQL binlog file, position, row."""
     commit, lsn = parts[0], parts[1]
     digits = "^[0-9]{1,20}$"
     postgres = F.when(
