@@ -52,10 +52,10 @@ def register_tables(
     ]
     created: set[str] = set()
     for schema, name, path in tables:
-        database = _quoted(names.name, names.schema(schema))
-        if database not in created:
-            spark.sql(f"CREATE DATABASE IF NOT EXISTS {database}")
-            created.add(database)
+        database = ".".join(part for part in (names.name, names.schema(schema)) if part)
+        if database not in created and not spark.catalog.databaseExists(database):
+            spark.sql(f"CREATE DATABASE IF NOT EXISTS {_quoted(names.name, names.schema(schema))}")
+        created.add(database)
         registered.append(_register(spark, names, schema, name, path, warehouse.root))
     return registered
 

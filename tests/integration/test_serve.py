@@ -85,6 +85,7 @@ def test_serve_reads_over_jdbc_and_refuses_writes_and_paths(
                     "DROP TABLE bronze.shop_orders",
                     "SELECT * FROM text.`/etc/hostname`",
                     "SET spark.sql.runSQLOnFiles=true",
+                    "SELECT * FROM json.`/tmp/it's`",
                 )
             }
             assert (
@@ -100,6 +101,9 @@ def test_serve_reads_over_jdbc_and_refuses_writes_and_paths(
                 in messages["SELECT * FROM text.`/etc/hostname`"]
             )
             assert "does not change settings" in messages["SET spark.sql.runSQLOnFiles=true"]
+            # The reason reaches the client unchanged (quotes and all).
+            assert "(json.`/tmp/it's`)" in messages["SELECT * FROM json.`/tmp/it's`"]
+            print(f"serve queried after {time.monotonic() - started:.1f} s")
             assert query(connection, "SELECT count(*) FROM bronze.shop_orders") == [("1",)]
             assert (
                 spark.read.format("delta")
@@ -117,6 +121,7 @@ def test_serve_reads_over_jdbc_and_refuses_writes_and_paths(
                 assert time.monotonic() < deadline, "gold.made_later never appeared"
                 time.sleep(1)
             assert query(connection, "SELECT n FROM gold.made_later") == [("1",)]
+            print(f"serve named a new table after {time.monotonic() - started:.1f} s")
         finally:
             connection.close()
         run.process.send_signal(signal.SIGTERM)
