@@ -245,7 +245,7 @@ def _wait_listening(host: str, port: int, stop: threading.Event) -> None:
             if waited >= START_SECONDS:
                 raise EnvironmentSetupError(
                     f"Spark's Thrift server did not listen on {host}:{port} within "
-                    f"{START_SECONDS:.0f} s; run with LAKEHOUSE_DEBUG=1 to see Spark's log."
+                    f"{START_SECONDS:.0f} s; the Spark errors printed above say why."
                 ) from None
             stop.wait(0.5)
             waited += 0.5
