@@ -7,6 +7,7 @@ from urllib.parse import urlparse
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 
+from core.config import CatalogSpec
 from core.errors import ConfigError
 from core.identifiers import quote_identifier
 from core.layout import LAYERS, Warehouse
@@ -19,47 +20,81 @@ REGISTERED_PREFIX = "lakehouse.catalog.registered."
 SYSTEM_DATABASE, QUALITY_NAME, EVENT_LOG_NAME = "system", "quality", "event_log"
 
 
-def register_tables(spark: SparkSession, warehouse: Warehouse) -> list[str]:
+def register_tables(
+    spark: SparkSession, warehouse: Warehouse, catalog: CatalogSpec | None = None
+) -> list[str]:
     """Create (or re-point) external catalog entries for every table; return their names.
 
-    An entry this session registered is re-pointed; one that already points at the table is
-    kept. Any other entry of the same name is someone else's table and is never dropped.
+    Names are ``<layer>.<table>`` and ``system.<table>``, or as ``catalog`` says (a catalog and
+    a schema prefix, for a shared metastore). Cheap to repeat: an entry this session already
+    pointed at the table is not looked at again, so a running pipeline calls it after each
+    step to make new tables visible. An entry that points elsewhere is re-pointed if this
+    session registered it or its location is inside this warehouse (a table the project
+    made); any other entry of the same name is someone else's table and is never dropped.
 
     Raises:
         ConfigError: a catalog entry of the same name holds another table.
     """
+    names = catalog or CatalogSpec()
     registered = []
-    for layer in LAYERS:
-        names = warehouse.table_names(layer)
-        if not names:
-            continue
-        spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(layer, 'layer')}")
-        for name in names:
-            registered.append(_register(spark, layer, name, warehouse.table(layer, name)))
-    for name, path in ((QUALITY_NAME, warehouse.quality()), (EVENT_LOG_NAME, warehouse.event_log)):
-        if DeltaTable.isDeltaTable(spark, path):
-            spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(SYSTEM_DATABASE)}")
-            registered.append(_register(spark, SYSTEM_DATABASE, name, path))
+    tables: list[tuple[str, str, str]] = [
+        (layer, name, warehouse.table(layer, name))
+        for layer in LAYERS
+        for name in warehouse.table_names(layer)
+    ]
+    tables += [
+        (SYSTEM_DATABASE, name, path)
+        for name, path in (
+            (QUALITY_NAME, warehouse.quality()),
+            (EVENT_LOG_NAME, warehouse.event_log),
+        )
+        if DeltaTable.isDeltaTable(spark, path)
+    ]
+    created: set[str] = set()
+    for schema, name, path in tables:
+        database = ".".join(part for part in (names.name, names.schema(schema)) if part)
+        if database not in created and not spark.catalog.databaseExists(database):
+            spark.sql(f"CREATE DATABASE IF NOT EXISTS {_quoted(names.name, names.schema(schema))}")
+        created.add(database)
+        registered.append(_register(spark, names, schema, name, path, warehouse.root))
     return registered
 
 
-def _register(spark: SparkSession, database: str, name: str, path: str) -> str:
-    """Point catalog entry ``<database>.<name>`` at the Delta table at ``path``."""
-    qualified = f"{database}.{name}"
-    quoted = f"{quote_identifier(database)}.{quote_identifier(name)}"
+def sql_name(catalog: CatalogSpec, layer: str, table: str) -> str:
+    """The name SQL uses for a warehouse table (``gold.revenue_per_minute``,
+    ``main.shop_gold.revenue_per_minute``)."""
+    parts = [catalog.name] if catalog.name else []
+    return ".".join([*parts, catalog.schema(layer), table])
+
+
+def _quoted(*parts: str | None) -> str:
+    return ".".join(quote_identifier(part) for part in parts if part)
+
+
+def _register(
+    spark: SparkSession, names: CatalogSpec, layer: str, name: str, path: str, root: str
+) -> str:
+    """Point the catalog entry of ``<layer>.<name>`` at the Delta table at ``path``."""
+    qualified = sql_name(names, layer, name)
+    quoted = _quoted(names.name, names.schema(layer), name)
+    memo = REGISTERED_PREFIX + qualified
     if spark.catalog.tableExists(qualified):
+        if spark.conf.get(memo, None) == path:
+            return qualified
         location = _location(spark, quoted)
         if _same_place(location, path):
+            spark.conf.set(memo, path)
             return qualified
-        if spark.conf.get(REGISTERED_PREFIX + qualified, None) is None:
+        if spark.conf.get(memo, None) is None and not _inside(location, root):
             raise ConfigError(
                 f"The catalog already has a table {qualified} (at {location}) that this "
                 f"project did not register, so it is left alone. Drop or rename it, or "
-                "run SQL in a session with its own catalog."
+                "set [catalog] schema_prefix (or name) in the config to register the "
+                "warehouse under other names."
             )
         spark.sql(f"DROP TABLE {quoted}")
     spark.catalog.createTable(qualified, path=path, source="delta")
-    spark.conf.set(REGISTERED_PREFIX + qualified, path)
+    spark.conf.set(memo, path)
     return qualified
 
 
@@ -68,15 +103,23 @@ def _location(spark: SparkSession, quoted: str) -> str:
     return next((str(r.data_type) for r in rows if r.col_name == "Location"), "")
 
 
+def _plain(uri: str) -> str:
+    parsed = urlparse(uri)
+    return (parsed.path if parsed.scheme in ("", "file") else uri).rstrip("/")
+
+
 def _same_place(location: str, path: str) -> bool:
-    def plain(uri: str) -> str:
-        parsed = urlparse(uri)
-        return (parsed.path if parsed.scheme in ("", "file") else uri).rstrip("/")
-
-    return bool(location) and plain(location) == plain(path)
+    return bool(location) and _plain(location) == _plain(path)
 
 
-def run_sql(spark: SparkSession, warehouse: Warehouse, statement: str) -> DataFrame:
+def _inside(location: str, root: str) -> bool:
+    """Whether ``location`` is a table inside the warehouse at ``root``."""
+    return bool(location) and _plain(location).startswith(_plain(root) + "/")
+
+
+def run_sql(
+    spark: SparkSession, warehouse: Warehouse, statement: str, catalog: CatalogSpec | None = None
+) -> DataFrame:
     """Run a user's SQL statement against the registered warehouse tables."""
-    register_tables(spark, warehouse)
+    register_tables(spark, warehouse, catalog)
     return spark.sql(statement)

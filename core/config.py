@@ -287,6 +287,27 @@ def _not_int(value: object) -> bool:
 
 
 @dataclass(frozen=True)
+class CatalogSpec:
+    """Where the warehouse's tables get SQL names (``[catalog]``): ``<name>.<schema_prefix><layer>
+    .<table>``, e.g. ``name = "main"``, ``schema_prefix = "shop_"`` -> ``main.shop_silver.orders``
+    on a shared metastore. The defaults give ``silver.orders`` in the session's current catalog.
+    """
+
+    name: str | None = None
+    schema_prefix: str = ""
+
+    def __post_init__(self) -> None:
+        if self.name is not None:
+            require_identifier(self.name, "catalog name in [catalog]")
+        if self.schema_prefix:
+            require_identifier(self.schema_prefix, "schema_prefix in [catalog]")
+
+    def schema(self, layer: str) -> str:
+        """The schema a layer's tables are registered in (``shop_silver``)."""
+        return f"{self.schema_prefix}{layer}"
+
+
+@dataclass(frozen=True)
 class PipelineConfig:
     """Everything a pipeline run needs besides the source and the warehouse."""
 
@@ -294,6 +315,7 @@ class PipelineConfig:
     gold: GoldSpec = field(default_factory=GoldSpec)
     maintenance: MaintenanceSpec = field(default_factory=MaintenanceSpec)
     quality: QualitySpec = field(default_factory=QualitySpec)
+    catalog: CatalogSpec = field(default_factory=CatalogSpec)
 
     def __post_init__(self) -> None:
         names = [table.name for table in self.tables]
@@ -370,7 +392,9 @@ def load_config(path: str | Path | None) -> PipelineConfig:
         raise ConfigError(f"Config file {path} is not valid TOML: {error}.") from error
     except RecursionError:
         raise ConfigError(f"Config file {path} nests arrays or tables too deeply.") from None
-    _reject_unknown(document, {"tables", "gold", "maintenance", "quality"}, "the config file")
+    _reject_unknown(
+        document, {"tables", "gold", "maintenance", "quality", "catalog"}, "the config file"
+    )
     entries = document.get("tables", [])
     if not isinstance(entries, list) or not all(isinstance(e, Mapping) for e in entries):
         raise ConfigError(
@@ -391,7 +415,21 @@ def load_config(path: str | Path | None) -> PipelineConfig:
         gold=GoldSpec(**gold_settings),
         maintenance=_maintenance_from(document.get("maintenance", {})),
         quality=_quality_from(document.get("quality", {}), Path(path).parent),
+        catalog=_catalog_from(document.get("catalog", {})),
     )
+
+
+def _catalog_from(settings: Any) -> CatalogSpec:
+    """The ``[catalog]`` table: ``name`` and ``schema_prefix``."""
+    if not isinstance(settings, Mapping):
+        raise ConfigError(
+            "'catalog' must be a table: write [catalog] on its own line, then name and "
+            "schema_prefix."
+        )
+    _reject_unknown(settings, {f.name for f in fields(CatalogSpec)}, "[catalog]")
+    for setting, value in settings.items():
+        _require_type(setting, value, str, "[catalog]")
+    return CatalogSpec(**settings)
 
 
 def _quality_from(settings: Any, base: Path) -> QualitySpec:

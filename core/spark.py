@@ -24,7 +24,10 @@ from typing import Literal
 
 from pyspark.sql import SparkSession
 
+from core.catalog import register_tables
+from core.config import CatalogSpec
 from core.errors import EnvironmentSetupError
+from core.layout import Warehouse
 
 SparkMode = Literal["auto", "active", "local-jars", "maven"]
 
@@ -63,13 +66,27 @@ def get_spark(
     master: str = "local[2]",
     app_name: str = "cdc-lakehouse",
     extra_conf: dict[str, str] | None = None,
+    warehouse: Warehouse | None = None,
+    catalog: CatalogSpec | None = None,
 ) -> SparkSession:
-    """Return a SparkSession that can read and write Delta tables.
+    """Return a SparkSession that can read and write Delta tables; with ``warehouse``, one whose
+    catalog names its tables (``gold.revenue_per_minute``, or as ``catalog`` says: see
+    :func:`core.catalog.register_tables`).
 
     Raises:
         EnvironmentSetupError: Java is missing, the local jars are missing or corrupt, or
             ``active`` was asked for while no session runs.
+        ConfigError: a catalog entry of a table's name holds someone else's table.
     """
+    spark = _session(mode, master, app_name, extra_conf)
+    if warehouse is not None:
+        register_tables(spark, warehouse, catalog)
+    return spark
+
+
+def _session(
+    mode: SparkMode, master: str, app_name: str, extra_conf: dict[str, str] | None
+) -> SparkSession:
     active = SparkSession.getActiveSession()
     if active is None and mode in ("auto", "active") and DATABRICKS_RUNTIME in os.environ:
         # A Databricks job task (a wheel's entry point) runs beside the cluster's session

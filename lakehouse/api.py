@@ -25,6 +25,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from cdc.generator import WorkloadConfig
 from cdc.sources import SourceSpec
+from core.catalog import register_tables
 from core.config import PipelineConfig, load_config
 from core.delta_io import table_exists
 from core.errors import ConfigError, TableNotFoundError
@@ -116,6 +117,7 @@ class Lakehouse:
         self.warehouse = Warehouse.from_path(warehouse)
         self.config = config if isinstance(config, PipelineConfig) else load_config(config)
         self._spark = spark
+        self._registered = False
         self._spark_mode: SparkMode = spark_mode
         self._master = master
 
@@ -124,9 +126,19 @@ class Lakehouse:
 
     @property
     def spark(self) -> SparkSession:
-        """The session this lakehouse works in (started on first use)."""
+        """The session this lakehouse works in (started on first use); its catalog names the
+        warehouse's tables (``spark.sql("SELECT * FROM gold.revenue_per_minute")``), and runs
+        of the pipeline register the tables they create."""
         if self._spark is None:
-            self._spark = get_spark(mode=self._spark_mode, master=self._master)
+            self._spark = get_spark(
+                mode=self._spark_mode,
+                master=self._master,
+                warehouse=self.warehouse,
+                catalog=self.config.catalog,
+            )
+        elif not self._registered:
+            register_tables(self._spark, self.warehouse, self.config.catalog)
+        self._registered = True
         return self._spark
 
     def run(
@@ -199,7 +211,7 @@ class Lakehouse:
             LakehouseError: Spark refused it (its first line).
         """
         check(statement, allow_writes=allow_writes)  # before Spark starts: a refusal is quick
-        return run_checked(self.spark, self.warehouse, statement, allow_writes)
+        return run_checked(self.spark, self.warehouse, statement, allow_writes, self.config.catalog)
 
     def verify(self) -> Verification:
         """Recompute every silver table from bronze with an independent fold and compare

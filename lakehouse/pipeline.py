@@ -16,7 +16,9 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from bronze.job import BRONZE_QUERY, start_bronze
 from cdc.sources import SourceSpec, read_source
+from core.catalog import register_tables
 from core.config import PipelineConfig
+from core.errors import ConfigError
 from core.layout import Warehouse
 from core.streaming import (
     MAX_SCHEMA_RESTARTS,
@@ -82,8 +84,28 @@ def run_once(
             spark, warehouse, config, progress, summary=report.summary
         )
         report.queries += silver_and_gold.queries
+    name_tables(spark, warehouse, config, progress)
     report.seconds = time.monotonic() - started
     return report
+
+
+def name_tables(
+    spark: SparkSession,
+    warehouse: Warehouse,
+    config: PipelineConfig,
+    progress: Progress,
+    said: set[str] | None = None,
+) -> None:
+    """Give the warehouse's tables (new ones too) their SQL names in the session's catalog
+    (:func:`core.catalog.register_tables`). A name held by someone else's table is reported
+    through ``progress`` (once per message in ``said``) and does not stop the pipeline."""
+    try:
+        register_tables(spark, warehouse, config.catalog)
+    except ConfigError as error:
+        if said is None or str(error) not in said:
+            progress(f"catalog: {error}")
+        if said is not None:
+            said.add(str(error))
 
 
 def run_from_bronze(
@@ -277,6 +299,7 @@ def _run_continuously(
 
     previous = {sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS}
     running = RunningQueries(progress)
+    said: set[str] = set()
     try:
         try:
             source_frame = read_source(spark, source, continuous=True)
@@ -288,6 +311,7 @@ def _run_continuously(
             while not stop.is_set():
                 start_ready(spark, warehouse, config, trigger, running, progress, summary)
                 running.check()
+                name_tables(spark, warehouse, config, progress, said)
                 stop.wait(poll_seconds)
         except BaseException:
             running.stop()

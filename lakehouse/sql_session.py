@@ -14,6 +14,7 @@ from pyspark.errors import AnalysisException, ParseException, UnsupportedOperati
 from pyspark.sql import DataFrame, SparkSession
 
 from core.catalog import run_sql
+from core.config import CatalogSpec
 from core.errors import LakehouseError
 from core.layout import Warehouse
 from lakehouse.sql_guard import check
@@ -32,7 +33,11 @@ SUBSTITUTE = "spark.sql.variable.substitute"
 
 
 def run_checked(
-    spark: SparkSession, warehouse: Warehouse, statement: str, allow_writes: bool = False
+    spark: SparkSession,
+    warehouse: Warehouse,
+    statement: str,
+    allow_writes: bool = False,
+    catalog: CatalogSpec | None = None,
 ) -> DataFrame:
     """Check ``statement`` (:func:`lakehouse.sql_guard.check`), then run it over the
     warehouse's tables named ``<layer>.<table>``; a write statement has run on return.
@@ -42,9 +47,10 @@ def run_checked(
         LakehouseError: Spark refused it (one line: Spark's first line, or how to change an
             append-only table).
     """
-    check(statement, allow_writes=allow_writes)
+    names = catalog or CatalogSpec()
+    check(statement, allow_writes=allow_writes, protected={names.schema("bronze")})
     with as_checked(spark, allow_writes), spark_errors():
-        return run_sql(spark, warehouse, statement)
+        return run_sql(spark, warehouse, statement, names)
 
 
 @contextmanager

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from core.catalog import REGISTERED_PREFIX, run_sql
+from core.catalog import REGISTERED_PREFIX, register_tables, run_sql
+from core.config import CatalogSpec, load_config
 from core.errors import ConfigError
 from core.layout import Warehouse
 
@@ -51,3 +52,33 @@ def test_foreign_table_is_kept_and_own_entries_are_repointed(
         assert [r.v for r in run_sql(spark, second, f"SELECT v FROM {NAME}").collect()] == [2]
     finally:
         spark.sql(f"DROP TABLE IF EXISTS {NAME}")
+
+
+def test_catalog_setting_names_schemas_and_own_entries_are_repointed(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    config = tmp_path / "pipeline.toml"
+    config.write_text('[catalog]\nname = "spark_catalog"\nschema_prefix = "i13_"\n')
+    names = load_config(config).catalog
+    assert names == CatalogSpec(name="spark_catalog", schema_prefix="i13_")
+    config.write_text('[catalog]\nschema_prefix = "shop-"\n')
+    with pytest.raises(ConfigError, match="schema_prefix in \\[catalog\\]"):
+        load_config(config)
+
+    warehouse = warehouse_with_probe(spark, tmp_path / "wh", 3)
+    old = tmp_path / "wh" / "_system" / "old_probe"
+    spark.createDataFrame([(9,)], "v int").write.format("delta").save(str(old))
+    qualified = "spark_catalog.i13_silver.catalog_probe"
+    try:
+        assert register_tables(spark, warehouse, names) == [qualified]
+        assert [r.v for r in spark.sql(f"SELECT v FROM {qualified}").collect()] == [3]
+        # Another session of a shared metastore finds an entry at an old place inside this
+        # warehouse (no record of registering it): the project made it, so it is re-pointed.
+        spark.sql(f"DROP TABLE {qualified}")
+        spark.catalog.createTable(qualified, path=str(old), source="delta")
+        spark.conf.unset(REGISTERED_PREFIX + qualified)
+        register_tables(spark, warehouse, names)
+        assert [r.v for r in spark.sql(f"SELECT v FROM {qualified}").collect()] == [3]
+        assert [r.v for r in spark.read.format("delta").load(str(old)).collect()] == [9]
+    finally:
+        spark.sql("DROP DATABASE IF EXISTS spark_catalog.i13_silver CASCADE")

@@ -15,6 +15,9 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from core.layout import Warehouse
+from core.spark import get_spark
+from lakehouse.api import Lakehouse
 from tests.cli import lakehouse, run_cli
 from tests.delta_rs import assert_delta_rs_reads_same_rows
 
@@ -71,6 +74,25 @@ def test_demo_runs_every_layer_and_verifies(
     assert gold_rows, out
     _, orders, revenue = gold_rows[0]
     assert int(orders) > 0 and float(revenue) > 0, gold_rows[0]
+
+
+def test_a_session_from_the_factory_names_the_tables_without_a_helper(
+    demo: tuple[Path, subprocess.CompletedProcess[str]], spark: SparkSession
+) -> None:
+    root, _ = demo
+    warehouse = Warehouse.from_path(root / "warehouse")
+    want = spark.read.format("delta").load(warehouse.table("gold", "revenue_per_minute")).count()
+    assert want > 0
+    for entry in ("gold.revenue_per_minute", "silver.orders", "system.event_log"):
+        spark.sql(f"DROP TABLE IF EXISTS {entry}")  # as in a new process: no names yet
+    session = get_spark(warehouse=warehouse)
+    fresh = session.newSession()
+    assert fresh.sql("SELECT * FROM gold.revenue_per_minute").count() == want
+    assert fresh.sql("SELECT count(*) FROM silver.orders").first()[0] > 0
+    assert fresh.sql("SELECT count(*) FROM system.event_log").first()[0] > 0
+    spark.sql("DROP TABLE gold.revenue_per_minute")
+    notebook = Lakehouse(root / "warehouse", spark=spark)
+    assert notebook.spark.sql("SELECT * FROM gold.revenue_per_minute").count() == want
 
 
 def test_sql_counts_gold_sessions(demo: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
