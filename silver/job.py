@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import StructField, StructType
@@ -61,6 +61,24 @@ class BatchReport:
 
 #: Told the report of each micro-batch a silver query applied.
 BatchListener = Callable[[BatchReport], None]
+
+
+class TruncationFloor:
+    """The order of an entity's newest truncate (None: never truncated), read once per query:
+    while the query runs, its own truncates are the only ones written, and it notes them."""
+
+    def __init__(self) -> None:
+        self._known = False
+        self._order: Row | None = None
+
+    def order(self, spark: SparkSession, path: str) -> Row | None:
+        if not self._known:
+            self._order, self._known = latest_truncation(spark, path), True
+        return self._order
+
+    def moved(self) -> None:
+        """A truncate was written: read the floor again."""
+        self._known = False
 
 
 def entity_tables(warehouse: Warehouse, spec: TableSpec) -> EntityTables:
@@ -118,8 +136,10 @@ def batch_applier(
     listener: BatchListener | None = None,
     checks: TableChecks | None = None,
 ) -> Callable[[DataFrame, int], None]:
+    floor = TruncationFloor()
+
     def apply(batch: DataFrame, batch_id: int) -> None:
-        report = apply_batch(batch, batch_id, spec, tables, app_id, checks)
+        report = apply_batch(batch, batch_id, spec, tables, app_id, checks, floor)
         if listener is not None:
             listener(report)
 
@@ -133,12 +153,14 @@ def apply_batch(
     tables: EntityTables,
     app_id: str,
     checks: TableChecks | None = None,
+    floor: TruncationFloor | None = None,
 ) -> BatchReport:
     """Apply one micro-batch of bronze rows; safe to run again for the same ``batch_id``.
 
     The table takes new columns and widened types before the MERGE (silver.evolution).
     ``checks`` run on the upserts in the same Spark job as the batch's totals: rows a ``drop``
     expectation catches are quarantined, and the counts go to the quality metrics table.
+    ``floor``: the query's truncation floor, kept between its batches (None: read it).
 
     Raises:
         SchemaChangeError: a column type the table cannot take, under
@@ -177,11 +199,13 @@ def apply_batch(
         record_outcomes(spark, checks.metrics, outcomes, f"{app_id}:quality", batch_id, at)
     valid = events.where(F.col("_reason").isNull() & ~F.col("_tombstone"))
     changes = valid.where(F.col("_op") != "t")
+    floor = floor or TruncationFloor()
     if counts.truncates:
         _truncate(spark, valid.where(F.col("_op") == "t"), tables, app_id, batch_id)
-    floor = latest_truncation(spark, tables.truncations)
-    if floor is not None:
-        changes = changes.where(order_of() > order_literal(floor, _order_type(changes)))
+        floor.moved()
+    newest_truncate = floor.order(spark, tables.truncations)
+    if newest_truncate is not None:
+        changes = changes.where(order_of() > order_literal(newest_truncate, _order_type(changes)))
     applied = _apply_changes(
         spark, changes, kept, counts.toast_columns, tables, spec.type_widening, app_id, batch_id
     )
