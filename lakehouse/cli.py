@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import click
 
 from core.errors import LakehouseError
-from lakehouse.commands import demo, ops, quality, run, sql, status, workload
+from lakehouse.commands import demo, fit, ops, quality, run, sql, status, workload
 from lakehouse.commands.common import errors
 
 
@@ -34,6 +34,7 @@ for command in (
     ops.maintain,
     sql.sql,
     status.status,
+    fit.fit,
 ):
     cli.add_command(command)
 
