@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql.types import DoubleType, StructField, StructType
 
 from core.alerting import AlertSpec, ScoreFunction
 
@@ -87,7 +88,7 @@ def scored(rows: DataFrame, spec: AlertSpec, function: ScoreFunction | None = No
     :data:`SCORE_INPUTS` with ``mapInPandas``."""
     if function is None:
         return rows.withColumn("score", builtin_score(spec.method))
-    schema = rows.schema.add("score", "double")
+    schema = StructType([*rows.schema.fields, StructField("score", DoubleType())])
     return rows.mapInPandas(_score_batches(function, spec.method), schema)
 
 
