@@ -17,6 +17,7 @@ import math
 import os
 import random
 import re
+import statistics
 import zlib
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -72,6 +73,14 @@ _MEAN_GAP_US = 80_000  # mean simulated time per valid record
 # Order ids are bigserial values beyond the int32 range.
 _ORDER_ID_BASE = 3_000_000_000
 _TOASTED_SHARE = 0.3  # customers whose notes are stored out of line
+#: An injected anomalous order is worth about this many times its customer's median order.
+ANOMALY_FACTOR = 20
+#: Earlier orders a customer needs before one of theirs can be made anomalous.
+_NORM_ORDERS = 3
+#: With anomalies on, each customer buys among this many neighbouring products by price.
+_PRICE_BAND = 12
+#: Mixed into the seed of the anomaly injection's own random stream.
+_ANOMALY_SEED = 0x5EED_A110
 _SESSION_EVENTS = 25  # mean clickstream events per session
 _MAX_FETCH = 64  # most records a consumer takes from one partition in a row
 
@@ -117,6 +126,10 @@ class WorkloadConfig:
     duplicate_rate: float = 0.02  # share of at-least-once redeliveries (0..0.5)
     start_ms: int = 1767225600000  # simulated clock start: 2026-01-01T00:00:00Z
     server: str = "shop"  # Debezium topic prefix
+    #: Share of new orders made anomalous on purpose (about ANOMALY_FACTOR x the customer's
+    #: median order), 0..0.5;
+    #: see :func:`generate_workload` for what else changes when it is above 0.
+    anomaly_rate: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("events", "seed", "partitions", "start_ms"):
@@ -131,6 +144,7 @@ class WorkloadConfig:
             raise ConfigError(f"start_ms must be an epoch time in ms (>= 0), got {self.start_ms}")
         _check_rate("malformed_rate", self.malformed_rate, 1.0)
         _check_rate("duplicate_rate", self.duplicate_rate, 0.5)
+        _check_rate("anomaly_rate", self.anomaly_rate, 0.5)
         if not isinstance(self.server, str) or not _TOPIC_CHARS.fullmatch(self.server):
             raise ConfigError(
                 f"server must be a Kafka topic prefix (letters, digits, '.', '_', '-'), "
@@ -138,13 +152,35 @@ class WorkloadConfig:
             )
 
 
+class Workload(NamedTuple):
+    """Generated records and the ground truth of the anomalies injected into them."""
+
+    records: list[Record]
+    #: Ids of the orders created with anomalous amounts (empty when ``anomaly_rate`` is 0).
+    anomalous_orders: frozenset[int]
+
+
 def generate(config: WorkloadConfig) -> list[Record]:
+    """The records of :func:`generate_workload`."""
+    return generate_workload(config).records
+
+
+def generate_workload(config: WorkloadConfig) -> Workload:
     """Return exactly ``config.events`` records in delivery order, partition and offset set.
 
     Of them, ``round(events * malformed_rate)`` are malformed and ``round(events *
     duplicate_rate)`` are redelivered copies (at most half of the other records); the rest is
     the valid workload: about 40% clickstream, 45% orders and 15% customers records. Records
     share JSON documents (schemas, keys, redelivered copies): treat them as read-only.
+
+    With ``anomaly_rate`` above 0, that share of new orders of customers with at least three
+    earlier orders becomes one line worth about :data:`ANOMALY_FACTOR` times the customer's
+    median order (their ids are returned as ground truth), and the shop is a calm one where
+    amounts have a per-customer norm: each order is one item of a product from the customer's
+    own band of similarly priced products, edits leave items alone, and there are no bulk
+    orders or refunds, so the injected orders are the only ones far outside their customer's
+    usual amounts. (Such a workload is deterministic too, but not the same as without
+    anomalies.)
     """
     malformed = round(config.events * config.malformed_rate)
     rest = config.events - malformed
@@ -153,8 +189,9 @@ def generate(config: WorkloadConfig) -> list[Record]:
         shop = _Shop(config, rest - duplicates, malformed)
         shop.run()
         records = _deliver(shop.out, shop.malformed_at, duplicates, shop.rng)
+        anomalies = frozenset(shop.anomalies)
         del shop  # free the simulation before the collector looks at what is left
-    return records
+    return Workload(records, anomalies)
 
 
 def write_files(
@@ -412,6 +449,12 @@ class _Shop:
         self.text = " ".join(rng.pick(NOTE_WORDS) for _ in range(12_000))
         self.product_pages = [f"/product/{sku}" for sku, _ in self.products]
         self.click_pages = [f"/category/{name}" for name in CATEGORIES] + self.product_pages
+        # Anomaly injection (its own random stream, so the shop's draws stay the same).
+        self.anomaly_rate = config.anomaly_rate
+        self.anomaly_rng = random.Random(config.seed ^ _ANOMALY_SEED)
+        self.anomalies: list[int] = []
+        self.order_totals: dict[int, list[int]] = {}
+        self.by_price = sorted(self.products, key=lambda product: product[1])
         self.view_pages = [
             "/",
             "/cart",
@@ -865,12 +908,15 @@ class _Shop:
 
     def _new_order(self, now_us: int, customer_id: int, refund: bool = False) -> Order:
         rng, products = self.rng, self.products
+        refund = refund and not self.anomaly_rate
         big = not refund and rng.random() < 0.05
         items = []
         for _ in range(rng.pick((1, 1, 1, 2, 2, 3, 4))):
-            sku, price = products[rng.below(len(products))]
+            sku, price = self._product(customer_id, rng.below(len(products)))
             qty = rng.between(50, 500) if big else rng.pick((1, 1, 1, 1, 2, 2, 3))
             items.append(Item(sku, -qty if refund else qty, price))
+        if self.anomaly_rate:  # the calm shop of an anomaly workload: one line of one item
+            items = [items[0]._replace(qty=1)]
         order = Order(self.next_order, customer_id, "new", items, now_us, now_us)
         self.next_order += rng.pick((1, 1, 1, 1, 2))  # sequence values lost to rollbacks
         if refund:
@@ -888,6 +934,14 @@ class _Shop:
         order.plan = plan
         return order
 
+    def _product(self, customer_id: int, drawn: int) -> tuple[str, int]:
+        """The product of draw ``drawn`` (an index into the catalogue); with anomalies on, the
+        draw picks within the customer's own band of similarly priced products."""
+        if not self.anomaly_rate:
+            return self.products[drawn]
+        start = zlib.crc32(customer_id.to_bytes(8, "big")) % (len(self.by_price) - _PRICE_BAND)
+        return self.by_price[start + drawn % _PRICE_BAND]
+
     def _order_create(self) -> bool:
         if self.remaining < 1:
             return False
@@ -902,19 +956,37 @@ class _Shop:
             customer_id = self.customers.choice(self.rng).id
         now = self._tick(1)
         order = self._new_order(now, customer_id, refund=self.rng.random() < 0.04)
+        if order.total > 0 and self.anomaly_rate:
+            self._maybe_anomalous(order)
         self.orders.add(order)
         self.open_orders.add(order)
         self._commit([_Change(self.orders_t, "c", order.id, None, order.row())], now)
         return True
 
+    def _maybe_anomalous(self, order: Order) -> None:
+        """Make ``order`` anomalous with probability ``anomaly_rate`` when its customer has an
+        order norm (:data:`_NORM_ORDERS` earlier orders): one line worth about
+        :data:`ANOMALY_FACTOR` times the customer's median order. Else it joins the norm."""
+        history = self.order_totals.setdefault(order.customer_id, [])
+        if len(history) >= _NORM_ORDERS and self.anomaly_rng.random() < self.anomaly_rate:
+            sku, price = order.items[0].sku, order.items[0].price
+            qty = max(1, round(ANOMALY_FACTOR * statistics.median(history) / price))
+            order.items = [Item(sku, qty, price)]
+            order.reprice()
+            self.anomalies.append(order.id)
+        else:
+            history.append(order.total)
+
     def _order_edit(self, order: Order, step: str, now_us: int) -> _Change:
         """Apply one non-delete lifecycle step and return its ``u`` event."""
         rng = self.rng
-        if step == "items":
+        if step == "items" and self.anomaly_rate:
+            pass  # the calm shop of an anomaly workload: edits leave the items as they are
+        elif step == "items":
             items = order.items
             r = rng.random()
             if r < 0.4 or (len(items) == 1 and r < 0.7):
-                sku, price = self.products[rng.below(len(self.products))]
+                sku, price = self._product(order.customer_id, rng.below(len(self.products)))
                 items.append(Item(sku, rng.between(1, 3), price))
             elif len(items) > 1 and r >= 0.8:
                 items.pop(rng.below(len(items)))

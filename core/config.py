@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
+from core.alerting import AlertSpec
 from core.conditions import Condition, parse_condition
 from core.errors import ConfigError
 from core.identifiers import entity_name_for_topic, require_identifier
@@ -316,8 +317,13 @@ class PipelineConfig:
     maintenance: MaintenanceSpec = field(default_factory=MaintenanceSpec)
     quality: QualitySpec = field(default_factory=QualitySpec)
     catalog: CatalogSpec = field(default_factory=CatalogSpec)
+    alerts: tuple[AlertSpec, ...] = ()
 
     def __post_init__(self) -> None:
+        alert_names = [alert.name for alert in self.alerts]
+        repeated = sorted({name for name in alert_names if alert_names.count(name) > 1})
+        if repeated:
+            raise ConfigError(f"Alert names must be unique; repeated: {', '.join(repeated)}.")
         names = [table.name for table in self.tables]
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
@@ -393,7 +399,9 @@ def load_config(path: str | Path | None) -> PipelineConfig:
     except RecursionError:
         raise ConfigError(f"Config file {path} nests arrays or tables too deeply.") from None
     _reject_unknown(
-        document, {"tables", "gold", "maintenance", "quality", "catalog"}, "the config file"
+        document,
+        {"tables", "gold", "maintenance", "quality", "catalog", "alerts"},
+        "the config file",
     )
     entries = document.get("tables", [])
     if not isinstance(entries, list) or not all(isinstance(e, Mapping) for e in entries):
@@ -416,6 +424,7 @@ def load_config(path: str | Path | None) -> PipelineConfig:
         maintenance=_maintenance_from(document.get("maintenance", {})),
         quality=_quality_from(document.get("quality", {}), Path(path).parent),
         catalog=_catalog_from(document.get("catalog", {})),
+        alerts=_alerts_from(document.get("alerts", [])),
     )
 
 
@@ -533,3 +542,42 @@ def _reject_unknown(settings: Mapping[str, Any], allowed: set[str], where: str) 
             f"Unknown setting(s) {', '.join(unknown)} in {where}. "
             f"Allowed: {', '.join(sorted(allowed))}."
         )
+
+
+_ALERT_TYPES: Mapping[str, tuple[type, ...]] = {
+    "name": (str,),
+    "source": (str,),
+    "key": (str,),
+    "value": (str,),
+    "event_time": (str,),
+    "method": (str,),
+    "threshold": (int, float),
+    "min_history": (int,),
+    "row_key": (str,),
+}
+_ALERT_REQUIRED = ("name", "source", "key", "value", "event_time")
+
+
+def _alerts_from(entries: Any) -> tuple[AlertSpec, ...]:
+    """The ``[[alerts]]`` entries, each checked as an :class:`AlertSpec`."""
+    if not isinstance(entries, list) or not all(isinstance(e, Mapping) for e in entries):
+        raise ConfigError(
+            "'alerts' must be a list of tables: write each as an [[alerts]] entry with its "
+            "name, source, key, value and event_time."
+        )
+    alerts = []
+    for entry in entries:
+        _reject_unknown(entry, set(_ALERT_TYPES), "[[alerts]]")
+        missing = [setting for setting in _ALERT_REQUIRED if setting not in entry]
+        if missing:
+            raise ConfigError(f"An [[alerts]] entry lacks {', '.join(missing)}: set it.")
+        for setting, value in entry.items():
+            allowed = _ALERT_TYPES[setting]
+            if isinstance(value, bool) or not isinstance(value, allowed):
+                kind = "a number" if float in allowed else "an integer" if int in allowed else ""
+                raise ConfigError(
+                    f"Setting {setting!r} in [[alerts]] must be {kind or 'a string'}, "
+                    f"not {value!r}."
+                )
+        alerts.append(AlertSpec(**entry))
+    return tuple(alerts)

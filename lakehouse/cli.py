@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import click
 
 from core.errors import LakehouseError
-from lakehouse.commands import demo, ops, quality, run, serve, sql, status, workload
+from lakehouse.commands import demo, fit, ops, quality, run, serve, sql, status, workload
 from lakehouse.commands.common import errors
 
 
@@ -35,6 +35,7 @@ for command in (
     sql.sql,
     status.status,
     serve.serve,
+    fit.fit,
 ):
     cli.add_command(command)
 

@@ -13,18 +13,36 @@ from pyspark.sql import SparkSession
 from cdc.generator import WorkloadConfig, generate, write_files
 from cdc.producer import ProduceReport, send_workload
 from cdc.sources import SourceSpec
+from core.alerting import AlertSpec
 from core.catalog import run_sql
 from core.config import SHOP_CONFIG, PipelineConfig, QualitySpec
 from core.layout import LAYERS, Warehouse
+from core.streaming import Trigger, run_to_end
 from expectations.metrics import quality_summary
+from gold.alerts import alert_jobs, fit
 from lakehouse.audit import verify_warehouse
 from lakehouse.pg_compare import differences, silver_tables
 from lakehouse.pg_workload import QUARANTINED
 from lakehouse.pipeline import Progress, run_once
 from lakehouse.real_cdc import TABLE_TOPIC_PREFIX, CapturedWorkload
 
-#: The shop pipeline with the suites shipped in expectations/suites.
-DEMO_CONFIG = replace(SHOP_CONFIG, quality=QualitySpec(packaged_suites=True))
+#: Orders far above or below their customer's usual amount.
+DEMO_ALERT = AlertSpec(
+    name="big_orders",
+    source="orders",
+    key="customer_id",
+    value="total",
+    event_time="created_at",
+    method="mad",
+    threshold=5.0,
+    min_history=5,
+)
+#: The shop pipeline with the suites shipped in expectations/suites, and its alert.
+DEMO_CONFIG = replace(SHOP_CONFIG, quality=QualitySpec(packaged_suites=True), alerts=(DEMO_ALERT,))
+ALERTS_QUERY = (
+    "SELECT key AS customer_id, row_key AS order_id, value AS total, round(score, 1) AS score "
+    "FROM gold.alerts ORDER BY score DESC, order_id LIMIT 5"
+)
 
 GOLD_QUERY = (
     "SELECT window_start, orders, revenue FROM gold.revenue_per_minute "
@@ -43,6 +61,9 @@ class DemoSummary:
     warehouse: str
     quality_columns: list[str] = field(default_factory=list)
     quality_rows: list[list[Any]] = field(default_factory=list)
+    alerts_query: str = ALERTS_QUERY
+    alerts_columns: list[str] = field(default_factory=list)
+    alerts_rows: list[list[Any]] = field(default_factory=list)
 
 
 def workload_source(report: ProduceReport, bootstrap: str) -> SourceSpec:
@@ -82,6 +103,7 @@ def run_demo(
         source = workload_source(send_workload(workload, kafka_bootstrap), kafka_bootstrap)
     warehouse = Warehouse.from_path(root / "warehouse")
     run_once(spark, source, warehouse, DEMO_CONFIG, progress)
+    run_alerts(spark, warehouse, DEMO_CONFIG, progress)
     progress("verifying silver against the reference fold of bronze")
     checks = verify_warehouse(spark, warehouse, SHOP_CONFIG)
     counts: list[tuple[str, int]] = [
@@ -92,6 +114,7 @@ def run_demo(
     quarantined = sum(rows for name, rows in counts if name == "silver.quarantine")
     result = run_sql(spark, warehouse, GOLD_QUERY)
     quality = quality_summary(spark, warehouse.quality())
+    alerts = run_sql(spark, warehouse, ALERTS_QUERY)
     return DemoSummary(
         counts=[list(row) for row in counts],
         quarantined=int(quarantined),
@@ -102,7 +125,22 @@ def run_demo(
         warehouse=warehouse.root,
         quality_columns=quality.columns if quality is not None else [],
         quality_rows=[list(r) for r in quality.collect()] if quality is not None else [],
+        alerts_columns=alerts.columns,
+        alerts_rows=[list(r) for r in alerts.collect()],
     )
+
+
+def run_alerts(
+    spark: SparkSession, warehouse: Warehouse, config: PipelineConfig, progress: Progress
+) -> None:
+    """Fit every alert's baseline from silver (``lakehouse fit``), then score silver's change
+    feed against it (the alert jobs a pipeline run starts once a baseline exists)."""
+    for spec in config.alerts:
+        progress(f"gold: fitting {spec.baseline_table} from silver.{spec.source}")
+        fit(spark, warehouse, spec)
+    for job in alert_jobs(config):
+        progress(f"gold: {job.what} from silver.{job.input}")
+        run_to_end(lambda job=job: job.start(spark, warehouse, Trigger()))  # type: ignore[misc]
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from core.config import PipelineConfig, TableSpec
 from core.errors import TableNotFoundError
 from core.layout import Warehouse
 from core.streaming import APP_ID_FILE
+from gold.alerts import alert_jobs
 from gold.jobs import GoldJob, gold_jobs
 
 
@@ -78,4 +79,10 @@ def derived_paths(
     for job in dependent_gold(config, entities):
         checkpoint = warehouse.checkpoint(job.query)
         paths += [warehouse.table("gold", job.table), checkpoint, f"{checkpoint}.{APP_ID_FILE}"]
+    for alert in alert_jobs(config):
+        if alert.input in entities:
+            # gold.alerts and the baselines stay; the job scores the rebuilt change feed again
+            # (its MERGE is keyed by alert and row, so nothing is duplicated).
+            checkpoint = warehouse.checkpoint(alert.query)
+            paths += [checkpoint, f"{checkpoint}.{APP_ID_FILE}"]
     return [str(Path(path).relative_to(warehouse.root)) for path in paths]

@@ -30,6 +30,7 @@ from core.streaming import (
 )
 from expectations.checks import load_checks
 from expectations.suites import check_overrides
+from gold.alerts import alert_jobs
 from gold.jobs import gold_jobs
 from lakehouse.entities import entity_specs
 from lakehouse.event_log import recording
@@ -391,6 +392,30 @@ def _gold_jobs(
         if wanted and job.input in silver and job.query not in running:
             progress(f"gold: {job.what} from silver.{job.input}")
             ready.append((job.query, partial(job.start, spark, warehouse, config.gold, trigger)))
+    return ready + _alert_jobs(spark, warehouse, config, trigger, progress, running, inputs)
+
+
+def _alert_jobs(
+    spark: SparkSession,
+    warehouse: Warehouse,
+    config: PipelineConfig,
+    trigger: Trigger,
+    progress: Progress,
+    running: set[str],
+    inputs: Collection[str] | None = None,
+) -> list[tuple[str, Callable[[], StreamingQuery]]]:
+    """The alert jobs whose silver input and baseline (``lakehouse fit``) exist and that are
+    not running yet. Until its baseline exists, an alert's rows wait in silver's change feed."""
+    silver = set(warehouse.table_names("silver"))
+    gold = set(warehouse.table_names("gold"))
+    ready: list[tuple[str, Callable[[], StreamingQuery]]] = []
+    for job in alert_jobs(config):
+        if (inputs is None or job.input in inputs) and job.query not in running:
+            if job.input in silver and job.baseline in gold:
+                progress(f"gold: {job.what} from silver.{job.input}")
+                ready.append((job.query, partial(job.start, spark, warehouse, trigger)))
+            elif job.input in silver and trigger.once:
+                progress(f"gold: {job.what} waits for a baseline: run 'lakehouse fit'")
     return ready
 
 

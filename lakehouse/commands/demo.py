@@ -94,6 +94,8 @@ def demo(
     console.print(f"verify: {verdict}")
     console.print(f"[bold]{summary.query}[/bold]")
     print_table("gold result", summary.result_columns, summary.result_rows)
+    console.print(f"[bold]{summary.alerts_query}[/bold]")
+    print_table("alerts", summary.alerts_columns, summary.alerts_rows)
     example = "SELECT * FROM gold.user_sessions LIMIT 5"
     console.print(f"warehouse: {summary.warehouse}", markup=False)
     console.print(f'try: lakehouse sql --warehouse {summary.warehouse} "{example}"', markup=False)
