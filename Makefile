@@ -5,8 +5,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
+BENCH_ARGS ?=
 
-.PHONY: venv demo test tests test-deep lint unit bench clean
+.PHONY: venv demo test tests test-deep lint unit bench clean chromium notebooks-docs
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,7 +36,7 @@ lint: venv
 test: venv
 	$(MAKE) --no-print-directory -j2 lint tests
 
-tests: venv
+tests: venv chromium
 	$(BIN)/pytest -n 2 --dist loadscope $(PYTEST_ARGS)
 
 # Not in CI: the property tests with ten times the examples, each run from a new seed
@@ -47,7 +48,17 @@ unit: venv
 	$(BIN)/pytest -m unit $(PYTEST_ARGS)
 
 bench: venv
-	$(BIN)/python -m benchmarks.bench
+	$(BIN)/python -m benchmarks.bench $(BENCH_ARGS)
+
+# Headless Chromium (Debian package) for the test that opens the GX Data Docs; installed with
+# apt-get where missing; where apt-get is unavailable it says so and that test is skipped.
+chromium: venv
+	$(BIN)/python -m tests.browser
+
+# Execute every notebook (the same run as their test) and render the executed copies with
+# their plots to docs/notebooks/*.html, for readers who run nothing.
+notebooks-docs: venv
+	$(BIN)/python -m tests.notebooks docs/notebooks
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -6,6 +6,11 @@ from the file source, our silver apply over the resulting bronze tables, then th
 demo's data-quality suites (into a staging warehouse); then ``lakehouse maintain``
 (silver's data files before and after) and ``lakehouse replay`` (rebuild of silver and gold from
 bronze). Prints a table and writes JSON to ``benchmarks/results/``.
+
+``--quality-only`` measures just what the data-quality checks cost: after bronze ingest, silver
+apply without and with the demo's suites, each twice in the order without, with, with, without
+(each into an empty warehouse reading the same bronze), so that neither side gains from running
+second on a warmer JVM; it prints the ratio and writes ``quality-*.json``.
 """
 
 from __future__ import annotations
@@ -50,6 +55,11 @@ def main() -> None:
     parser.add_argument(
         "--kafka-events", type=int, default=200_000, help="records for the Kafka figures (0: skip)"
     )
+    parser.add_argument(
+        "--quality-only",
+        action="store_true",
+        help="only bronze ingest and silver apply without/with the demo's suites (the ratio)",
+    )
     args = parser.parse_args()
 
     source = _workload(args.events, args.seed)
@@ -70,6 +80,9 @@ def main() -> None:
     )
     specs = entity_specs(spark, warehouse, SHOP_CONFIG)
     bronze_rows = sum(_bronze(spark, warehouse, s.topic).count() for s in specs)
+    if args.quality_only:
+        _write(_quality_pair(spark, warehouse, specs, args, bronze_rows), "quality")
+        return
 
     silver_seconds = _timed(
         "silver", lambda: _each(specs, lambda s: _run_silver(spark, warehouse, s))
@@ -115,10 +128,55 @@ def main() -> None:
     if args.kafka_events:
         result["kafka"] = kafka_results(spark, args.kafka_events, args.seed, WORK)
     _print(result)
+    _write(result, "bench")
+
+
+def _write(result: dict[str, Any], kind: str) -> None:
+    """Write ``result`` to ``results/<kind>-<date>.json`` and ``results/latest[-quality].json``."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     stamp = result["date"].replace(":", "").replace("-", "")
-    for name in (f"bench-{stamp}.json", "latest.json"):
+    latest = "latest.json" if kind == "bench" else f"latest-{kind}.json"
+    for name in (f"{kind}-{stamp}.json", latest):
         (RESULTS / name).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+
+
+def _quality_pair(
+    spark: SparkSession,
+    warehouse: Warehouse,
+    specs: list[TableSpec],
+    args: argparse.Namespace,
+    bronze_rows: int,
+) -> dict[str, Any]:
+    """Silver apply without and with the demo's suites, in the order without, with, with,
+    without, each into a fresh staging warehouse over the same bronze; the summed seconds of
+    each side and the checks' share (with / without - 1)."""
+    seconds = {False: 0.0, True: 0.0}
+    for run, suites in enumerate((False, True, True, False)):
+        target = warehouse.staging(str(WORK / f"warehouse-pair-{run}"))
+        shutil.rmtree(target.root, ignore_errors=True)
+        label = f"silver {'with' if suites else 'without'} suites (run {run + 1} of 4)"
+        started = time.perf_counter()
+        for spec in specs:
+            _run_silver(spark, target, spec, suites)
+        seconds[suites] += time.perf_counter() - started
+        print(f"{label}: {time.perf_counter() - started:.1f} s", flush=True)
+        shutil.rmtree(target.root, ignore_errors=True)
+    overhead = seconds[True] / seconds[False] - 1
+    print(
+        f"\nsilver apply of {bronze_rows:,} bronze records, twice each: "
+        f"{seconds[False]:.1f} s without suites, {seconds[True]:.1f} s with the demo's suites"
+    )
+    print(f"in-stream quality checks cost: {overhead:+.1%} of silver apply")
+    return {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": f"{platform.machine()}, {platform.python_version()}",
+        "events": args.events,
+        "seed": args.seed,
+        "bronze_records": bronze_rows,
+        "silver_seconds_without_suites": round(seconds[False], 2),
+        "silver_seconds_with_suites": round(seconds[True], 2),
+        "quality_overhead": round(overhead, 3),
+    }
 
 
 def _workload(events: int, seed: int) -> Path:

@@ -265,7 +265,8 @@ class Lakehouse:
 
     def status(self) -> PipelineStatus:
         """Per table how far silver and gold have applied their input, the last micro-batches
-        (from the event log), freshness and quarantine, and whether a pipeline runs now
+        (from the event log), freshness and quarantine, per expectation the rows checked,
+        failed and dropped (``quality``), and whether a pipeline runs now
         (``lakehouse status``); ``to_json()`` gives it as JSON values."""
         return pipeline_status(self.spark, self.warehouse, self.config, datetime.now(UTC))
 

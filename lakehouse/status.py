@@ -90,6 +90,20 @@ class Running:
 
 
 @dataclass(frozen=True)
+class QualityStatus:
+    """One expectation of one table, summed over every micro-batch in ``system.quality``:
+    rows checked, failed and dropped, and in how many micro-batches it did not hold."""
+
+    table: str
+    expectation: str
+    action: str
+    checked: int
+    failed: int
+    dropped: int
+    broken_batches: int
+
+
+@dataclass(frozen=True)
 class PipelineStatus:
     warehouse: str
     at: datetime
@@ -98,6 +112,7 @@ class PipelineStatus:
     silver: list[SilverStatus] = field(default_factory=list)
     gold: list[GoldStatus] = field(default_factory=list)
     event_log_rows: int = 0
+    quality: list[QualityStatus] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """The status as JSON values (times in ISO 8601)."""
@@ -185,6 +200,7 @@ def pipeline_status(
         silver=silver,
         gold=gold,
         event_log_rows=log_rows,
+        quality=quality_status(spark, warehouse),
     )
 
 
@@ -255,6 +271,37 @@ def _last_batches(spark: SparkSession, warehouse: Warehouse) -> tuple[dict[str, 
         for row in newest
     }
     return batches, log.count()
+
+
+def quality_status(spark: SparkSession, warehouse: Warehouse) -> list[QualityStatus]:
+    """Per table and expectation, the sums of the quality metrics (empty: none recorded)."""
+    if not table_exists(spark, warehouse.quality()):
+        return []
+    rows = (
+        spark.read.format("delta")
+        .load(warehouse.quality())
+        .groupBy("table", "expectation", "action")
+        .agg(
+            F.sum("rows_counted").alias("checked"),
+            F.sum("rows_failed").alias("failed"),
+            F.sum("rows_dropped").alias("dropped"),
+            F.count_if(~F.col("held")).alias("broken"),
+        )
+        .orderBy("table", "expectation")
+        .collect()
+    )
+    return [
+        QualityStatus(
+            table=str(r.table),
+            expectation=str(r.expectation),
+            action=str(r.action),
+            checked=int(r.checked or 0),
+            failed=int(r.failed or 0),
+            dropped=int(r.dropped or 0),
+            broken_batches=int(r.broken),
+        )
+        for r in rows
+    ]
 
 
 def _quarantine_counts(spark: SparkSession, warehouse: Warehouse) -> dict[str, int]:

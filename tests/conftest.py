@@ -10,6 +10,7 @@ from pyspark.sql import SparkSession
 
 from core.spark import get_spark
 from lakehouse.broker import LocalBroker, free_port
+from tests.browser import Browser, install_chromium
 
 
 @pytest.fixture(scope="session")
@@ -34,3 +35,10 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield broker.bootstrap
     finally:
         broker.stop()
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Browser:
+    """Headless Chromium, installed from Debian's package where missing (``tests.browser``);
+    ``executable`` None with the reason where it cannot be (no apt-get, not root)."""
+    return Browser(*install_chromium())

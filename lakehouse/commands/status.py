@@ -142,6 +142,17 @@ def print_status(report: PipelineStatus) -> None:
             for g in report.gold
         ],
     )
+    if report.quality:
+        print_table(
+            "quality (system.quality)",
+            ["table", "expectation", "action", "checked", "failed", "dropped", "broken batches"],
+            [
+                [q.table, q.expectation, q.action, q.checked, q.failed, q.dropped, q.broken_batches]
+                for q in report.quality
+            ],
+        )
+    else:
+        console.print("quality: no expectations checked yet (system.quality is empty)")
     console.print(f"event log: {report.event_log_rows} rows (system.event_log)", markup=False)
 
 

@@ -1,31 +1,42 @@
-"""The notebooks run top to bottom in a Jupyter kernel of the project's interpreter."""
+"""The notebooks run top to bottom in a Jupyter kernel of the project's interpreter, all in one
+kernel (one Spark session, one shop warehouse for the quickstart, dashboard and quality
+notebooks), and the plots are in their executed output."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
-import nbformat
 import pytest
-from nbclient import NotebookClient
+
+from tests.notebooks import ORDER, execute_all, notebook_paths
 
 pytestmark = pytest.mark.slow
 
-NOTEBOOKS = sorted((Path(__file__).parents[2] / "notebooks").glob("*.ipynb"))
+#: The notebooks whose output must hold plots (image/png), and how many at least.
+PLOTS = {"gold_dashboard": 3, "data_quality": 1}
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_notebook_runs(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("LAKEHOUSE_NOTEBOOK_DIR", str(tmp_path))
-    notebook = nbformat.read(path, as_version=4)
-    client = NotebookClient(
-        notebook,
-        timeout=600,
-        kernel_name="python3",
-        resources={"metadata": {"path": str(tmp_path)}},
-    )
-    client.execute()
-    outputs = [o for cell in notebook.cells for o in cell.get("outputs", [])]
-    assert not [o for o in outputs if o.get("output_type") == "error"]
-    text = "".join(o.get("text", "") for o in outputs)
-    assert "streaming queries finished" in text
-    assert "window_start" in text
+def test_notebooks_run_and_show_their_plots(tmp_path: Path) -> None:
+    assert [p.stem for p in notebook_paths()][: len(ORDER)] == list(ORDER)
+    executed = execute_all(tmp_path)
+
+    outputs = {
+        name: [o for cell in notebook.cells for o in cell.get("outputs", [])]
+        for name, notebook in executed.items()
+    }
+    for name, found in outputs.items():
+        assert not [o for o in found if o.get("output_type") == "error"], name
+    for name, plots in PLOTS.items():
+        images = [o for o in outputs[name] if "image/png" in o.get("data", {})]
+        assert len(images) >= plots, f"{name}: {len(images)} plots"
+
+    def text(name: str) -> str:
+        return "".join(
+            o.get("text", "") + o.get("data", {}).get("text/plain", "") for o in outputs[name]
+        )
+
+    assert "streaming queries finished" in text("quickstart")
+    assert "window_start" in text("quickstart")
+    assert "silver.customers: 3 rows, expected 3: ok" in text("cdc_deep_dive")
+    assert re.search(r"silver\.\w+\.\w+ \((warn|drop|fail)\): \d+ checked", text("data_quality"))

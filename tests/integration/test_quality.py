@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bs4 import BeautifulSoup
 from pyspark.sql import SparkSession
 
 from cdc.records import Record
@@ -30,6 +31,7 @@ from expectations.checks import load_checks
 from lakehouse.audit import verify_warehouse
 from lakehouse.pipeline import run_once
 from silver.job import apply_batch, ensure_shared_tables, entity_tables
+from tests.browser import Browser, dump_dom, screenshot
 from tests.cli import run_cli
 from tests.helpers import bronze_frame
 
@@ -128,7 +130,9 @@ class Lake:
         return sorted(p.name for p in commits.iterdir() if p.name.isdigit())
 
 
-def test_warn_keeps_and_drop_quarantines(spark: SparkSession, tmp_path: Path) -> None:
+def test_warn_keeps_and_drop_quarantines(
+    spark: SparkSession, tmp_path: Path, chromium: Browser
+) -> None:
     lake = Lake(spark, tmp_path)
     lake.arrive(
         user(0, 1, 30, "a@example.com"),
@@ -152,12 +156,44 @@ def test_warn_keeps_and_drop_quarantines(spark: SparkSession, tmp_path: Path) ->
     query = "SELECT sum(rows_failed) AS failed FROM system.quality"
     done = run_cli("sql", "--warehouse", lake.warehouse.root, "--format", "csv", query)
     assert done.returncode == 0 and done.stdout == "failed\n2\n", done.stdout + done.stderr
-    validate(lake, tmp_path)
+    status(lake)
+    validate(lake, tmp_path, chromium)
 
 
-def validate(lake: Lake, tmp_path: Path) -> None:
+def status(lake: Lake) -> None:
+    """``lakehouse status`` (and ``--json``) sums each expectation's metrics per table."""
+    root = lake.warehouse.root
+    done = run_cli("status", "--warehouse", root, "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout)["quality"] == [
+        {
+            "table": "silver.users",
+            "expectation": name,
+            "action": action,
+            "checked": checked,
+            "failed": failed,
+            "dropped": dropped,
+            "broken_batches": broken,
+        }
+        for name, action, checked, failed, dropped, broken in (
+            ("age_range", "warn", 3, 1, 0, 1),
+            ("email_format", "drop", 3, 1, 1, 1),
+            ("id_not_be_null", "warn", 4, 0, 0, 0),
+        )
+    ]
+    done = run_cli("status", "--warehouse", root)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = {
+        tuple(cell.strip() for cell in line.split("│")[1:8]) for line in done.stdout.splitlines()
+    }
+    assert ("silver.users", "email_format", "drop", "3", "1", "1", "1") in rows, done.stdout
+
+
+def validate(lake: Lake, tmp_path: Path, chromium: Browser) -> None:
     """``lakehouse validate`` on the lake: GX runs the suite, table-level expectations too,
-    writes Data Docs, and exits 1 as a fail-level expectation (by override) is broken."""
+    writes Data Docs, and exits 1 as a fail-level expectation (by override) is broken. The
+    Data Docs index, opened in headless Chromium, lists the suite and its failed validation,
+    and the result page renders each expectation's verdict."""
     config = tmp_path / "pipeline.toml"
     config.write_text(
         '[quality]\nsuites = "suites"\n[quality.actions]\n"silver.users.age_range" = "fail"\n',
@@ -179,6 +215,36 @@ def validate(lake: Lake, tmp_path: Path) -> None:
         ("silver.users", "id_be_unique", "warn", "ok"),
     } <= verdicts
     assert "silver.users" in index.read_text(encoding="utf-8")
+
+    if chromium.executable is None:
+        pytest.skip(f"no headless Chromium to open the Data Docs: {chromium.reason}")
+    # The index's two lists are filled by scripts from CDNs (not reachable offline): check
+    # the page renders, and the suite and validation-result pages it links, which are static.
+    site = index.parent
+    assert {"Validation Results", "Expectation Suites"} <= set(text(chromium.executable, index))
+    suite = text(chromium.executable, site / "expectations" / "silver" / "users.html")
+    assert "silver.users" in suite
+    assert "email values must match this regular expression: ^[^@]+@[^@]+$ ." in " ".join(suite)
+    [result_page] = (site / "validations" / "silver" / "users").rglob("*.html")
+    result = " ".join(text(chromium.executable, result_page))
+    for shown in (
+        "Expectation Suite: silver.users",
+        "Status: Failed",
+        "Unsuccessful Expectations 1",
+        "Unexpected Value Count 200 1",  # the row with age 200
+    ):
+        assert shown in result, result
+    png = screenshot(chromium.executable, result_page, tmp_path / "data-docs.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert png.stat().st_size > 50_000, png.stat().st_size  # a blank page is a few kB
+
+
+def text(chromium: str, page: Path) -> list[str]:
+    """The visible text of ``page`` after Chromium ran it, one string per text node."""
+    dom = BeautifulSoup(dump_dom(chromium, page), "html.parser")
+    for hidden in dom(["script", "style"]):
+        hidden.decompose()
+    return [" ".join(t.split()) for t in dom.stripped_strings]
 
 
 def test_fail_commits_nothing_and_a_relaxed_run_applies_the_batch(
