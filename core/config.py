@@ -1,9 +1,10 @@
-"""Typed, validated pipeline settings: per-table CDC contracts and gold job settings.
+"""Typed, validated pipeline settings: per-table CDC contracts and the gold declarations.
 
 A pipeline needs no file for standard Debezium topics: every topic not listed is read as a
 Debezium table keyed by its record key and ordered by its connector's sequence. Plain event
 streams are declared (``format = "events"`` with ``keys`` and ``sequence_by``). A TOML file
-with ``[[tables]]`` entries and a ``[gold]`` table overrides the defaults.
+with ``[[tables]]`` entries and ``[[gold]]`` entries (:mod:`core.gold_tables`; the older
+``[gold]`` table still tunes the shop's two gold tables) overrides the defaults.
 """
 
 from __future__ import annotations

@@ -162,7 +162,8 @@ def affected(changes: DataFrame, table: GoldTable) -> DataFrame:
     that the filter drops may have been counted before)."""
     images = changes.where(F.col("_change_type").isin(*ROW_IMAGES))
     if table.window.per_group:
-        return images.select(*table.group_by).distinct()
+        # Without group-by columns the one group is the whole table: one marker row.
+        return images.select(*table.group_by or (F.lit(True).alias("_all"),)).distinct()
     window = table.window
     assert window.size is not None
     bucket = F.window(F.col(table.event_time), window.size, window.slide or window.size)

@@ -102,16 +102,14 @@ def _maintainer(
     def maintain(batch: DataFrame, batch_id: int) -> None:
         spark = batch.sparkSession
         silver = spark.read.format("delta").load(source)
-        scope = affected(batch, table).localCheckpoint()
-        bounds = scope.agg(
-            F.min(table.window.key_column) if not table.window.per_group else F.lit(None),
-            F.max(table.window.key_column) if not table.window.per_group else F.lit(None),
-            F.count(F.lit(1)),
-        ).first()
-        assert bounds is not None
-        recomputed = recompute(silver, scope, table, bounds[0], bounds[1])
+        touched = affected(batch, table)
+        keys = touched.collect()  # distinct (group, window) keys: as small as the change
+        scope = spark.createDataFrame(keys, touched.schema)
+        starts = [] if table.window.per_group else [k[table.window.key_column] for k in keys]
+        first, last = (min(starts), max(starts)) if starts else (None, None)
+        recomputed = recompute(silver, scope, table, first, last)
         ensure_table(spark, path, recomputed.schema, change_feed=False, widening=GOLD_WIDENING)
-        if bounds[2] == 0:
+        if not keys:
             return
         existing = in_scope(spark.read.format("delta").load(path), scope, scope_columns(table))
         changes = replacement(recomputed, existing, table).localCheckpoint()
