@@ -82,7 +82,7 @@ def run_demo(
         source = workload_source(send_workload(workload, kafka_bootstrap), kafka_bootstrap)
     warehouse = Warehouse.from_path(root / "warehouse")
     run_once(spark, source, warehouse, DEMO_CONFIG, progress)
-    progress("verifying silver against the reference fold of bronze")
+    progress("verifying silver against the reference fold of bronze, gold against its declarations")
     checks = verify_warehouse(spark, warehouse, SHOP_CONFIG)
     counts: list[tuple[str, int]] = [
         (f"{layer}.{name}", spark.read.format("delta").load(warehouse.table(layer, name)).count())
