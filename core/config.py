@@ -1,9 +1,10 @@
-"""Typed, validated pipeline settings: per-table CDC contracts and gold job settings.
+"""Typed, validated pipeline settings: per-table CDC contracts and the gold declarations.
 
 A pipeline needs no file for standard Debezium topics: every topic not listed is read as a
 Debezium table keyed by its record key and ordered by its connector's sequence. Plain event
 streams are declared (``format = "events"`` with ``keys`` and ``sequence_by``). A TOML file
-with ``[[tables]]`` entries and a ``[gold]`` table overrides the defaults.
+with ``[[tables]]`` entries and ``[[gold]]`` entries (:mod:`core.gold_tables`; the older
+``[gold]`` table still tunes the shop's two gold tables) overrides the defaults.
 """
 
 from __future__ import annotations
@@ -17,6 +18,14 @@ from typing import Any, Literal
 from core.alerting import AlertSpec
 from core.conditions import Condition, parse_condition
 from core.errors import ConfigError
+from core.gold_tables import (
+    GoldTable,
+    Measure,
+    Window,
+    check_gold_tables,
+    gold_table_from,
+    require_duration,
+)
 from core.identifiers import entity_name_for_topic, require_identifier
 from core.layout import HISTORY_SUFFIX, QUARANTINE_TABLE
 from core.widening import TYPE_WIDENING_MODES, TypeWidening
@@ -27,19 +36,6 @@ ConditionSetting = Literal["apply_as_deletes", "apply_as_truncates"]
 IncompatibleTypePolicy = Literal["fail", "quarantine"]
 INCOMPATIBLE_TYPE_POLICIES: tuple[IncompatibleTypePolicy, ...] = ("fail", "quarantine")
 SCD_TYPES = (1, 2)
-
-
-_DURATION_UNITS = ("second", "minute", "hour", "day")
-
-
-def _require_duration(text: str) -> None:
-    amount, _, unit = text.partition(" ")
-    if not amount.isdigit() or int(amount) == 0 or unit.rstrip("s") not in _DURATION_UNITS:
-        raise ConfigError(
-            f"Invalid duration {text!r}: write '<number> <unit>' with a whole number above 0 "
-            "and unit one of "
-            f"{', '.join(_DURATION_UNITS)} (e.g. '10 minutes')."
-        )
 
 
 @dataclass(frozen=True)
@@ -185,7 +181,8 @@ class TableSpec:
 
 @dataclass(frozen=True)
 class GoldSpec:
-    """Inputs of the gold jobs: which silver tables and columns they aggregate."""
+    """The older ``[gold]`` settings of the demo shop's two gold tables; they still work and
+    become the declarations of :func:`shop_gold_tables` (new pipelines write ``[[gold]]``)."""
 
     orders_table: str = "orders"
     order_time: str = "created_at"
@@ -207,7 +204,34 @@ class GoldSpec:
         ):
             require_identifier(column, "gold setting")
         for duration in (self.revenue_window, self.session_gap):
-            _require_duration(duration)
+            require_duration(duration)
+
+
+def shop_gold_tables(spec: GoldSpec) -> tuple[GoldTable, ...]:
+    """The demo shop's gold tables as declarations: revenue and orders per tumbling window of
+    order time, and each user's click sessions."""
+    return (
+        GoldTable(
+            name="revenue_per_minute",
+            source=spec.orders_table,
+            event_time=spec.order_time,
+            window=Window("tumbling", size=spec.revenue_window),
+            measures=(Measure("revenue", "sum", spec.order_amount), Measure("orders", "count")),
+        ),
+        GoldTable(
+            name="user_sessions",
+            source=spec.clicks_table,
+            event_time=spec.click_time,
+            window=Window(
+                "session", gap=spec.session_gap, start_as="session_start", end_as="session_end"
+            ),
+            group_by=(spec.click_user,),
+            measures=(
+                Measure("events", "count"),
+                Measure("duration_seconds", "span_seconds", spec.click_time),
+            ),
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -319,11 +343,17 @@ class PipelineConfig:
     catalog: CatalogSpec = field(default_factory=CatalogSpec)
     alerts: tuple[AlertSpec, ...] = ()
 
+    #: Declared gold tables (``[[gold]]``); None: the shop's, from ``gold`` (``[gold]``).
+    gold_tables: tuple[GoldTable, ...] | None = None
+
     def __post_init__(self) -> None:
         alert_names = [alert.name for alert in self.alerts]
         repeated = sorted({name for name in alert_names if alert_names.count(name) > 1})
         if repeated:
             raise ConfigError(f"Alert names must be unique; repeated: {', '.join(repeated)}.")
+        if self.gold_tables is not None:
+            object.__setattr__(self, "gold_tables", tuple(self.gold_tables))
+            check_gold_tables(self.gold_tables)
         names = [table.name for table in self.tables]
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
@@ -337,6 +367,13 @@ class PipelineConfig:
             )
         for table in self.tables:
             _reject_history_name(self, table.name)
+
+    @property
+    def gold_declarations(self) -> tuple[GoldTable, ...]:
+        """The gold tables of the pipeline: the declared ones, else the shop's."""
+        if self.gold_tables is not None:
+            return self.gold_tables
+        return shop_gold_tables(self.gold)
 
     def spec_for_topic(self, topic: str) -> TableSpec:
         """The declared spec for ``topic``, or the Debezium defaults.
@@ -411,9 +448,17 @@ def load_config(path: str | Path | None) -> PipelineConfig:
         )
     tables = tuple(_table_from(entry) for entry in entries)
     gold_settings = document.get("gold", {})
+    declared = None
+    if isinstance(gold_settings, list):
+        if not all(isinstance(entry, Mapping) for entry in gold_settings):
+            raise ConfigError(
+                "'gold' must be a list of tables: write each gold table as a [[gold]] entry."
+            )
+        declared = tuple(gold_table_from(entry) for entry in gold_settings)
+        gold_settings = {}
     if not isinstance(gold_settings, Mapping):
         raise ConfigError(
-            "'gold' must be a table: write [gold] on its own line, then its settings."
+            "'gold' must be [[gold]] entries (one per gold table) or the older [gold] table."
         )
     _reject_unknown(gold_settings, {f.name for f in fields(GoldSpec)}, "[gold]")
     for setting, value in gold_settings.items():
@@ -421,6 +466,7 @@ def load_config(path: str | Path | None) -> PipelineConfig:
     return PipelineConfig(
         tables=tables,
         gold=GoldSpec(**gold_settings),
+        gold_tables=declared,
         maintenance=_maintenance_from(document.get("maintenance", {})),
         quality=_quality_from(document.get("quality", {}), Path(path).parent),
         catalog=_catalog_from(document.get("catalog", {})),

@@ -1,65 +1,222 @@
-"""Pure transforms for the gold jobs."""
+"""Pure transforms of the gold engine: a declaration evaluated over silver rows, and the part
+of a gold table that a batch of silver changes affects (its *scope*).
+
+The scope of a change is the (group, window) keys its row images fall in for tumbling and
+hopping windows, and its whole group for session, sliding and count windows (a change there
+can move every window of the group). :func:`recompute` evaluates the declaration over only
+the silver rows that can reach the scope, so the cost follows the change, not the table.
+"""
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+from collections.abc import Mapping, Sequence
+from functools import reduce
+
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql.types import DataType
 
-#: Change-feed row kinds and the sign with which they count in an aggregate.
+from core.gold_tables import WINDOW_INDEX, GoldTable, Measure, duration_micros
+from silver.settings import condition_column
+
+#: Change-feed row kinds: every image of a row, before and after a change.
+ROW_IMAGES = ("insert", "update_preimage", "update_postimage", "delete")
+#: Change-feed row kinds that carry a row's new value.
 ADDS = ("insert", "update_postimage")
-RETRACTS = ("delete", "update_preimage")
+#: Count windows order a group's events by event time, then by these silver metadata columns
+#: (where the row's current value was read in bronze), so equal event times have one order.
+COUNT_TIEBREAK = ("_bronze_partition", "_bronze_offset")
+#: Column of a MERGE source row: False marks a gold row to delete.
+PRESENT = "_present"
+_ANCHOR = "_anchor"
+_WINDOW = "_window"
 
 
-def change_sign() -> Column:
-    """+1 for a row image that enters the table, -1 for one that leaves it, else 0."""
-    kind = F.col("_change_type")
-    return F.when(kind.isin(*ADDS), 1).when(kind.isin(*RETRACTS), -1).otherwise(0)
+def measure_column(measure: Measure) -> Column:
+    """The aggregate expression of one measure, named after it."""
+    column = F.col(measure.column) if measure.column is not None else None
+    if measure.fn == "count":
+        aggregate = F.count(F.lit(1) if column is None else column)
+    elif column is None:
+        raise AssertionError(f"measure {measure.name} has no column")  # checked at declaration
+    elif measure.fn == "sum":
+        aggregate = F.sum(column)
+    elif measure.fn == "avg":
+        aggregate = F.avg(column)
+    elif measure.fn == "min":
+        aggregate = F.min(column)
+    elif measure.fn == "max":
+        aggregate = F.max(column)
+    elif measure.fn == "count_distinct":
+        aggregate = F.count_distinct(column)
+    elif measure.fn == "approx_percentile":
+        aggregate = F.percentile_approx(column, F.lit(measure.percentile))
+    else:
+        aggregate = F.unix_timestamp(F.max(column)) - F.unix_timestamp(F.min(column))
+    return aggregate.alias(measure.name)
 
 
-def revenue_deltas(
-    changes: DataFrame, time_column: str, amount_column: str, window: str
-) -> DataFrame:
-    """Signed per-window contributions of a batch of order changes.
+def counted_rows(rows: DataFrame, table: GoldTable) -> DataFrame:
+    """The rows the declaration aggregates: those with an event time that match its filter.
 
-    Each row image of the silver change feed adds (insert, post-image) or removes (delete,
-    pre-image) its order from the window of its event time, so updates and deletes of
-    already-counted orders correct the aggregate instead of double counting.
+    Raises:
+        ConfigError: the filter reads a column ``rows`` lack or compares it with a wrong type.
     """
-    sign = change_sign()
+    kept = rows.where(F.col(table.event_time).isNotNull())
+    if table.condition is None:
+        return kept
+    types: Mapping[str, DataType] = {f.name: f.dataType for f in rows.schema.fields}
+    where = f"Gold table {table.name!r}: filter"
+    return kept.where(F.coalesce(condition_column(table.condition, types, where), F.lit(False)))
+
+
+def evaluate(rows: DataFrame, table: GoldTable) -> DataFrame:
+    """The gold table the declaration defines over ``rows`` (silver rows), evaluated in batch.
+
+    Columns: the group-by columns, the window's columns, the measures (``table.columns``).
+    Only windows holding at least one counted row exist; count windows only once full.
+    """
+    counted = counted_rows(rows, table)
+    kind = table.window.kind
+    if kind in ("tumbling", "hopping", "session"):
+        frame = _time_windows(counted, table)
+    elif kind == "sliding":
+        frame = _sliding_windows(counted, table)
+    else:
+        frame = _count_windows(counted, table)
+    return frame.select(*table.columns)
+
+
+def _time_windows(rows: DataFrame, table: GoldTable) -> DataFrame:
+    window, time = table.window, F.col(table.event_time)
+    if window.kind == "session":
+        assert window.gap is not None
+        bucket = F.session_window(time, window.gap)
+    else:
+        assert window.size is not None
+        bucket = F.window(time, window.size, window.slide or window.size)
     return (
-        changes.where(F.col(time_column).isNotNull())
-        .groupBy(F.window(time_column, window).alias("window"))
-        .agg(
-            F.sum(sign * F.coalesce(F.col(amount_column), F.lit(0))).alias("revenue"),
-            F.sum(sign).cast("bigint").alias("orders"),
-        )
-        .select(
-            F.col("window.start").alias("window_start"),
-            F.col("window.end").alias("window_end"),
-            "revenue",
-            "orders",
-        )
+        rows.groupBy(*table.group_by, bucket.alias(_WINDOW))
+        .agg(*(measure_column(m) for m in table.measures))
+        .withColumn(window.start_as, F.col(f"{_WINDOW}.start"))
+        .withColumn(window.end_as, F.col(f"{_WINDOW}.end"))
     )
 
 
-def sessions(events: DataFrame, user_column: str, time_column: str, gap: str) -> DataFrame:
-    """User sessions (a new one starts after ``gap`` without events) of a set of click events."""
-    return (
-        events.groupBy(
-            F.col(user_column).alias("user_id"), F.session_window(time_column, gap).alias("s")
-        )
-        .agg(
-            F.count(F.lit(1)).alias("events"),
-            F.min(time_column).alias("first_event_at"),
-            F.max(time_column).alias("last_event_at"),
-        )
-        .select(
-            "user_id",
-            F.col("s.start").alias("session_start"),
-            F.col("s.end").alias("session_end"),
-            "events",
-            (F.unix_timestamp("last_event_at") - F.unix_timestamp("first_event_at")).alias(
-                "duration_seconds"
-            ),
-        )
+def _sliding_windows(rows: DataFrame, table: GoldTable) -> DataFrame:
+    """Per group and distinct event time t: the measures over the group's rows with event time
+    in (t - lookback, t]."""
+    window = table.window
+    assert window.lookback is not None
+    lookback = duration_micros(window.lookback)
+    anchors = rows.select(
+        *(F.col(g).alias(f"_a_{g}") for g in table.group_by),
+        F.col(table.event_time).alias(_ANCHOR),
+    ).distinct()
+    event, anchor = F.unix_micros(F.col(table.event_time)), F.unix_micros(F.col(_ANCHOR))
+    joined = anchors.join(
+        rows,
+        [
+            *(F.col(f"_a_{g}").eqNullSafe(F.col(g)) for g in table.group_by),
+            event <= anchor,
+            event > anchor - F.lit(lookback),
+        ],
     )
+    return (
+        joined.groupBy(*(F.col(f"_a_{g}").alias(g) for g in table.group_by), F.col(_ANCHOR))
+        .agg(*(measure_column(m) for m in table.measures))
+        .withColumn(window.start_as, F.timestamp_micros(anchor - F.lit(lookback)))
+        .withColumn(window.end_as, F.col(_ANCHOR))
+    )
+
+
+def _count_windows(rows: DataFrame, table: GoldTable) -> DataFrame:
+    """Per group, its rows in event-time order cut into full windows of ``count`` rows."""
+    window = table.window
+    assert window.count is not None
+    tiebreak = [F.col(c) for c in COUNT_TIEBREAK if c in rows.columns]
+    order = Window.partitionBy(*table.group_by).orderBy(F.col(table.event_time), *tiebreak)
+    numbered = rows.withColumn(
+        WINDOW_INDEX, F.floor((F.row_number().over(order) - 1) / window.count).cast("bigint")
+    )
+    return (
+        numbered.groupBy(*table.group_by, WINDOW_INDEX)
+        .agg(
+            *(measure_column(m) for m in table.measures),
+            F.min(table.event_time).alias(window.start_as),
+            F.max(table.event_time).alias(window.end_as),
+            F.count(F.lit(1)).alias("_rows"),
+        )
+        .where(F.col("_rows") == window.count)
+    )
+
+
+def scope_columns(table: GoldTable) -> tuple[str, ...]:
+    """The columns of a scope: the group-by columns, and the window key for time windows."""
+    if table.window.per_group:
+        return table.group_by
+    return (*table.group_by, table.window.key_column)
+
+
+def affected(changes: DataFrame, table: GoldTable) -> DataFrame:
+    """The scope of a batch of silver change-feed rows: distinct :func:`scope_columns` values
+    of every row image (before and after each change; the filter is not applied, as an image
+    that the filter drops may have been counted before)."""
+    images = changes.where(F.col("_change_type").isin(*ROW_IMAGES))
+    if table.window.per_group:
+        # Without group-by columns the one group is the whole table: one marker row.
+        return images.select(*table.group_by or (F.lit(True).alias("_all"),)).distinct()
+    window = table.window
+    assert window.size is not None
+    bucket = F.window(F.col(table.event_time), window.size, window.slide or window.size)
+    return (
+        images.where(F.col(table.event_time).isNotNull())
+        .select(*table.group_by, bucket.getField("start").alias(window.key_column))
+        .distinct()
+    )
+
+
+def in_scope(frame: DataFrame, scope: DataFrame, columns: Sequence[str]) -> DataFrame:
+    """The rows of ``frame`` whose ``columns`` equal a row of ``scope`` (nulls equal)."""
+    if not columns:
+        return frame
+    keys = scope.select(*(F.col(c).alias(f"_scope_{c}") for c in columns))
+    same = [F.col(c).eqNullSafe(F.col(f"_scope_{c}")) for c in columns]
+    return frame.join(keys, same, "left_semi")
+
+
+def recompute(
+    silver: DataFrame, scope: DataFrame, table: GoldTable, first: object, last: object
+) -> DataFrame:
+    """The declaration's rows for the scope, from the current ``silver`` rows.
+
+    For time windows ``first``/``last`` are the earliest and latest window start in the scope
+    (only silver rows from ``first`` to the end of ``last``'s window are read); for the other
+    kinds they are ignored and the scope's groups are evaluated whole.
+    """
+    groups = in_scope(silver, scope, table.group_by)
+    if table.window.per_group:
+        return evaluate(groups, table)
+    size = table.window.size
+    assert size is not None
+    time = F.unix_micros(F.col(table.event_time))
+    start, end = F.unix_micros(F.lit(first)), F.unix_micros(F.lit(last)) + duration_micros(size)
+    nearby = groups.where((time >= start) & (time < end))
+    return in_scope(evaluate(nearby, table), scope, scope_columns(table))
+
+
+def replacement(recomputed: DataFrame, existing: DataFrame, table: GoldTable) -> DataFrame:
+    """MERGE source that makes the scope of the gold table equal ``recomputed``: its rows with
+    ``_present`` true, and the keys of ``existing`` gold rows (already limited to the scope)
+    that it no longer has, with ``_present`` false."""
+    keys = table.key
+    fresh = recomputed.select(*(F.col(k).alias(f"_new_{k}") for k in keys))
+    same = [F.col(k).eqNullSafe(F.col(f"_new_{k}")) for k in keys]
+    gone = existing.join(fresh, same, "left_anti").select(*keys).withColumn(PRESENT, F.lit(False))
+    return recomputed.withColumn(PRESENT, F.lit(True)).unionByName(gone, allowMissingColumns=True)
+
+
+def same_key(table: GoldTable, left: str = "t", right: str = "s") -> Column:
+    """Null-safe equality of the gold key columns of two aliased frames."""
+    equal = [F.col(f"{left}.{k}").eqNullSafe(F.col(f"{right}.{k}")) for k in table.key]
+    return reduce(lambda a, b: a & b, equal)

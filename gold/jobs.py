@@ -1,28 +1,42 @@
-"""Gold streaming jobs (revenue per window, exact under silver updates; user sessions) and
-the registry of the pipeline's gold jobs (:func:`gold_jobs`)."""
+"""The gold engine: one streaming query per declared gold table (:class:`GoldTable`) over
+its silver table's change feed, and the registry of the pipeline's gold jobs (:func:`gold_jobs`).
+
+Each micro-batch finds the scope its changed rows affect (see :mod:`gold.aggregates`),
+recomputes the declaration over the current silver rows of that scope and makes the gold
+table's scope equal the result in one MERGE under the batch's Delta transaction id. So after
+every committed batch the gold table equals its declaration evaluated in batch over silver,
+whatever the order, updates, deletes or split of the changes.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from functools import partial
+from typing import NamedTuple
 
 from delta.tables import DeltaTable
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
-from core.config import GoldSpec, PipelineConfig
+from core.config import PipelineConfig
 from core.delta_io import ensure_table, idempotent_dml
+from core.gold_tables import GoldTable
 from core.layout import Warehouse
 from core.streaming import Trigger, query_app_id
 from core.widening import TypeWidening
-from gold.aggregates import revenue_deltas, sessions
+from gold.aggregates import (
+    PRESENT,
+    affected,
+    evaluate,
+    in_scope,
+    recompute,
+    replacement,
+    same_key,
+    scope_columns,
+)
 from gold.schema_log import rebase_schema_log, schema_log_location
 
-REVENUE_TABLE = "revenue_per_minute"
-SESSIONS_TABLE = "user_sessions"
-REVENUE_QUERY = f"gold_{REVENUE_TABLE}"
-SESSIONS_QUERY = f"gold_{SESSIONS_TABLE}"
 #: Gold tables are small and read by BI tools: a wider type rewrites them, so every Delta
 #: reader keeps opening them.
 GOLD_WIDENING: TypeWidening = "rewrite"
@@ -52,107 +66,74 @@ def silver_changes(spark: SparkSession, path: str, checkpoint: str | None = None
     return reader.load(path)
 
 
-def start_revenue(
-    spark: SparkSession, warehouse: Warehouse, spec: GoldSpec, trigger: Trigger
+def query_name(table: GoldTable) -> str:
+    """The streaming query (and checkpoint) name of a gold table's job."""
+    return f"gold_{table.name}"
+
+
+def start_gold(
+    spark: SparkSession, warehouse: Warehouse, trigger: Trigger, table: GoldTable
 ) -> StreamingQuery:
-    """Revenue and order count per tumbling window of order event time."""
-    checkpoint = warehouse.checkpoint(REVENUE_QUERY)
-    changes = silver_changes(spark, warehouse.table("silver", spec.orders_table), checkpoint)
-    writer = (
-        changes.writeStream.queryName(REVENUE_QUERY)
-        .option("checkpointLocation", checkpoint)
-        .foreachBatch(
-            _revenue_merger(warehouse.table("gold", REVENUE_TABLE), spec, query_app_id(checkpoint))
-        )
-    )
-    return trigger.apply(writer).start()
+    """Start the job that keeps ``gold.<table.name>`` equal to its declaration over silver.
 
-
-def _revenue_merger(path: str, spec: GoldSpec, app_id: str) -> Callable[[DataFrame, int], None]:
-    def merge(batch: DataFrame, batch_id: int) -> None:
-        spark = batch.sparkSession
-        deltas = revenue_deltas(batch, spec.order_time, spec.order_amount, spec.revenue_window)
-        ensure_table(spark, path, deltas.schema, change_feed=False, widening=GOLD_WIDENING)
-        total_orders = F.col("t.orders") + F.col("s.orders")
-        with idempotent_dml(spark, app_id, batch_id):
-            (
-                DeltaTable.forPath(spark, path)
-                .alias("t")
-                .merge(deltas.alias("s"), F.col("t.window_start") == F.col("s.window_start"))
-                .whenMatchedDelete(condition=total_orders == 0)
-                .whenMatchedUpdate(
-                    set={
-                        "revenue": F.col("t.revenue") + F.col("s.revenue"),
-                        "orders": total_orders,
-                    }
-                )
-                .whenNotMatchedInsertAll(condition=F.col("s.orders") != 0)
-                .execute()
-            )
-
-    return merge
-
-
-def start_sessions(
-    spark: SparkSession, warehouse: Warehouse, spec: GoldSpec, trigger: Trigger
-) -> StreamingQuery:
-    """User sessions, rebuilt for the users whose click events arrived in each micro-batch.
-
-    A late event can merge or split a user's sessions, so the user's sessions are recomputed
-    from silver (all of that user's events) and replace the old ones; the table therefore does
-    not depend on how the events were split into micro-batches.
+    Raises:
+        ConfigError: the declaration reads a column the silver table does not have.
     """
-    checkpoint = warehouse.checkpoint(SESSIONS_QUERY)
-    clicks = warehouse.table("silver", spec.clicks_table)
+    source = warehouse.table("silver", table.source)
+    columns = spark.read.format("delta").load(source).columns
+    table.check_columns(columns)
+    evaluate(spark.read.format("delta").load(source), table)  # the filter's types, at start
+    checkpoint = warehouse.checkpoint(query_name(table))
+    maintain = _maintainer(
+        source, warehouse.table("gold", table.name), table, query_app_id(checkpoint)
+    )
     writer = (
-        silver_changes(spark, clicks, checkpoint)
-        .writeStream.queryName(SESSIONS_QUERY)
+        silver_changes(spark, source, checkpoint)
+        .writeStream.queryName(query_name(table))
         .option("checkpointLocation", checkpoint)
-        .foreachBatch(
-            _session_rebuilder(
-                clicks, warehouse.table("gold", SESSIONS_TABLE), spec, query_app_id(checkpoint)
-            )
-        )
+        .foreachBatch(maintain)
     )
     return trigger.apply(writer).start()
 
 
-def _session_rebuilder(
-    clicks_path: str, path: str, spec: GoldSpec, app_id: str
+def _maintainer(
+    source: str, path: str, table: GoldTable, app_id: str
 ) -> Callable[[DataFrame, int], None]:
-    def rebuild(batch: DataFrame, batch_id: int) -> None:
+    def maintain(batch: DataFrame, batch_id: int) -> None:
         spark = batch.sparkSession
-        users = [r[0] for r in batch.select(spec.click_user).distinct().collect()]
-        if not users:
+        silver = spark.read.format("delta").load(source)
+        touched = affected(batch, table)
+        keys = touched.collect()  # distinct (group, window) keys: as small as the change
+        scope = spark.createDataFrame(keys, touched.schema)
+        starts = [] if table.window.per_group else [k[table.window.key_column] for k in keys]
+        first, last = (min(starts), max(starts)) if starts else (None, None)
+        recomputed = recompute(silver, scope, table, first, last)
+        ensure_table(spark, path, recomputed.schema, change_feed=False, widening=GOLD_WIDENING)
+        if not keys:
             return
-        touched = F.col(spec.click_user).isin(users)
-        events = spark.read.format("delta").load(clicks_path).where(touched)
-        rebuilt = sessions(events, spec.click_user, spec.click_time, spec.session_gap)
-        rebuilt = rebuilt.localCheckpoint()
-        ensure_table(spark, path, rebuilt.schema, change_feed=False, widening=GOLD_WIDENING)
+        existing = in_scope(spark.read.format("delta").load(path), scope, scope_columns(table))
+        changes = replacement(recomputed, existing, table).localCheckpoint()
         with idempotent_dml(spark, app_id, batch_id):
-            replace_sessions(spark, path, rebuilt, users)
+            replace_windows(spark, path, changes, table)
 
-    return rebuild
+    return maintain
 
 
-def replace_sessions(spark: SparkSession, path: str, rebuilt: DataFrame, users: list[Any]) -> None:
-    """Make the sessions of ``users`` in the table exactly ``rebuilt``, in one commit.
+def replace_windows(spark: SparkSession, path: str, changes: DataFrame, table: GoldTable) -> None:
+    """Apply a :func:`gold.aggregates.replacement` to the gold table in one MERGE: rows marked
+    absent are deleted, the others replace the row of their key or are inserted.
 
     One MERGE, not a delete and an append: a replayed micro-batch must not delete what the
-    first attempt appended (a delete that matched nothing commits nothing, so its transaction
-    id would not be recorded). Applying the same sessions again changes nothing.
+    first attempt wrote, and applying the same rows again changes nothing.
     """
-    same_session = (F.col("t.user_id") == F.col("s.user_id")) & (
-        F.col("t.session_start") == F.col("s.session_start")
-    )
+    values: dict[str, str | Column] = {c: F.col(f"s.{c}") for c in table.columns}
     (
         DeltaTable.forPath(spark, path)
         .alias("t")
-        .merge(rebuilt.alias("s"), same_session)
-        .whenMatchedUpdateAll()
-        .whenNotMatchedInsertAll()
-        .whenNotMatchedBySourceDelete(condition=F.col("t.user_id").isin(users))
+        .merge(changes.alias("s"), same_key(table))
+        .whenMatchedDelete(condition=~F.col(f"s.{PRESENT}"))
+        .whenMatchedUpdate(set=values)
+        .whenNotMatchedInsert(condition=F.col(f"s.{PRESENT}"), values=values)
         .execute()
     )
 
@@ -164,15 +145,19 @@ class GoldJob(NamedTuple):
     table: str
     input: str
     what: str
-    start: Callable[[SparkSession, Warehouse, GoldSpec, Trigger], StreamingQuery]
+    start: Callable[[SparkSession, Warehouse, Trigger], StreamingQuery]
 
 
 def gold_jobs(config: PipelineConfig) -> list[GoldJob]:
-    """Every gold job of the pipeline with the silver table it reads."""
-    gold = config.gold
+    """Every gold job of the pipeline (one per declared gold table) with the silver table it
+    reads."""
     return [
         GoldJob(
-            REVENUE_QUERY, REVENUE_TABLE, gold.orders_table, "revenue per window", start_revenue
-        ),
-        GoldJob(SESSIONS_QUERY, SESSIONS_TABLE, gold.clicks_table, "user sessions", start_sessions),
+            query_name(table),
+            table.name,
+            table.source,
+            f"{table.window.kind} windows into gold.{table.name}",
+            partial(start_gold, table=table),
+        )
+        for table in config.gold_declarations
     ]

@@ -74,7 +74,7 @@ class Verification:
 
     def __str__(self) -> str:
         return "\n".join(
-            f"silver.{c.table}: {c.actual_rows} rows, expected {c.expected_rows}: "
+            f"{c.layer}.{c.table}: {c.actual_rows} rows, expected {c.expected_rows}: "
             + ("ok" if c.ok else f"{len(c.differences)} differences")
             for c in self.checks
         )

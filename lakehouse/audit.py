@@ -1,12 +1,15 @@
-"""Audit: every silver table (and SCD2 history) against the reference fold of its bronze log."""
+"""Audit: every silver table (and SCD2 history) against the reference fold of its bronze log,
+and every gold table against its declaration evaluated over silver."""
 
 from __future__ import annotations
 
 from pyspark.sql import SparkSession
 
 from core.config import PipelineConfig
+from core.delta_io import table_exists
 from core.identifiers import table_name_for_topic
 from core.layout import QUARANTINE_TABLE, Warehouse
+from gold.verify import check_gold
 from lakehouse.entities import entity_specs
 from silver.verify import TableCheck, check_history, check_table
 
@@ -16,7 +19,8 @@ def verify_warehouse(
 ) -> list[TableCheck]:
     """Check each silver entity of ``warehouse`` (and its history table for SCD type 2); an
     empty list means there was nothing to check. Records a ``drop`` expectation quarantined
-    are left out of the expected state."""
+    are left out of the expected state. Then each declared gold table whose silver source and
+    gold table exist."""
     checks = []
     quarantine = warehouse.table("silver", QUARANTINE_TABLE)
     for spec in entity_specs(spark, warehouse, config):
@@ -26,4 +30,8 @@ def verify_warehouse(
         if spec.history_name is not None:
             history = warehouse.table("silver", spec.history_name)
             checks.append(check_history(spark, bronze, history, spec, quarantine))
+    for table in config.gold_declarations:
+        silver, gold = warehouse.table("silver", table.source), warehouse.table("gold", table.name)
+        if checks and table_exists(spark, silver) and table_exists(spark, gold):
+            checks.append(check_gold(spark, silver, gold, table))
     return checks

@@ -104,7 +104,7 @@ def run_demo(
     warehouse = Warehouse.from_path(root / "warehouse")
     run_once(spark, source, warehouse, DEMO_CONFIG, progress)
     run_alerts(spark, warehouse, DEMO_CONFIG, progress)
-    progress("verifying silver against the reference fold of bronze")
+    progress("verifying silver against the reference fold of bronze, gold against its declarations")
     checks = verify_warehouse(spark, warehouse, SHOP_CONFIG)
     counts: list[tuple[str, int]] = [
         (f"{layer}.{name}", spark.read.format("delta").load(warehouse.table(layer, name)).count())

@@ -391,7 +391,7 @@ def _gold_jobs(
         wanted = inputs is None or job.input in inputs
         if wanted and job.input in silver and job.query not in running:
             progress(f"gold: {job.what} from silver.{job.input}")
-            ready.append((job.query, partial(job.start, spark, warehouse, config.gold, trigger)))
+            ready.append((job.query, partial(job.start, spark, warehouse, trigger)))
     return ready + _alert_jobs(spark, warehouse, config, trigger, progress, running, inputs)
 
 

@@ -80,11 +80,11 @@ def _condition(
     parsed = spec.condition(setting)
     if parsed is None:
         return None
-    return _condition_column(parsed, types, f"Table {spec.name!r}: {setting}", spec.format)
+    return condition_column(parsed, types, f"Table {spec.name!r}: {setting}", spec.format)
 
 
-def _condition_column(
-    condition: Condition, types: Mapping[str, DataType], where: str, table_format: str
+def condition_column(
+    condition: Condition, types: Mapping[str, DataType], where: str, table_format: str = "debezium"
 ) -> Column:
     """The Spark column for ``condition`` over columns with the given types.
 
@@ -100,9 +100,9 @@ def _condition_column(
         column = _column(condition.column, types, where, table_format)
         return column.isNotNull() if condition.negated else column.isNull()
     if isinstance(condition, Not):
-        return ~_condition_column(condition.operand, types, where, table_format)
-    left = _condition_column(condition.left, types, where, table_format)
-    right = _condition_column(condition.right, types, where, table_format)
+        return ~condition_column(condition.operand, types, where, table_format)
+    left = condition_column(condition.left, types, where, table_format)
+    right = condition_column(condition.right, types, where, table_format)
     return left & right if isinstance(condition, And) else left | right
 
 

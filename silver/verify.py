@@ -43,6 +43,8 @@ class TableCheck:
     expected_rows: int = 0
     actual_rows: int = 0
     differences: list[str] = field(default_factory=list)
+    #: The layer of the table (``gold`` checks share this report).
+    layer: str = "silver"
 
     @property
     def ok(self) -> bool:

@@ -31,7 +31,8 @@ from lakehouse.commands.common import (
 @CONFIG
 @spark_options
 def verify(warehouse: Path, config_path: Path | None, spark_mode: str, master: str) -> None:
-    """Recompute every silver table from bronze with an independent fold and compare."""
+    """Recompute every silver table from bronze with an independent fold and compare; check
+    every gold table against its declaration evaluated over silver."""
     from core.config import load_config
     from core.layout import Warehouse
     from lakehouse.audit import verify_warehouse
@@ -46,7 +47,7 @@ def verify(warehouse: Path, config_path: Path | None, spark_mode: str, master: s
     for check in checks:
         status = "ok" if check.ok else f"{len(check.differences)} differences"
         rows = f"{check.actual_rows} rows, expected {check.expected_rows}"
-        console.print(f"silver.{check.table}: {rows}: {status}")
+        console.print(f"{check.layer}.{check.table}: {rows}: {status}")
         for line in check.differences[:20]:
             console.print(f"  {line}", markup=False)
     if not all(c.ok for c in checks):

@@ -26,7 +26,6 @@ from core.config import SHOP_CONFIG, PipelineConfig, TableSpec
 from core.errors import ConfigError, TableNotFoundError
 from core.identifiers import table_name_for_topic
 from core.layout import LAYERS, Warehouse
-from gold.jobs import REVENUE_TABLE
 from lakehouse.forget import ForgetReport, forget
 from lakehouse.pipeline import run_from_bronze
 from lakehouse.replay import replay
@@ -35,6 +34,8 @@ from tests.helpers import bronze_frame, customer_change
 from tests.warehouses import assert_same_tables, copy_warehouse, incremental_warehouse, load
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
+
+REVENUE_TABLE = "revenue_per_minute"
 
 BRONZE = "shop_public_orders"
 REASON = "test: privacy request"

@@ -12,7 +12,6 @@ from pyspark.sql import SparkSession
 from core.config import SHOP_CONFIG
 from core.errors import TableNotFoundError
 from core.layout import QUARANTINE_TABLE, Warehouse
-from gold.jobs import REVENUE_TABLE, SESSIONS_TABLE
 from lakehouse import swap
 from lakehouse.pipeline import run_from_bronze
 from lakehouse.replay import replay
@@ -25,6 +24,9 @@ from tests.warehouses import (
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
+
+REVENUE_TABLE = "revenue_per_minute"
+SESSIONS_TABLE = "user_sessions"
 
 
 def query_id(warehouse: Warehouse, job: str) -> str:

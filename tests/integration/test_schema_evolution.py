@@ -27,14 +27,14 @@ from pyspark.sql import SparkSession
 
 from bronze.table import ensure_bronze_table
 from cdc.records import Record
-from core.config import GoldSpec, PipelineConfig, TableSpec
+from core.config import GoldSpec, PipelineConfig, TableSpec, shop_gold_tables
 from core.delta_io import TYPE_WIDENING_PROPERTY
 from core.errors import SchemaChangeError
 from core.identifiers import table_name_for_topic
 from core.layout import Warehouse
 from core.streaming import Trigger, run_to_end
 from core.widening import TYPE_WIDENING_MODES, TypeWidening
-from gold.jobs import REVENUE_QUERY, REVENUE_TABLE, start_revenue
+from gold.jobs import query_name, start_gold
 from lakehouse.pipeline import RunningQueries, start_ready
 from silver.job import apply_batch, entity_tables, start_silver
 from silver.verify import check_table
@@ -48,6 +48,10 @@ SPEC = TableSpec(name="orders", topic=TOPIC)
 QUARANTINING = TableSpec(name="orders", topic=TOPIC, on_incompatible_type="quarantine")
 BASE_US = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z in microseconds
 MINUTE = 60_000_000
+
+REVENUE = shop_gold_tables(GoldSpec())[0]
+REVENUE_TABLE = REVENUE.name
+REVENUE_QUERY = query_name(REVENUE)
 
 
 # --------------------------------------------------------------------------------------------
@@ -318,7 +322,7 @@ def test_widening_with_old_and_new_records_in_one_batch(lake: Lake, widening: Ty
     # The gold revenue job reads silver's change feed from the start, across the type changes:
     # each stops it once, and it continues from its checkpoint (``run --once`` does this).
     restarts: list[str] = []
-    job = partial(start_revenue, lake.spark, lake.warehouse, GoldSpec(), Trigger())
+    job = partial(start_gold, lake.spark, lake.warehouse, Trigger(), REVENUE)
     run_to_end(job, lambda query: restarts.append(str(query.name)))
     assert restarts and set(restarts) == {REVENUE_QUERY}
     gold = lake.warehouse.table("gold", REVENUE_TABLE)

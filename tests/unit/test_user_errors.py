@@ -28,7 +28,14 @@ def config_file(tmp_path: Path, content: bytes) -> Path:
         (b'[[tables]]\nname = "caf\xe9"\ntopic = "t"\n', r"is not UTF-8 text \(byte 22\)"),
         (b"tables = 5\n", r"^'tables' must be a list of tables: write each as a \[\[tables\]\]"),
         (b"tables = [5]\n", r"^'tables' must be a list of tables"),
-        (b"gold = 5\n", r"^'gold' must be a table: write \[gold\]"),
+        (
+            b"gold = 5\n",
+            r"^'gold' must be \[\[gold\]\] entries \(one per gold table\) or the older",
+        ),
+        (
+            b"gold = [5]\n",
+            r"^'gold' must be a list of tables: write each gold table as a \[\[gold\]\]",
+        ),
         (b"maintenance = 5\n", r"^'maintenance' must be a table"),
         (b"x = " + b"[" * 5000 + b"]" * 5000 + b"\n", r"(too deeply|not valid TOML)"),
         (
@@ -36,7 +43,16 @@ def config_file(tmp_path: Path, content: bytes) -> Path:
             r"^Each topic can have one \[\[tables\]\] entry; repeated: t\. Merge",
         ),
     ],
-    ids=["not-utf8", "tables-int", "tables-item", "gold-int", "maintenance-int", "deep", "topic"],
+    ids=[
+        "not-utf8",
+        "tables-int",
+        "tables-item",
+        "gold-int",
+        "gold-item",
+        "maintenance-int",
+        "deep",
+        "topic",
+    ],
 )
 def test_config_file_errors_are_one_line(tmp_path: Path, content: bytes, message: str) -> None:
     with pytest.raises(ConfigError, match=message) as raised:

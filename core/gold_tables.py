@@ -1,0 +1,354 @@
+"""Declared gold tables: a windowed aggregate over one silver table, as data.
+
+A :class:`GoldTable` names its silver source, the event-time column, a :class:`Window`, the
+group-by columns, the :class:`Measure` s and an optional filter in the safe condition grammar
+(:mod:`core.conditions`, never SQL text). The same declaration comes from a ``[[gold]]`` entry
+of the pipeline TOML (:func:`gold_table_from`) or from Python. Every mistake found at load
+raises one :class:`~core.errors.ConfigError` naming it and the fix; columns are checked
+against the source's schema once it is known (:meth:`GoldTable.check_columns`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from core.conditions import Condition, condition_columns, parse_condition
+from core.errors import ConfigError
+from core.identifiers import require_identifier
+
+WindowKind = Literal["tumbling", "hopping", "session", "sliding", "count"]
+WINDOW_KINDS: tuple[WindowKind, ...] = ("tumbling", "hopping", "session", "sliding", "count")
+#: The window settings each kind needs (all others must be left out).
+WINDOW_SETTINGS: Mapping[str, tuple[str, ...]] = {
+    "tumbling": ("size",),
+    "hopping": ("size", "slide"),
+    "session": ("gap",),
+    "sliding": ("lookback",),
+    "count": ("count",),
+}
+MeasureFn = Literal[
+    "count", "sum", "avg", "min", "max", "count_distinct", "approx_percentile", "span_seconds"
+]
+MEASURE_FNS: tuple[MeasureFn, ...] = (
+    "count",
+    "sum",
+    "avg",
+    "min",
+    "max",
+    "count_distinct",
+    "approx_percentile",
+    "span_seconds",
+)
+#: The columns a gold table has besides its group-by columns and measures.
+WINDOW_INDEX = "window_index"
+
+_DURATION_UNITS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
+
+
+def require_duration(text: object, what: str = "duration") -> str:
+    """``text`` if it reads ``'<number> <unit>'`` (a whole number above 0; second, minute,
+    hour or day, singular or plural).
+
+    Raises:
+        ConfigError: anything else, with the expected form.
+    """
+    amount, _, unit = str(text).partition(" ")
+    if (
+        not isinstance(text, str)
+        or not amount.isdigit()
+        or int(amount) == 0
+        or unit.rstrip("s") not in _DURATION_UNITS
+    ):
+        raise ConfigError(
+            f"Invalid {what} {text!r}: write '<number> <unit>' with a whole number above 0 "
+            f"and unit one of {', '.join(_DURATION_UNITS)} (e.g. '10 minutes')."
+        )
+    return text
+
+
+def duration_micros(text: str) -> int:
+    """Microseconds of a duration checked by :func:`require_duration`."""
+    amount, _, unit = require_duration(text).partition(" ")
+    return int(amount) * _DURATION_UNITS[unit.rstrip("s")] * 1_000_000
+
+
+@dataclass(frozen=True)
+class Window:
+    """An event-time window: ``tumbling`` (size), ``hopping`` (size, slide), ``session``
+    (gap: a group's session ends after that long without an event), ``sliding`` (lookback:
+    for each event time of a group, the events of the lookback before it) or ``count`` (every
+    ``count`` events of a group in event-time order). ``start_as``/``end_as`` name the
+    columns that hold the window's bounds."""
+
+    kind: WindowKind
+    size: str | None = None
+    slide: str | None = None
+    gap: str | None = None
+    lookback: str | None = None
+    count: int | None = None
+    start_as: str = "window_start"
+    end_as: str = "window_end"
+
+    def __post_init__(self) -> None:
+        if self.kind not in WINDOW_KINDS:
+            raise ConfigError(
+                f"Unknown window kind {self.kind!r}. Must be one of {', '.join(WINDOW_KINDS)}."
+            )
+        needed = WINDOW_SETTINGS[self.kind]
+        for setting in ("size", "slide", "gap", "lookback", "count"):
+            value = getattr(self, setting)
+            if setting in needed and value is None:
+                raise ConfigError(
+                    f"A {self.kind} window needs {' and '.join(needed)}: add "
+                    f"{setting} = {'100' if setting == 'count' else repr('10 minutes')}."
+                )
+            if setting not in needed and value is not None:
+                raise ConfigError(
+                    f"A {self.kind} window takes {' and '.join(needed)}, not {setting}: "
+                    f"remove {setting}."
+                )
+        for setting in ("size", "slide", "gap", "lookback"):
+            value = getattr(self, setting)
+            if value is not None:
+                require_duration(value, f"window {setting}")
+        if self.kind == "count" and (
+            isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 1
+        ):
+            raise ConfigError(
+                f"Invalid window count {self.count!r}: use a whole number of events, 1 or more."
+            )
+        if self.kind == "hopping":
+            assert self.size is not None and self.slide is not None
+            if duration_micros(self.slide) > duration_micros(self.size):
+                raise ConfigError(
+                    f"A hopping window's slide ({self.slide}) must not exceed its size "
+                    f"({self.size}); use a tumbling window for gaps between windows."
+                )
+        require_identifier(self.start_as, "window column name (start_as)")
+        require_identifier(self.end_as, "window column name (end_as)")
+        if self.start_as == self.end_as:
+            raise ConfigError(f"start_as and end_as are both {self.start_as!r}: pick two names.")
+
+    @property
+    def per_group(self) -> bool:
+        """Whether a change can move every window of its group (session, sliding, count), so
+        the group is recomputed whole; else only the windows holding the change's time."""
+        return self.kind in ("session", "sliding", "count")
+
+    @property
+    def key_column(self) -> str:
+        """The column that, with the group-by columns, identifies a row of the gold table."""
+        if self.kind == "count":
+            return WINDOW_INDEX
+        return self.end_as if self.kind == "sliding" else self.start_as
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The window's columns in the gold table."""
+        bounds = (self.start_as, self.end_as)
+        return (WINDOW_INDEX, *bounds) if self.kind == "count" else bounds
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One aggregate column: ``name`` = ``fn(column)``. ``count`` without a column counts
+    rows; ``approx_percentile`` takes ``percentile`` (0 to 1, default 0.5); ``span_seconds``
+    is the whole seconds between the earliest and latest value of a timestamp column."""
+
+    name: str
+    fn: MeasureFn
+    column: str | None = None
+    percentile: float | None = None
+
+    def __post_init__(self) -> None:
+        require_identifier(self.name, "measure name")
+        if self.fn not in MEASURE_FNS:
+            raise ConfigError(
+                f"Unknown measure function {self.fn!r} for measure {self.name!r}. "
+                f"Must be one of {', '.join(MEASURE_FNS)}."
+            )
+        if self.column is None and self.fn != "count":
+            raise ConfigError(
+                f'Measure {self.name!r} ({self.fn}) needs a column: add column = "...".'
+            )
+        if self.column is not None:
+            require_identifier(self.column, f"column of measure {self.name!r}")
+        if self.fn != "approx_percentile" and self.percentile is not None:
+            raise ConfigError(
+                f"Measure {self.name!r}: percentile only applies to approx_percentile; remove it."
+            )
+        if self.fn == "approx_percentile":
+            value = self.percentile
+            if value is None:
+                object.__setattr__(self, "percentile", 0.5)
+            elif (
+                isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1
+            ):
+                raise ConfigError(
+                    f"Invalid percentile {value!r} for measure {self.name!r}: use a number "
+                    "from 0 to 1 (0.5 is the median)."
+                )
+
+
+@dataclass(frozen=True)
+class GoldTable:
+    """One declared gold table (``gold.<name>``): ``measures`` of the ``source`` silver table's
+    rows (those matching ``filter``, with an ``event_time``) per ``group_by`` values and
+    ``window``. ``watermark_delay`` is how far behind the newest event time a window counts as
+    settled (recorded with the declaration; finality marks are not computed yet)."""
+
+    name: str
+    source: str
+    event_time: str
+    window: Window
+    measures: tuple[Measure, ...]
+    group_by: tuple[str, ...] = ()
+    filter: str | None = None
+    watermark_delay: str = "10 minutes"
+    condition: Condition | None = field(default=None, init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        require_identifier(self.name, "gold table name")
+        where = f"gold table {self.name!r}"
+        require_identifier(self.source, f"source of {where}")
+        require_identifier(self.event_time, f"event_time of {where}")
+        object.__setattr__(self, "group_by", tuple(self.group_by))
+        object.__setattr__(self, "measures", tuple(self.measures))
+        for column in self.group_by:
+            require_identifier(column, f"group_by column of {where}")
+        if not self.measures:
+            raise ConfigError(
+                f"Gold table {self.name!r} has no measures: add at least one, e.g. "
+                '{ name = "events", fn = "count" }.'
+            )
+        require_duration(self.watermark_delay, f"watermark_delay of {where}")
+        outputs = [*self.group_by, *self.window.columns, *(m.name for m in self.measures)]
+        repeated = sorted({name for name in outputs if outputs.count(name) > 1})
+        if repeated:
+            raise ConfigError(
+                f"Gold table {self.name!r} would have the column(s) {', '.join(repeated)} "
+                "twice (group_by, window columns and measure names share one table): rename "
+                "the measure or set the window's start_as/end_as."
+            )
+        if self.filter is not None:
+            condition = parse_condition(self.filter, f"filter of {where}")
+            object.__setattr__(self, "condition", condition)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The gold table's columns, in order."""
+        return (*self.group_by, *self.window.columns, *(m.name for m in self.measures))
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        """The columns that identify one row of the gold table."""
+        return (*self.group_by, self.window.key_column)
+
+    @property
+    def source_columns(self) -> tuple[str, ...]:
+        """Every source column the declaration reads."""
+        read = [self.event_time, *self.group_by]
+        read += [m.column for m in self.measures if m.column is not None]
+        if self.condition is not None:
+            read += condition_columns(self.condition)
+        return tuple(dict.fromkeys(read))
+
+    def check_columns(self, available: Collection[str]) -> None:
+        """Raise ConfigError naming the first column the declaration reads that the source
+        lacks (``available``: the source's columns)."""
+        for column in self.source_columns:
+            if column not in available:
+                raise ConfigError(
+                    f"Gold table {self.name!r} reads column {column!r}, which silver."
+                    f"{self.source} does not have. Columns: {', '.join(sorted(available))}."
+                )
+
+
+_GOLD_KEYS = {
+    "name",
+    "source",
+    "event_time",
+    "window",
+    "group_by",
+    "measures",
+    "filter",
+    "watermark_delay",
+}
+_WINDOW_KEYS = {"kind", "size", "slide", "gap", "lookback", "count", "start_as", "end_as"}
+_MEASURE_KEYS = {"name", "fn", "column", "percentile"}
+
+
+def gold_table_from(entry: Mapping[str, Any]) -> GoldTable:
+    """The declaration of one ``[[gold]]`` TOML entry (a mapping of plain values).
+
+    Raises:
+        ConfigError: a missing, unknown or invalid setting.
+    """
+    where = f"[[gold]] {entry.get('name', '')!r}".replace(" ''", "")
+    _known(entry, _GOLD_KEYS, where)
+    for required in ("name", "source", "event_time", "window", "measures"):
+        if required not in entry:
+            raise ConfigError(
+                f"{where} needs {required!r}; a gold table names name, source, event_time, "
+                "window and measures (group_by, filter, watermark_delay are optional)."
+            )
+    window = entry["window"]
+    if not isinstance(window, Mapping):
+        raise ConfigError(
+            f"'window' of {where} must be a table, e.g. "
+            'window = { kind = "tumbling", size = "1 minute" }.'
+        )
+    _known(window, _WINDOW_KEYS, f"the window of {where}")
+    if "kind" not in window:
+        raise ConfigError(f"The window of {where} needs a kind: one of {', '.join(WINDOW_KINDS)}.")
+    measures = entry["measures"]
+    if not isinstance(measures, list) or not all(isinstance(m, Mapping) for m in measures):
+        raise ConfigError(
+            f"'measures' of {where} must be a list of tables, e.g. "
+            'measures = [{ name = "revenue", fn = "sum", column = "total" }].'
+        )
+    for measure in measures:
+        _known(measure, _MEASURE_KEYS, f"a measure of {where}")
+        if "name" not in measure or "fn" not in measure:
+            raise ConfigError(f"Each measure of {where} needs name and fn (and most a column).")
+    group_by = entry.get("group_by", [])
+    if not isinstance(group_by, list) or not all(isinstance(c, str) for c in group_by):
+        raise ConfigError(f"'group_by' of {where} must be a list of column names.")
+    return GoldTable(
+        name=_text(entry, "name", where),
+        source=_text(entry, "source", where),
+        event_time=_text(entry, "event_time", where),
+        window=Window(**dict(window)),
+        measures=tuple(Measure(**dict(m)) for m in measures),
+        group_by=tuple(group_by),
+        filter=_text(entry, "filter", where) if "filter" in entry else None,
+        watermark_delay=_text(entry, "watermark_delay", where)
+        if "watermark_delay" in entry
+        else "10 minutes",
+    )
+
+
+def check_gold_tables(tables: Sequence[GoldTable]) -> None:
+    """Raise ConfigError if two declarations share a name."""
+    names = [table.name for table in tables]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ConfigError(f"Gold table names must be unique; repeated: {', '.join(repeated)}.")
+
+
+def _text(entry: Mapping[str, Any], setting: str, where: str) -> str:
+    value = entry[setting]
+    if not isinstance(value, str):
+        raise ConfigError(f"Setting {setting!r} in {where} must be a string, not {value!r}.")
+    return value
+
+
+def _known(settings: Mapping[str, Any], allowed: set[str], where: str) -> None:
+    unknown = sorted(set(settings) - allowed)
+    if unknown:
+        raise ConfigError(
+            f"Unknown setting(s) {', '.join(unknown)} in {where}. "
+            f"Allowed: {', '.join(sorted(allowed))}."
+        )

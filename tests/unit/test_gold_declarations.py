@@ -1,0 +1,205 @@
+"""Gold declarations: ``[[gold]]`` entries and the Python dataclasses, validated at load."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from core.config import SHOP_CONFIG, GoldSpec, load_config
+from core.errors import ConfigError
+from core.gold_tables import GoldTable, Measure, Window
+from tests.cli import run_cli
+
+pytestmark = pytest.mark.unit
+
+ENTRY = """
+[[gold]]
+name = "spend"
+source = "orders"
+event_time = "created_at"
+group_by = ["customer_id"]
+window = {{ {window} }}
+measures = [{measures}]
+{extra}
+"""
+GOOD_WINDOW = 'kind = "tumbling", size = "1 hour"'
+GOOD_MEASURES = (
+    '{ name = "revenue", fn = "sum", column = "total" }, { name = "orders", fn = "count" }'
+)
+
+
+def toml(
+    tmp_path: Path, window: str = GOOD_WINDOW, measures: str = GOOD_MEASURES, extra: str = ""
+) -> Path:
+    path = tmp_path / "pipeline.toml"
+    path.write_text(ENTRY.format(window=window, measures=measures, extra=extra), encoding="utf-8")
+    return path
+
+
+def test_a_gold_entry_is_the_same_declaration_as_from_python(tmp_path: Path) -> None:
+    config = load_config(
+        toml(tmp_path, extra='filter = "status <> \'cancelled\'"\nwatermark_delay = "5 minutes"')
+    )
+    assert config.gold_declarations == (
+        GoldTable(
+            name="spend",
+            source="orders",
+            event_time="created_at",
+            window=Window("tumbling", size="1 hour"),
+            measures=(Measure("revenue", "sum", "total"), Measure("orders", "count")),
+            group_by=("customer_id",),
+            filter="status <> 'cancelled'",
+            watermark_delay="5 minutes",
+        ),
+    )
+    assert config.gold_declarations[0].key == ("customer_id", "window_start")
+
+
+def test_every_window_kind_loads(tmp_path: Path) -> None:
+    for window in (
+        'kind = "hopping", size = "1 hour", slide = "10 minutes"',
+        'kind = "session", gap = "30 minutes"',
+        'kind = "sliding", lookback = "1 hour"',
+        'kind = "count", count = 10',
+    ):
+        (table,) = load_config(toml(tmp_path, window=window)).gold_declarations
+        assert table.window.kind in window
+
+
+def test_the_older_gold_table_still_declares_the_shop_tables(tmp_path: Path) -> None:
+    path = tmp_path / "old.toml"
+    path.write_text('[gold]\nsession_gap = "5 minutes"\n', encoding="utf-8")
+    tables = {t.name: t for t in load_config(path).gold_declarations}
+    assert set(tables) == {"revenue_per_minute", "user_sessions"}
+    assert tables["user_sessions"].window == Window(
+        "session", gap="5 minutes", start_as="session_start", end_as="session_end"
+    )
+    assert [t.name for t in SHOP_CONFIG.gold_declarations] == list(tables)
+    assert GoldSpec().session_gap == "30 minutes"
+
+
+@pytest.mark.parametrize(
+    ("window", "measures", "extra", "message"),
+    [
+        (
+            GOOD_WINDOW,
+            '{ name = "m", fn = "median", column = "total" }',
+            "",
+            r"Unknown measure function 'median' for measure 'm'\. Must be one of count, sum, avg",
+        ),
+        (
+            'kind = "tumbling"',
+            GOOD_MEASURES,
+            "",
+            r"A tumbling window needs size: add size = '10 minutes'",
+        ),
+        (
+            'kind = "hopping", size = "1 hour"',
+            GOOD_MEASURES,
+            "",
+            r"A hopping window needs size and slide",
+        ),
+        (
+            'kind = "session", gap = "5 minutes", size = "1 hour"',
+            GOOD_MEASURES,
+            "",
+            r"A session window takes gap, not size: remove size",
+        ),
+        (
+            'kind = "weekly"',
+            GOOD_MEASURES,
+            "",
+            r"Unknown window kind 'weekly'\. Must be one of tumbling",
+        ),
+        ('kind = "count", count = 0', GOOD_MEASURES, "", r"Invalid window count 0"),
+        (
+            'kind = "hopping", size = "5 minutes", slide = "1 hour"',
+            GOOD_MEASURES,
+            "",
+            r"slide \(1 hour\) must not exceed its size",
+        ),
+        (
+            'kind = "tumbling", size = "1 fortnight"',
+            GOOD_MEASURES,
+            "",
+            r"Invalid window size '1 fortnight'",
+        ),
+        (GOOD_WINDOW, '{ name = "m", fn = "sum" }', "", r"Measure 'm' \(sum\) needs a column"),
+        (
+            GOOD_WINDOW,
+            '{ name = "total; DROP", fn = "count" }',
+            "",
+            r"Invalid measure name 'total; DROP'",
+        ),
+        (
+            GOOD_WINDOW,
+            '{ name = "p", fn = "approx_percentile", column = "total", percentile = 2 }',
+            "",
+            r"Invalid percentile 2 for measure 'p'",
+        ),
+        (
+            GOOD_WINDOW,
+            '{ name = "window_start", fn = "count" }',
+            "",
+            r"would have the column\(s\) window_start twice",
+        ),
+        (
+            GOOD_WINDOW,
+            GOOD_MEASURES,
+            'filter = "total > 5"',
+            r"Unsupported condition 'total > 5' for filter of gold table 'spend'",
+        ),
+        (
+            GOOD_WINDOW,
+            GOOD_MEASURES,
+            'colour = "red"',
+            r"Unknown setting\(s\) colour in \[\[gold\]\] 'spend'",
+        ),
+        (GOOD_WINDOW, "", "", r"Gold table 'spend' has no measures"),
+    ],
+)
+def test_one_clear_error_per_mistake(
+    tmp_path: Path, window: str, measures: str, extra: str, message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_config(toml(tmp_path, window, measures, extra))
+
+
+def test_unknown_column_is_named_once_the_source_schema_is_known() -> None:
+    (table,) = (
+        GoldTable(
+            "spend",
+            "orders",
+            "created_at",
+            Window("sliding", lookback="1 hour"),
+            (Measure("revenue", "sum", "totl"),),
+            group_by=("customer_id",),
+        ),
+    )
+    table.check_columns(["customer_id", "created_at", "totl"])
+    with pytest.raises(ConfigError) as raised:
+        table.check_columns(["customer_id", "created_at", "total"])
+    assert str(raised.value) == (
+        "Gold table 'spend' reads column 'totl', which silver.orders does not have. "
+        "Columns: created_at, customer_id, total."
+    )
+
+
+def test_a_bad_declaration_is_one_error_line(tmp_path: Path) -> None:
+    config = toml(tmp_path, window='kind = "tumbling"')
+    (tmp_path / "source").mkdir()
+    result = run_cli(
+        "run",
+        "--source",
+        f"files:{tmp_path / 'source'}",
+        "--warehouse",
+        tmp_path / "wh",
+        "--once",
+        "--config",
+        config,
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert errors == ["error: A tumbling window needs size: add size = '10 minutes'."], errors
