@@ -43,7 +43,7 @@ def serve(
     port: int,
     allow_writes: bool,
     spark_mode: str,
-    master: str,
+    master: str | None,
 ) -> None:
     """Serve the warehouse's tables to JDBC/ODBC clients and BI tools (HiveServer2 protocol,
     URL jdbc:hive2://HOST:PORT/default), read-only unless --allow-writes; stops on SIGTERM
