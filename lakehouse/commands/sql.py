@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from lakehouse.commands.common import (
+    CONFIG,
     EXISTING_WAREHOUSE,
     errors,
     print_table,
@@ -26,6 +27,7 @@ from lakehouse.commands.results import (
 
 @click.command()
 @EXISTING_WAREHOUSE
+@CONFIG
 @click.option(
     "--limit",
     default=100,
@@ -49,6 +51,7 @@ from lakehouse.commands.results import (
 @spark_options
 def sql(
     warehouse: Path,
+    config_path: Path | None,
     limit: int,
     output: Format | None,
     allow_writes: bool,
@@ -60,21 +63,25 @@ def sql(
 
     Read-only unless --allow-writes: SELECT, SHOW, DESCRIBE and EXPLAIN run, nothing that
     changes a table, and no file is read by path. Bronze never changes here, not even with
-    --allow-writes: use `lakehouse forget` and `lakehouse maintain`.
+    --allow-writes: use `lakehouse forget` and `lakehouse maintain`. With --config, the tables
+    have the names its [catalog] gives them.
     """
     from core.catalog import run_sql
+    from core.config import load_config
     from core.layout import Warehouse
     from lakehouse.sql_guard import check
     from lakehouse.sql_session import as_checked, spark_errors
 
-    check(statement, allow_writes=allow_writes)  # before Spark starts: a refusal is quick
+    names = load_config(config_path).catalog
+    # Before Spark starts: a refusal is quick.
+    check(statement, allow_writes=allow_writes, protected={names.schema("bronze")})
     output = output or ("table" if sys.stdout.isatty() else "csv")
     with (
         spark_session(spark_mode, master) as spark,
         as_checked(spark, allow_writes),
         spark_errors(),
     ):
-        frame = run_sql(spark, Warehouse.from_path(warehouse), statement)
+        frame = run_sql(spark, Warehouse.from_path(warehouse), statement, names)
         check_columns(output, frame.columns)
         rows = [tuple(row) for row in (frame.limit(limit + 1) if limit else frame).collect()]
     if limit and len(rows) > limit:

@@ -107,6 +107,25 @@ def test_sql_reads_by_default_and_never_changes_bronze(spark: SparkSession, tmp_
         assert [r.note for r in notes] == [None, "changed", "y"]
         assert version(spark, bronze) == versions[0]
         assert spark.catalog.tableExists(BRONZE)
+
+        # With --config, tables have the names its [catalog] gives; its bronze stays protected.
+        config = tmp_path / "names.toml"
+        config.write_text('[catalog]\nschema_prefix = "probe_"\n', encoding="utf-8")
+        named = run_cli(
+            "sql", "--warehouse", tmp_path, "--config", config, f"SELECT id FROM probe_{GOLD}"
+        )
+        assert named.returncode == 0 and named.stdout == "id\n1\n2\n3\n", named
+        kept = run_cli(
+            "sql",
+            "--warehouse",
+            tmp_path,
+            "--config",
+            config,
+            "--allow-writes",
+            f"DELETE FROM probe_{BRONZE}",
+        )
+        assert kept.returncode == 2 and "never changes bronze" in kept.stderr, kept
+        assert version(spark, bronze) == versions[0]
     finally:
-        spark.sql(f"DROP TABLE IF EXISTS {BRONZE}")
-        spark.sql(f"DROP TABLE IF EXISTS {GOLD}")
+        for name in (BRONZE, GOLD, f"probe_{BRONZE}", f"probe_{GOLD}"):
+            spark.sql(f"DROP TABLE IF EXISTS {name}")
