@@ -22,10 +22,10 @@ from core.config import PipelineConfig
 from core.delta_io import ensure_table, idempotent_dml, table_exists
 from core.errors import ConfigError, TableNotFoundError
 from core.layout import Warehouse
-from core.streaming import Trigger, query_app_id
+from core.streaming import Trigger
 from gold.aggregates import ADDS
 from gold.baseline import alert_rows, fit_baseline, scored, with_baseline
-from gold.jobs import GOLD_WIDENING, silver_changes
+from gold.jobs import GOLD_WIDENING, start_on_changes
 
 ALERTS_TABLE = "alerts"
 
@@ -131,15 +131,14 @@ def start_alerts(
     baseline in force when its micro-batch runs, and MERGE the alerts into ``gold.alerts``
     (idempotent per micro-batch: a replayed batch commits nothing twice)."""
     source_rows(spark, warehouse, spec)
-    query = f"gold_alerts_{spec.name}"
-    checkpoint = warehouse.checkpoint(query)
-    changes = silver_changes(spark, warehouse.table("silver", spec.source), checkpoint)
-    writer = (
-        changes.writeStream.queryName(query)
-        .option("checkpointLocation", checkpoint)
-        .foreachBatch(_alerter(warehouse, spec, query_app_id(checkpoint)))
+    return start_on_changes(
+        spark,
+        warehouse,
+        f"gold_alerts_{spec.name}",
+        warehouse.table("silver", spec.source),
+        trigger,
+        lambda app_id: _alerter(warehouse, spec, app_id),
     )
-    return trigger.apply(writer).start()
 
 
 def _alerter(

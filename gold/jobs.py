@@ -83,15 +83,33 @@ def start_gold(
     columns = spark.read.format("delta").load(source).columns
     table.check_columns(columns)
     evaluate(spark.read.format("delta").load(source), table)  # the filter's types, at start
-    checkpoint = warehouse.checkpoint(query_name(table))
-    maintain = _maintainer(
-        source, warehouse.table("gold", table.name), table, query_app_id(checkpoint)
+    gold = warehouse.table("gold", table.name)
+    return start_on_changes(
+        spark,
+        warehouse,
+        query_name(table),
+        source,
+        trigger,
+        lambda app_id: _maintainer(source, gold, table, app_id),
     )
+
+
+def start_on_changes(
+    spark: SparkSession,
+    warehouse: Warehouse,
+    query: str,
+    source: str,
+    trigger: Trigger,
+    batch_function: Callable[[str], Callable[[DataFrame, int], None]],
+) -> StreamingQuery:
+    """Start streaming query ``query`` over the change feed of the silver table at
+    ``source``; ``batch_function(app_id)`` (the query's idempotency id) handles each batch."""
+    checkpoint = warehouse.checkpoint(query)
     writer = (
         silver_changes(spark, source, checkpoint)
-        .writeStream.queryName(query_name(table))
+        .writeStream.queryName(query)
         .option("checkpointLocation", checkpoint)
-        .foreachBatch(maintain)
+        .foreachBatch(batch_function(query_app_id(checkpoint)))
     )
     return trigger.apply(writer).start()
 
