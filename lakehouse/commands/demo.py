@@ -90,7 +90,11 @@ def demo(
     console.print(f"quarantined records: {summary.quarantined}")
     if summary.quality_rows:
         print_table("Quality (system.quality)", summary.quality_columns, summary.quality_rows)
-    verdict = "silver equals the reference fold of bronze" if summary.verified else "DIFFERENCES"
+    verdict = (
+        "silver equals the reference fold of bronze, gold its declarations"
+        if summary.verified
+        else "DIFFERENCES"
+    )
     console.print(f"verify: {verdict}")
     console.print(f"[bold]{summary.query}[/bold]")
     print_table("gold result", summary.result_columns, summary.result_rows)
