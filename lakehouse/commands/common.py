@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -114,20 +115,59 @@ def print_table(title: str | None, columns: list[str], rows: list[list[Any]]) ->
     console.print(table)
 
 
+class RunningStep:
+    """On a terminal, the step a long command is in, live below its lines: a spinner, the
+    step, a moving bar and the time it has taken so far (gone when the command ends)."""
+
+    def __init__(self) -> None:
+        self._bar: Progress | None = None
+
+    def show(self, message: str) -> None:
+        if not console.is_terminal:
+            return
+        if self._bar is None:
+            self._bar = Progress(
+                SpinnerColumn(),
+                TextColumn("{task.description}"),
+                BarColumn(),
+                TimeElapsedColumn(),
+                console=console,
+                transient=True,
+            )
+            self._bar.start()
+        for task in self._bar.task_ids:
+            self._bar.remove_task(task)
+        self._bar.add_task(Text(message).plain, total=None)
+
+    def stop(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+
+running_step = RunningStep()
+
+
 def progress(message: str) -> None:
-    """A progress line of a long job (``- layer: what``)."""
+    """A progress line of a long job (``- layer: what``), and the running step on a terminal."""
     console.print(f"[dim]- {message}[/dim]")
+    running_step.show(message)
 
 
 @contextmanager
 def spark_session(spark_mode: str, master: str | None) -> Iterator[SparkSession]:
-    """The session a command runs in (see :func:`core.spark.get_spark`)."""
+    """The session a command runs in (see :func:`core.spark.get_spark`); the running step
+    shown by :func:`progress` ends with it."""
     from core.spark import get_spark
 
+    running_step.stop()
     with console.status("starting Spark"):
         spark = get_spark(mode=spark_mode, master=master)  # type: ignore[arg-type]
     spark.sparkContext.setLogLevel("ERROR")
-    yield spark
+    try:
+        yield spark
+    finally:
+        running_step.stop()
 
 
 def first_line(text: str) -> str:
