@@ -234,6 +234,11 @@ class GoldTable:
                 f"Gold table {self.name!r} has no measures: add at least one, e.g. "
                 '{ name = "events", fn = "count" }.'
             )
+        if isinstance(self.watermark_delay, str) and self.watermark_delay.startswith("-"):
+            raise ConfigError(
+                f"watermark_delay of {where} is negative ({self.watermark_delay!r}): it is how "
+                "far the watermark trails the newest event time; write e.g. '10 minutes'."
+            )
         require_duration(self.watermark_delay, f"watermark_delay of {where}")
         outputs = [*self.group_by, *self.window.columns, *(m.name for m in self.measures)]
         repeated = sorted({name for name in outputs if outputs.count(name) > 1})
