@@ -185,8 +185,8 @@ def _maintainer(
             outside = out_of_scope(gold, scope, scope_columns(table), bool(keys))
             finals = newly_final(outside, table, watermark, batch_time)
             changes = changes.unionByName(finals.withColumn(PRESENT, F.lit(True)))
-        changes = changes.localCheckpoint()
-        if keys or watermark != watermark_of(before, table):
+        if keys or watermark != previous:
+            changes = changes.localCheckpoint()
             with idempotent_dml(spark, app_id, batch_id):
                 replace_windows(spark, paths.gold, changes, table)
         if seen is not None and seen != before:
