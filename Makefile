@@ -49,6 +49,7 @@ unit: venv
 
 bench: venv
 	$(BIN)/python -m benchmarks.bench $(BENCH_ARGS)
+	$(BIN)/python -m benchmarks.gold_bench $(GOLD_BENCH_ARGS)
 
 # Headless Chromium (Debian package) for the test that opens the GX Data Docs; installed with
 # apt-get where missing; where apt-get is unavailable it says so and that test is skipped.

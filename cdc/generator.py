@@ -81,6 +81,10 @@ _NORM_ORDERS = 3
 _PRICE_BAND = 12
 #: Mixed into the seed of the anomaly injection's own random stream.
 _ANOMALY_SEED = 0x5EED_A110
+#: Mixed into the seed of the late clicks' own random stream.
+_LATE_SEED = 0x1A7E_C11C
+#: A late click is stamped this many ms (uniformly drawn) before it is sent.
+LATE_CLICK_MS = (50 * 60_000, 120 * 60_000)
 _SESSION_EVENTS = 25  # mean clickstream events per session
 _MAX_FETCH = 64  # most records a consumer takes from one partition in a row
 
@@ -130,6 +134,10 @@ class WorkloadConfig:
     #: median order), 0..0.5;
     #: see :func:`generate_workload` for what else changes when it is above 0.
     anomaly_rate: float = 0.0
+    #: Share of clickstream events sent late on purpose, 0..0.5: stamped 50 to 120 minutes
+    #: before they are sent (a device that uploads clicks it buffered offline), so they land
+    #: in gold windows the watermark has already closed (``gold.late_events``).
+    late_rate: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("events", "seed", "partitions", "start_ms"):
@@ -145,6 +153,7 @@ class WorkloadConfig:
         _check_rate("malformed_rate", self.malformed_rate, 1.0)
         _check_rate("duplicate_rate", self.duplicate_rate, 0.5)
         _check_rate("anomaly_rate", self.anomaly_rate, 0.5)
+        _check_rate("late_rate", self.late_rate, 0.5)
         if not isinstance(self.server, str) or not _TOPIC_CHARS.fullmatch(self.server):
             raise ConfigError(
                 f"server must be a Kafka topic prefix (letters, digits, '.', '_', '-'), "
@@ -453,6 +462,9 @@ class _Shop:
         self.anomaly_rate = config.anomaly_rate
         self.anomaly_rng = random.Random(config.seed ^ _ANOMALY_SEED)
         self.anomalies: list[int] = []
+        # Late clicks (their own random stream too).
+        self.late_rate = config.late_rate
+        self.late_rng = random.Random(config.seed ^ _LATE_SEED)
         self.order_totals: dict[int, list[int]] = {}
         self.by_price = sorted(self.products, key=lambda product: product[1])
         self.view_pages = [
@@ -1169,6 +1181,8 @@ class _Shop:
             lateness = rng.between(2_000, 30_000)
         else:
             lateness = rng.between(30_000, 300_000)
+        if self.late_rate and self.late_rng.random() < self.late_rate:
+            lateness = self.late_rng.randint(*LATE_CLICK_MS)
         bits = rng.getrandbits(128)
         hex_ = f"{bits:032x}"
         variant = "89ab"[bits & 3]

@@ -43,6 +43,12 @@ MEASURE_FNS: tuple[MeasureFn, ...] = (
 )
 #: The columns a gold table has besides its group-by columns and measures.
 WINDOW_INDEX = "window_index"
+#: Finality columns of every gold table: whether the window ended at or before the table's
+#: watermark, and when it took its final values (see docs/gold.md).
+FINAL = "_final"
+FINALIZED_AT = "_finalized_at"
+#: The table (``gold.late_events``) that records each change landing in an already final window.
+LATE_EVENTS = "late_events"
 
 _DURATION_UNITS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
 
@@ -196,8 +202,8 @@ class Measure:
 class GoldTable:
     """One declared gold table (``gold.<name>``): ``measures`` of the ``source`` silver table's
     rows (those matching ``filter``, with an ``event_time``) per ``group_by`` values and
-    ``window``. ``watermark_delay`` is how far behind the newest event time a window counts as
-    settled (recorded with the declaration; finality marks are not computed yet)."""
+    ``window``. ``watermark_delay`` is how far behind the newest event time seen a window
+    counts as final (its rows get ``_final``; a later change to it is a late event)."""
 
     name: str
     source: str
@@ -211,6 +217,11 @@ class GoldTable:
 
     def __post_init__(self) -> None:
         require_identifier(self.name, "gold table name")
+        if self.name == LATE_EVENTS:
+            raise ConfigError(
+                f"Gold table name {LATE_EVENTS!r} is reserved for the log of late changes "
+                "(gold.late_events): pick another name."
+            )
         where = f"gold table {self.name!r}"
         require_identifier(self.source, f"source of {where}")
         require_identifier(self.event_time, f"event_time of {where}")
@@ -222,6 +233,11 @@ class GoldTable:
             raise ConfigError(
                 f"Gold table {self.name!r} has no measures: add at least one, e.g. "
                 '{ name = "events", fn = "count" }.'
+            )
+        if isinstance(self.watermark_delay, str) and self.watermark_delay.startswith("-"):
+            raise ConfigError(
+                f"watermark_delay of {where} is negative ({self.watermark_delay!r}): it is how "
+                "far the watermark trails the newest event time; write e.g. '10 minutes'."
             )
         require_duration(self.watermark_delay, f"watermark_delay of {where}")
         outputs = [*self.group_by, *self.window.columns, *(m.name for m in self.measures)]
@@ -237,8 +253,14 @@ class GoldTable:
             object.__setattr__(self, "condition", condition)
 
     @property
+    def delay_micros(self) -> int:
+        """The watermark delay in microseconds."""
+        return duration_micros(self.watermark_delay)
+
+    @property
     def columns(self) -> tuple[str, ...]:
-        """The gold table's columns, in order."""
+        """The gold table's declared columns, in order (the table also has :data:`FINAL` and
+        :data:`FINALIZED_AT`)."""
         return (*self.group_by, *self.window.columns, *(m.name for m in self.measures))
 
     @property

@@ -85,6 +85,11 @@ class Warehouse:
             EntityTable(f"_system.history_log.{entity}", self.history_log(entity), "key"),
         ]
 
+    def watermark(self, gold_table: str) -> str:
+        """The watermark state of a gold table: the latest event time its job has seen."""
+        name = require_identifier(gold_table, "gold table name")
+        return f"{self.root}/_system/watermarks/{name}"
+
     def quality(self) -> str:
         """The data-quality metrics: per micro-batch, table and expectation, rows checked,
         failed and dropped (SQL name ``system.quality``)."""

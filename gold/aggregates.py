@@ -185,6 +185,18 @@ def in_scope(frame: DataFrame, scope: DataFrame, columns: Sequence[str]) -> Data
     return frame.join(keys, same, "left_semi")
 
 
+def out_of_scope(
+    frame: DataFrame, scope: DataFrame, columns: Sequence[str], any_scope: bool
+) -> DataFrame:
+    """The rows of ``frame`` that :func:`in_scope` leaves out (``any_scope``: whether the
+    scope has rows; without ``columns`` a scope row covers the whole frame)."""
+    if not columns:
+        return frame.limit(0) if any_scope else frame
+    keys = scope.select(*(F.col(c).alias(f"_scope_{c}") for c in columns))
+    same = [F.col(c).eqNullSafe(F.col(f"_scope_{c}")) for c in columns]
+    return frame.join(keys, same, "left_anti")
+
+
 def recompute(
     silver: DataFrame, scope: DataFrame, table: GoldTable, first: object, last: object
 ) -> DataFrame:

@@ -18,24 +18,30 @@ from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
+from pyspark.sql.types import BooleanType, StructField, StructType, TimestampType
 
 from core.config import PipelineConfig
-from core.delta_io import ensure_table, idempotent_dml
-from core.gold_tables import GoldTable
+from core.delta_io import append, ensure_table, idempotent_dml
+from core.gold_tables import FINAL, FINALIZED_AT, LATE_EVENTS, GoldTable
 from core.layout import Warehouse
 from core.streaming import Trigger, query_app_id
 from core.widening import TypeWidening
 from gold.aggregates import (
+    ADDS,
     PRESENT,
+    ROW_IMAGES,
     affected,
     evaluate,
     in_scope,
+    out_of_scope,
     recompute,
     replacement,
     same_key,
     scope_columns,
 )
+from gold.finality import LATE_EVENTS_SCHEMA, late_events, newly_final, with_finality
 from gold.schema_log import rebase_schema_log, schema_log_location
+from gold.watermarks import record_seen, seen_micros, watermark_of
 
 #: Gold tables are small and read by BI tools: a wider type rewrites them, so every Delta
 #: reader keeps opening them.
@@ -83,14 +89,21 @@ def start_gold(
     columns = spark.read.format("delta").load(source).columns
     table.check_columns(columns)
     evaluate(spark.read.format("delta").load(source), table)  # the filter's types, at start
-    gold = warehouse.table("gold", table.name)
+    paths = GoldPaths(
+        source=source,
+        gold=warehouse.table("gold", table.name),
+        watermark=warehouse.watermark(table.name),
+        late_events=warehouse.table("gold", LATE_EVENTS),
+    )
+    # Created before any query runs: the gold jobs of a pipeline append to it side by side.
+    ensure_table(spark, paths.late_events, LATE_EVENTS_SCHEMA, change_feed=False)
     return start_on_changes(
         spark,
         warehouse,
         query_name(table),
         source,
         trigger,
-        lambda app_id: _maintainer(source, gold, table, app_id),
+        lambda app_id: _maintainer(paths, table, app_id),
     )
 
 
@@ -114,25 +127,70 @@ def start_on_changes(
     return trigger.apply(writer).start()
 
 
+class GoldPaths(NamedTuple):
+    """Where a gold job reads and writes: its silver source, gold table, watermark state and
+    the shared ``gold.late_events``."""
+
+    source: str
+    gold: str
+    watermark: str
+    late_events: str
+
+
 def _maintainer(
-    source: str, path: str, table: GoldTable, app_id: str
+    paths: GoldPaths, table: GoldTable, app_id: str
 ) -> Callable[[DataFrame, int], None]:
     def maintain(batch: DataFrame, batch_id: int) -> None:
         spark = batch.sparkSession
-        silver = spark.read.format("delta").load(source)
+        silver = spark.read.format("delta").load(paths.source)
+        images = batch.where(F.col("_change_type").isin(*ROW_IMAGES))
+        newest = F.when(F.col("_change_type").isin(*ADDS), F.unix_micros(F.col(table.event_time)))
+        stats = images.agg(
+            F.max(newest).alias("seen"), F.max(F.unix_micros("_commit_timestamp")).alias("at")
+        ).first()
+        assert stats is not None
+        before = seen_micros(spark, paths.watermark)
+        seen = max((s for s in (before, stats["seen"]) if s is not None), default=None)
+        watermark = watermark_of(seen, table)
+        batch_time = stats["at"]
         touched = affected(batch, table)
         keys = touched.collect()  # distinct (group, window) keys: as small as the change
         scope = spark.createDataFrame(keys, touched.schema)
         starts = [] if table.window.per_group else [k[table.window.key_column] for k in keys]
         first, last = (min(starts), max(starts)) if starts else (None, None)
         recomputed = recompute(silver, scope, table, first, last)
-        ensure_table(spark, path, recomputed.schema, change_feed=False, widening=GOLD_WIDENING)
-        if not keys:
-            return
-        existing = in_scope(spark.read.format("delta").load(path), scope, scope_columns(table))
-        changes = replacement(recomputed, existing, table).localCheckpoint()
-        with idempotent_dml(spark, app_id, batch_id):
-            replace_windows(spark, path, changes, table)
+        schema = StructType(
+            [
+                *recomputed.schema.fields,
+                StructField(FINAL, BooleanType()),
+                StructField(FINALIZED_AT, TimestampType()),
+            ]
+        )
+        ensure_table(spark, paths.gold, schema, change_feed=False, widening=GOLD_WIDENING)
+        if batch_time is None:
+            return  # no row images: nothing changed
+        # Writes in this order, each under the batch's transaction id, the watermark last:
+        # a retried batch reads the watermark its first attempt read, so decides the same.
+        previous = watermark_of(before, table)
+        if previous is not None:
+            late = late_events(batch, table, previous).localCheckpoint()
+            if not late.isEmpty():
+                append(late, paths.late_events, app_id, batch_id)
+        gold = spark.read.format("delta").load(paths.gold)
+        existing = in_scope(gold, scope, scope_columns(table))
+        changes = replacement(
+            with_finality(recomputed, existing, table, watermark, batch_time), existing, table
+        )
+        if watermark is not None:
+            outside = out_of_scope(gold, scope, scope_columns(table), bool(keys))
+            finals = newly_final(outside, table, watermark, batch_time)
+            changes = changes.unionByName(finals.withColumn(PRESENT, F.lit(True)))
+        if keys or watermark != previous:
+            changes = changes.localCheckpoint()
+            with idempotent_dml(spark, app_id, batch_id):
+                replace_windows(spark, paths.gold, changes, table)
+        if seen is not None and seen != before:
+            record_seen(spark, paths.watermark, table, seen, app_id, batch_id)
 
     return maintain
 
@@ -144,7 +202,8 @@ def replace_windows(spark: SparkSession, path: str, changes: DataFrame, table: G
     One MERGE, not a delete and an append: a replayed micro-batch must not delete what the
     first attempt wrote, and applying the same rows again changes nothing.
     """
-    values: dict[str, str | Column] = {c: F.col(f"s.{c}") for c in table.columns}
+    written = (*table.columns, FINAL, FINALIZED_AT)
+    values: dict[str, str | Column] = {c: F.col(f"s.{c}") for c in written}
     (
         DeltaTable.forPath(spark, path)
         .alias("t")

@@ -1,5 +1,6 @@
 """``lakehouse verify`` for gold: a gold table against its declaration evaluated in batch over
-the current silver table (the contract the streaming engine keeps after every batch)."""
+the current silver table (the contract the streaming engine keeps after every batch), with
+``_final`` as the table's persisted watermark decides it."""
 
 from __future__ import annotations
 
@@ -7,19 +8,31 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, FloatType
 
-from core.gold_tables import GoldTable
+from core.gold_tables import FINAL, GoldTable
 from gold.aggregates import evaluate
+from gold.finality import at_micros
+from gold.watermarks import seen_micros, watermark_of
 from silver.verify import MAX_REPORTED, TableCheck
 
 #: Doubles (``avg``) summed in another order differ in their last bits: compared rounded.
 DOUBLE_DIGITS = 9
 
 
-def check_gold(spark: SparkSession, silver: str, gold: str, table: GoldTable) -> TableCheck:
+def check_gold(
+    spark: SparkSession, silver: str, gold: str, table: GoldTable, watermark: str
+) -> TableCheck:
     """The rows of the gold table at ``gold`` that differ from ``table`` evaluated over the
-    silver table at ``silver`` (each missing or unexpected row is one difference line)."""
-    expected = _comparable(evaluate(spark.read.format("delta").load(silver), table), table)
-    actual = _comparable(spark.read.format("delta").load(gold), table)
+    silver table at ``silver``, a row being final when its window ends at or before the
+    watermark state at ``watermark`` (each missing or unexpected row is one difference line)."""
+    mark = watermark_of(seen_micros(spark, watermark), table)
+    end = F.col(table.window.end_as)
+    final = F.lit(False) if mark is None else end <= at_micros(mark)
+    evaluated = evaluate(spark.read.format("delta").load(silver), table)
+    expected = _comparable(evaluated.withColumn(FINAL, final), table)
+    stored = spark.read.format("delta").load(gold)
+    if FINAL not in stored.columns:
+        stored = stored.withColumn(FINAL, F.lit(None).cast("boolean"))
+    actual = _comparable(stored, table)
     missing, unexpected = expected.exceptAll(actual), actual.exceptAll(expected)
     check = TableCheck(table=table.name, layer="gold")
     check.expected_rows, check.actual_rows = expected.count(), actual.count()
@@ -37,4 +50,4 @@ def _comparable(frame: DataFrame, table: GoldTable) -> DataFrame:
             return F.round(F.col(name), DOUBLE_DIGITS).alias(name)
         return F.col(name)
 
-    return frame.select(*(column(c) for c in table.columns))
+    return frame.select(*(column(c) for c in (*table.columns, FINAL)))

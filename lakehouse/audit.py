@@ -33,5 +33,6 @@ def verify_warehouse(
     for table in config.gold_declarations:
         silver, gold = warehouse.table("silver", table.source), warehouse.table("gold", table.name)
         if checks and table_exists(spark, silver) and table_exists(spark, gold):
-            checks.append(check_gold(spark, silver, gold, table))
+            watermark = warehouse.watermark(table.name)
+            checks.append(check_gold(spark, silver, gold, table, watermark))
     return checks

@@ -16,6 +16,8 @@ from cdc.sources import SourceSpec
 from core.alerting import AlertSpec
 from core.catalog import run_sql
 from core.config import SHOP_CONFIG, PipelineConfig, QualitySpec
+from core.delta_io import table_exists
+from core.gold_tables import LATE_EVENTS
 from core.layout import LAYERS, Warehouse
 from core.streaming import Trigger, run_to_end
 from expectations.metrics import quality_summary
@@ -39,10 +41,20 @@ DEMO_ALERT = AlertSpec(
 )
 #: The shop pipeline with the suites shipped in expectations/suites, and its alert.
 DEMO_CONFIG = replace(SHOP_CONFIG, quality=QualitySpec(packaged_suites=True), alerts=(DEMO_ALERT,))
+LATE_QUERY = (
+    "SELECT gold_table, count(*) AS changes, round(max(late_by_seconds) / 60) AS max_minutes "
+    "FROM gold.late_events GROUP BY gold_table ORDER BY gold_table"
+)
 ALERTS_QUERY = (
     "SELECT key AS customer_id, row_key AS order_id, value AS total, round(score, 1) AS score "
     "FROM gold.alerts ORDER BY score DESC, order_id LIMIT 5"
 )
+
+#: Share of clicks the demo's generator sends late on purpose (see ``WorkloadConfig``).
+DEMO_LATE_RATE = 0.02
+#: The demo's workload arrives in this many parts, one pipeline run each, so later parts
+#: bring changes to windows the watermark closed in an earlier run.
+DEMO_ARRIVALS = 2
 
 GOLD_QUERY = (
     "SELECT window_start, orders, revenue FROM gold.revenue_per_minute "
@@ -64,6 +76,8 @@ class DemoSummary:
     alerts_query: str = ALERTS_QUERY
     alerts_columns: list[str] = field(default_factory=list)
     alerts_rows: list[list[Any]] = field(default_factory=list)
+    #: Rows of gold.late_events per gold table.
+    late_events: list[list[Any]] = field(default_factory=list)
 
 
 def workload_source(report: ProduceReport, bootstrap: str) -> SourceSpec:
@@ -92,18 +106,29 @@ def run_demo(
 ) -> DemoSummary:
     """Generate a workload into files (or send it to Kafka at ``kafka_bootstrap``), run every
     layer once, verify silver and query gold."""
-    workload = WorkloadConfig(events=events, seed=seed, malformed_rate=0.01)
+    workload = WorkloadConfig(
+        events=events, seed=seed, malformed_rate=0.01, late_rate=DEMO_LATE_RATE
+    )
+    warehouse = Warehouse.from_path(root / "warehouse")
+    # The alerts start after their baseline is fitted from silver (run_alerts), not before.
+    config = replace(DEMO_CONFIG, alerts=())
     if kafka_bootstrap is None:
-        source_dir = root / "source"
-        progress(f"generating {events} records into {source_dir}")
-        write_workload(source_dir, workload)
+        source_dir, parts = root / "source", root / "arrivals"
+        progress(f"generating {events} records into {parts}, to arrive in {DEMO_ARRIVALS} parts")
+        records = generate(workload)
+        files = write_files(
+            records, parts, lines_per_file=max(1, -(-len(records) // DEMO_ARRIVALS))
+        )
+        source_dir.mkdir(parents=True, exist_ok=True)
         source = SourceSpec("files", str(source_dir))
+        for number, part in enumerate(files, start=1):
+            progress(f"part {number} of {len(files)} arrives in {source_dir}")
+            part.rename(source_dir / part.name)
+            run_once(spark, source, warehouse, config, progress)
     else:
         progress(f"producing {events} records to Kafka at {kafka_bootstrap}")
         source = workload_source(send_workload(workload, kafka_bootstrap), kafka_bootstrap)
-    warehouse = Warehouse.from_path(root / "warehouse")
-    # The alerts start after their baseline is fitted from silver (run_alerts), not before.
-    run_once(spark, source, warehouse, replace(DEMO_CONFIG, alerts=()), progress)
+        run_once(spark, source, warehouse, config, progress)
     run_alerts(spark, warehouse, DEMO_CONFIG, progress)
     progress("verifying silver against the reference fold of bronze, gold against its declarations")
     checks = verify_warehouse(spark, warehouse, SHOP_CONFIG)
@@ -116,6 +141,11 @@ def run_demo(
     result = run_sql(spark, warehouse, GOLD_QUERY)
     quality = quality_summary(spark, warehouse.quality())
     alerts = run_sql(spark, warehouse, ALERTS_QUERY)
+    late = (
+        run_sql(spark, warehouse, LATE_QUERY).collect()
+        if table_exists(spark, warehouse.table("gold", LATE_EVENTS))
+        else []
+    )
     return DemoSummary(
         counts=[list(row) for row in counts],
         quarantined=int(quarantined),
@@ -128,6 +158,7 @@ def run_demo(
         quality_rows=[list(r) for r in quality.collect()] if quality is not None else [],
         alerts_columns=alerts.columns,
         alerts_rows=[list(r) for r in alerts.collect()],
+        late_events=[list(r) for r in late],
     )
 
 

@@ -14,6 +14,7 @@ Do not run a replay while a pipeline writes to the same warehouse.
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -23,9 +24,11 @@ from pyspark.sql import functions as F
 
 from core.config import PipelineConfig
 from core.delta_io import forget_cached_logs, table_exists
+from core.gold_tables import LATE_EVENTS
 from core.layout import QUARANTINE_TABLE, Warehouse
+from gold.watermarks import carry_over
 from lakehouse import swap
-from lakehouse.entities import derived_paths, resolve_entities
+from lakehouse.entities import dependent_gold, derived_paths, resolve_entities
 from lakehouse.pipeline import Progress, run_from_bronze
 
 
@@ -61,6 +64,7 @@ def replay(
     progress(f"replay: rebuilding {', '.join(entities)} from bronze into {staging}")
     _seed_quarantine(spark, warehouse, staged, entities)
     run_from_bronze(spark, staged, config, progress, entities)
+    _keep_event_time_history(spark, warehouse, staged, config, entities)
     swap.seal(staging, derived_paths(warehouse, config, entities))
     progress("replay: swapping the rebuilt tables in")
     installed = swap.swap(warehouse.root)
@@ -72,6 +76,22 @@ def replay(
             report.tables.append((f"{layer}.{name}", rows))
     report.seconds = time.monotonic() - started
     return report
+
+
+def _keep_event_time_history(
+    spark: SparkSession,
+    live: Warehouse,
+    staged: Warehouse,
+    config: PipelineConfig,
+    rebuilt: Collection[str],
+) -> None:
+    """A rebuild keeps what the live jobs saw of event time: each rebuilt gold table keeps the
+    live watermark (and so the same ``_final`` rows), and ``gold.late_events`` stays as it is
+    (a rebuild reads every change at once; nothing arrives late)."""
+    declared = {table.name: table for table in config.gold_declarations}
+    for job in dependent_gold(config, rebuilt):
+        carry_over(spark, live, staged, declared[job.table])
+    shutil.rmtree(staged.table("gold", LATE_EVENTS), ignore_errors=True)
 
 
 def _seed_quarantine(

@@ -3,7 +3,8 @@
 Written from the declaration's documented meaning (docs/gold.md), not from the Spark code:
 rows are dicts, times are naive UTC datetimes, and every window kind and measure is computed
 by hand. The property tests compare each gold table with :func:`evaluate` over the current
-silver rows.
+silver rows, its ``_final`` flags with :func:`is_final`, and ``gold.late_events`` with
+:func:`late_events` over the row images each micro-batch changed.
 """
 
 from __future__ import annotations
@@ -91,6 +92,70 @@ def _windows(
             members = ordered[index * window.count : (index + 1) * window.count]
             bounds = (members[0][time], members[-1][time])
             yield bounds, {"window_index": index}, members
+
+
+def watermark(seen: datetime | None, table: GoldTable) -> datetime | None:
+    """The watermark after the latest event time ``seen``: that time minus the delay."""
+    if seen is None:
+        return None
+    return seen - timedelta(microseconds=duration_micros(table.watermark_delay))
+
+
+def is_final(row: Row, table: GoldTable, mark: datetime | None) -> bool:
+    """A gold row is final when its window ends at or before the watermark."""
+    return mark is not None and row[table.window.end_as] <= mark
+
+
+def earliest_window(moment: datetime, table: GoldTable) -> tuple[datetime, datetime]:
+    """The earliest-ending window an event at ``moment`` can fall in (docs/gold.md)."""
+    window, t = table.window, _micros(moment)
+    if window.kind in ("tumbling", "hopping"):
+        assert window.size is not None
+        size = duration_micros(window.size)
+        slide = duration_micros(window.slide or window.size)
+        starts = [s for s in range(t - t % slide, t - size, -slide)]  # every window holding t
+        return _time(min(starts)), _time(min(starts) + size)
+    if window.kind == "session":
+        assert window.gap is not None
+        return moment, _time(t + duration_micros(window.gap))
+    if window.kind == "sliding":
+        assert window.lookback is not None
+        return _time(t - duration_micros(window.lookback)), moment
+    return moment, moment
+
+
+def late_events(
+    images: Iterable[tuple[str, Row]], table: GoldTable, mark: datetime | None
+) -> list[Row]:
+    """The late-event rows of one micro-batch: each counted row image (change type, row)
+    whose earliest window ended at or before the watermark ``mark`` in force before it."""
+    out: list[Row] = []
+    if mark is None:
+        return out
+    for change_type, row in images:
+        moment = row[table.event_time]
+        if moment is None or (
+            table.condition is not None and holds(table.condition, row) is not True
+        ):
+            continue
+        start, end = earliest_window(moment, table)
+        if end > mark:
+            continue
+        out.append(
+            {
+                "gold_table": table.name,
+                "window_start": start,
+                "window_end": end,
+                "group_values": {
+                    g: None if row[g] is None else str(row[g]) for g in table.group_by
+                },
+                "change_type": change_type,
+                "event_time": moment,
+                "bronze_offset": row["_bronze_offset"],
+                "late_by_seconds": (_micros(mark) - _micros(moment)) / 1_000_000,
+            }
+        )
+    return out
 
 
 def _session_bounds(session: list[Row], time: str, gap: int) -> tuple[datetime, datetime]:

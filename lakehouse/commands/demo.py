@@ -98,6 +98,15 @@ def demo(
     console.print(f"verify: {verdict}")
     console.print(f"[bold]{summary.query}[/bold]")
     print_table("gold result", summary.result_columns, summary.result_rows)
+    late = ", ".join(
+        f"{table} {changes} (up to {minutes:g} min late)"
+        for table, changes, minutes in summary.late_events
+    )
+    console.print(
+        f"late data: {sum(row[1] for row in summary.late_events)} changes landed in windows "
+        f"already final, corrected and recorded in gold.late_events{': ' + late if late else ''}",
+        markup=False,
+    )
     console.print(f"[bold]{summary.alerts_query}[/bold]")
     print_table("alerts", summary.alerts_columns, summary.alerts_rows)
     example = "SELECT * FROM gold.user_sessions LIMIT 5"

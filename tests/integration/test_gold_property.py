@@ -7,7 +7,11 @@ each record into one of a few micro-batches (so higher sequences often arrive fi
 at-least-once duplicates. Every history has its own keys and users, so all of them run together:
 micro-batch ``i`` of the run is one file holding every history's batch ``i``, processed by the
 real pipeline (file source -> bronze -> silver -> gold, ``run_once``), and all window kinds
-and measures are declared over the same table. Reproduce with ``GOLD_PROPERTY_SEED=<seed>``.
+and measures are declared over the same table. ``_final`` is checked against the oracle's
+watermark (the latest event time silver has held, minus the delay) and ``gold.late_events``
+against the oracle's late row images of each batch (the silver rows it changed). At the end,
+``lakehouse replay`` rebuilds gold equal, ``_final`` and ``_finalized_at`` included, and keeps
+``gold.late_events``. Reproduce with ``GOLD_PROPERTY_SEED=<seed>``.
 """
 
 from __future__ import annotations
@@ -29,10 +33,11 @@ from pyspark.sql import functions as F
 from cdc.records import Record
 from cdc.sources import SourceSpec
 from core.config import PipelineConfig, TableSpec
-from core.gold_tables import GoldTable, Measure, Window
+from core.gold_tables import FINAL, FINALIZED_AT, LATE_EVENTS, GoldTable, Measure, Window
 from core.layout import Warehouse
 from lakehouse.audit import verify_warehouse
 from lakehouse.pipeline import run_once
+from lakehouse.replay import replay
 from tests import gold_oracle
 from tests.draws import draw_examples, example_count, property_seed
 
@@ -70,6 +75,7 @@ DECLARED = (
         EVERY_MEASURE,
         group_by=("user_id",),
         filter="page <> 'skip' OR page IS NULL",
+        watermark_delay="10 minutes",
     ),
     GoldTable(  # no group_by: the time windows of the whole table
         "t_hopping",
@@ -77,6 +83,7 @@ DECLARED = (
         "ts",
         Window("hopping", size="20 minutes", slide="10 minutes"),
         (*SOME, Measure("pages", "count_distinct", "page")),
+        watermark_delay="5 minutes",
     ),
     GoldTable(
         "t_session",
@@ -85,6 +92,7 @@ DECLARED = (
         Window("session", gap="15 minutes"),
         EVERY_MEASURE,
         group_by=("user_id",),
+        watermark_delay="1 minute",
     ),
     GoldTable(
         "t_sliding",
@@ -94,6 +102,7 @@ DECLARED = (
         SOME,
         group_by=("user_id",),
         filter="NOT deleted = true",
+        watermark_delay="20 minutes",
     ),
     GoldTable(  # no group_by: the whole table is one group, recomputed on any change
         "t_count",
@@ -101,6 +110,7 @@ DECLARED = (
         "ts",
         Window("count", count=4),
         (*SOME, Measure("p50", "approx_percentile", "amount")),
+        watermark_delay="2 minutes",
     ),
 )
 CONFIG = PipelineConfig(tables=(SOURCE,), gold_tables=DECLARED)
@@ -180,24 +190,98 @@ def normalized(value: Any) -> Any:
     return value
 
 
-def rows_of(rows: list[dict[str, Any]], table: GoldTable) -> Counter[tuple[Any, ...]]:
-    return Counter(tuple(normalized(row[c]) for c in table.columns) for row in rows)
+Key = tuple[Any, ...]
 
 
-def assert_gold_equals_oracle(spark: SparkSession, warehouse: Warehouse, when: str) -> None:
-    silver = [
-        r.asDict()
-        for r in spark.read.format("delta").load(warehouse.table("silver", "sales")).collect()
-    ]
+@dataclass
+class Oracle:
+    """What the oracle knows after each batch: the silver rows by key, the latest event time
+    silver has held, and the late events so far."""
+
+    silver: dict[int, dict[str, Any]]
+    seen: datetime | None
+    late: Counter[tuple[Any, ...]]
+
+    def advance(self, silver: list[dict[str, Any]]) -> None:
+        """Take the silver rows after a batch: record its late row images, then its times."""
+        now = {row["event_id"]: row for row in silver}
+        images: list[tuple[str, dict[str, Any]]] = []
+        for key in sorted(set(self.silver) | set(now)):
+            before, after = self.silver.get(key), now.get(key)
+            if before == after:
+                continue
+            if before is None:
+                assert after is not None
+                images.append(("insert", after))
+            elif after is None:
+                images.append(("delete", before))
+            else:
+                images += [("update_preimage", before), ("update_postimage", after)]
+        for table in DECLARED:
+            mark = gold_oracle.watermark(self.seen, table)
+            self.late.update(late_key(r) for r in gold_oracle.late_events(images, table, mark))
+        times = [row["ts"] for row in silver if row["ts"] is not None]
+        self.seen = max([*times, *([self.seen] if self.seen else [])], default=None)
+        self.silver = now
+
+
+def late_key(row: dict[str, Any]) -> tuple[Any, ...]:
+    return (
+        row["gold_table"],
+        row["window_start"],
+        row["window_end"],
+        tuple(sorted((row["group_values"] or {}).items())),
+        row["change_type"],
+        row["event_time"],
+        row["bronze_offset"],
+        round(row["late_by_seconds"], 6),
+    )
+
+
+def gold_rows(spark: SparkSession, warehouse: Warehouse, table: GoldTable) -> list[dict[str, Any]]:
+    path = warehouse.table("gold", table.name)
+    return [r.asDict() for r in spark.read.format("delta").load(path).collect()]
+
+
+def assert_gold_equals_oracle(
+    spark: SparkSession,
+    warehouse: Warehouse,
+    oracle: Oracle,
+    when: str,
+    previous: dict[str, dict[Key, dict[str, Any]]],
+) -> dict[str, dict[Key, dict[str, Any]]]:
+    """Gold (with ``_final``) and gold.late_events equal the oracle's; a row final before
+    keeps its ``_finalized_at`` while its values stay. Returns gold's rows by key."""
+    silver = list(oracle.silver.values())
+    now: dict[str, dict[Key, dict[str, Any]]] = {}
     for table in DECLARED:
-        gold = spark.read.format("delta").load(warehouse.table("gold", table.name)).collect()
-        got = rows_of([r.asDict() for r in gold], table)
-        want = rows_of(gold_oracle.evaluate(silver, table), table)
+        gold = gold_rows(spark, warehouse, table)
+        columns = (*table.columns, FINAL)
+        got = Counter(tuple(normalized(row[c]) for c in columns) for row in gold)
+        mark = gold_oracle.watermark(oracle.seen, table)
+        want = Counter(
+            (*(normalized(row[c]) for c in table.columns), gold_oracle.is_final(row, table, mark))
+            for row in gold_oracle.evaluate(silver, table)
+        )
         missing, extra = want - got, got - want
         assert not missing and not extra, (
-            f"{when}: gold.{table.name} differs from the oracle; missing {list(missing)[:3]}, "
-            f"unexpected {list(extra)[:3]} (GOLD_PROPERTY_SEED={SEED})"
+            f"{when}: gold.{table.name} (watermark {mark}) differs from the oracle; missing "
+            f"{list(missing)[:3]}, unexpected {list(extra)[:3]} (GOLD_PROPERTY_SEED={SEED})"
         )
+        now[table.name] = {tuple(row[k] for k in table.key): row for row in gold}
+        for key, row in now[table.name].items():
+            assert (row[FINALIZED_AT] is not None) == row[FINAL], (table.name, row)
+            old = previous.get(table.name, {}).get(key)
+            if old and old[FINAL] and all(old[c] == row[c] for c in table.columns):
+                assert row[FINALIZED_AT] == old[FINALIZED_AT], (when, table.name, row, old)
+    late = spark.read.format("delta").load(warehouse.table("gold", LATE_EVENTS)).collect()
+    got_late = Counter(late_key(r.asDict()) for r in late)
+    missing_late, extra_late = oracle.late - got_late, got_late - oracle.late
+    assert not missing_late and not extra_late, (
+        f"{when}: gold.late_events differs from the oracle; missing {list(missing_late)[:3]}, "
+        f"unexpected {list(extra_late)[:3]} (GOLD_PROPERTY_SEED={SEED})"
+    )
+    return now
 
 
 SEED = property_seed("GOLD_PROPERTY_SEED")
@@ -228,13 +312,17 @@ def test_every_gold_table_equals_the_oracle_after_every_batch(
     warehouse = Warehouse(str(tmp_path / "warehouse"))
     spec = SourceSpec.parse(f"files:{source}")
     sizes = []
+    oracle = Oracle(silver={}, seen=None, late=Counter())
+    gold: dict[str, dict[Key, dict[str, Any]]] = {}
     for number, records in enumerate(batch_records(histories)):
         lines = "".join(record.to_line() + "\n" for record in records)
         hidden = source / f".batch-{number}.jsonl"
         hidden.write_text(lines, encoding="utf-8")
         hidden.rename(source / f"batch-{number}.jsonl")
         run_once(spark, spec, warehouse, CONFIG)
-        assert_gold_equals_oracle(spark, warehouse, f"after micro-batch {number}")
+        silver = spark.read.format("delta").load(warehouse.table("silver", "sales")).collect()
+        oracle.advance([r.asDict() for r in silver])
+        gold = assert_gold_equals_oracle(spark, warehouse, oracle, f"after batch {number}", gold)
         sizes.append(
             {
                 t.name: spark.read.format("delta").load(warehouse.table("gold", t.name)).count()
@@ -242,15 +330,35 @@ def test_every_gold_table_equals_the_oracle_after_every_batch(
             }
         )
     assert all(count > 0 for count in sizes[-1].values()), sizes
+    # Coverage guards: every window kind has final rows and late events; most have rows not
+    # final yet.
+    flags = {t.name: {row[FINAL] for row in gold[t.name].values()} for t in DECLARED}
+    assert all(True in f for f in flags.values()) and sum(False in f for f in flags.values()) >= 3
+    assert {key[0] for key in oracle.late} == {t.name for t in DECLARED}, oracle.late
+    assert {key[4] for key in oracle.late} >= {"insert", "update_preimage", "update_postimage"}
 
     # lakehouse verify checks each gold table against its declaration over silver, and sees
     # a gold row that went missing.
     checks = {f"{c.layer}.{c.table}": c for c in verify_warehouse(spark, warehouse, CONFIG)}
     assert {f"gold.{t.name}" for t in DECLARED} < set(checks)
     assert all(c.ok for c in checks.values()), [c.differences for c in checks.values()]
-    gold = warehouse.table("gold", "t_session")
-    DeltaTable.forPath(spark, gold).delete(F.col("n") == F.lit(1))
-    (broken,) = [c for c in verify_warehouse(spark, warehouse, CONFIG) if not c.ok]
-    assert broken.table == "t_session" and broken.differences[0].startswith("missing row {")
+
+    # Replay rebuilds every gold table equal (the watermark kept, so _final and _finalized_at
+    # too) and keeps gold.late_events as the live jobs recorded it.
+    replay(spark, warehouse, CONFIG)
+    for table in DECLARED:
+        rebuilt = {tuple(r[k] for k in table.key): r for r in gold_rows(spark, warehouse, table)}
+        assert rebuilt == gold[table.name], f"replay changed gold.{table.name}"
+    assert_gold_equals_oracle(spark, warehouse, oracle, "after replay", gold)
+
+    # lakehouse verify sees a gold row that went missing, and a wrong _final.
+    path = warehouse.table("gold", "t_session")
+    DeltaTable.forPath(spark, path).delete(F.col("n") == F.lit(1))
+    path = warehouse.table("gold", "t_count")
+    DeltaTable.forPath(spark, path).update(set={FINAL: ~F.col(FINAL)})
+    broken = {c.table: c for c in verify_warehouse(spark, warehouse, CONFIG) if not c.ok}
+    assert set(broken) == {"t_session", "t_count"}, broken
+    assert broken["t_session"].differences[0].startswith("missing row {")
+    assert "'_final'" in broken["t_count"].differences[0]
     if os.environ.get("GOLD_PROPERTY_VERBOSE"):
         print(sizes)

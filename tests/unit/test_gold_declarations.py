@@ -157,6 +157,18 @@ def test_the_older_gold_table_still_declares_the_shop_tables(tmp_path: Path) -> 
             r"Unknown setting\(s\) colour in \[\[gold\]\] 'spend'",
         ),
         (GOOD_WINDOW, "", "", r"Gold table 'spend' has no measures"),
+        (
+            GOOD_WINDOW,
+            GOOD_MEASURES,
+            'watermark_delay = "-5 minutes"',
+            r"watermark_delay of gold table 'spend' is negative \('-5 minutes'\)",
+        ),
+        (
+            GOOD_WINDOW,
+            GOOD_MEASURES,
+            'watermark_delay = "soon"',
+            r"Invalid watermark_delay of gold table 'spend' 'soon'",
+        ),
     ],
 )
 def test_one_clear_error_per_mistake(
@@ -164,6 +176,17 @@ def test_one_clear_error_per_mistake(
 ) -> None:
     with pytest.raises(ConfigError, match=message):
         load_config(toml(tmp_path, window, measures, extra))
+
+
+def test_the_late_events_name_is_reserved() -> None:
+    with pytest.raises(ConfigError, match=r"Gold table name 'late_events' is reserved"):
+        GoldTable(
+            "late_events",
+            "orders",
+            "created_at",
+            Window("count", count=2),
+            (Measure("n", "count"),),
+        )
 
 
 def test_unknown_column_is_named_once_the_source_schema_is_known() -> None:
