@@ -1,5 +1,6 @@
 """What a warehouse's pipeline has done and is doing: per table how far each layer has applied
-its input, the last micro-batch, freshness and quarantine, and whether a pipeline runs now.
+its input, the last micro-batch, freshness, quarantine, gold's watermark and late changes, and
+whether a pipeline runs now.
 
 How far a streaming query has read is taken from its checkpoint: the offsets of its last
 committed micro-batch name the last version of its Delta input it has read. The records it has
@@ -21,10 +22,12 @@ from pyspark.sql import functions as F
 
 from core.config import PipelineConfig
 from core.delta_io import table_exists
+from core.gold_tables import LATE_EVENTS
 from core.identifiers import table_name_for_topic
 from core.layout import QUARANTINE_TABLE, Warehouse
 from core.storage import names, read_text
 from gold.jobs import gold_jobs
+from gold.watermarks import seen_micros, watermark_of
 from lakehouse.entities import entity_specs
 
 #: A heartbeat older than this many of its intervals means the run that wrote it has died.
@@ -73,6 +76,8 @@ class GoldStatus:
     applied_version: int | None
     versions_behind: int  # silver commits that changed rows after ``applied_version``
     rows: int
+    watermark: datetime | None  # windows ending at or before it are final (``_final``)
+    late_changes: int  # rows of ``gold.late_events`` for this table
     last_batch: LastBatch | None
 
 
@@ -171,6 +176,8 @@ def pipeline_status(
                 last_batch=last.get(f"silver_{spec.name}"),
             )
         )
+    late = _late_counts(spark, warehouse)
+    declared = {table.name: table for table in config.gold_declarations}
     gold = []
     for job in gold_jobs(config):
         source = warehouse.table("silver", job.input)
@@ -189,6 +196,12 @@ def pipeline_status(
                 rows=spark.read.format("delta").load(path).count()
                 if table_exists(spark, path)
                 else 0,
+                watermark=_instant(
+                    watermark_of(
+                        seen_micros(spark, warehouse.watermark(job.table)), declared[job.table]
+                    )
+                ),
+                late_changes=late.get(job.table, 0),
                 last_batch=last.get(job.query),
             )
         )
@@ -310,6 +323,14 @@ def _quarantine_counts(spark: SparkSession, warehouse: Warehouse) -> dict[str, i
         return {}
     counts = spark.read.format("delta").load(path).groupBy("entity").count().collect()
     return {str(row.entity): int(row["count"]) for row in counts}
+
+
+def _late_counts(spark: SparkSession, warehouse: Warehouse) -> dict[str, int]:
+    path = warehouse.table("gold", LATE_EVENTS)
+    if not table_exists(spark, path):
+        return {}
+    counts = spark.read.format("delta").load(path).groupBy("gold_table").count().collect()
+    return {str(row.gold_table): int(row["count"]) for row in counts}
 
 
 def _versions(spark: SparkSession, path: str, operations: tuple[str, ...]) -> dict[int, int]:

@@ -127,6 +127,8 @@ def print_status(report: PipelineStatus) -> None:
             "applied version",
             "versions behind",
             "rows",
+            "watermark",
+            "late changes",
             "last batch",
         ],
         [
@@ -137,6 +139,8 @@ def print_status(report: PipelineStatus) -> None:
                 g.applied_version,
                 g.versions_behind,
                 g.rows,
+                _time(g.watermark),
+                g.late_changes,
                 _batch(g.last_batch),
             ]
             for g in report.gold

@@ -55,6 +55,7 @@ def test_event_log_and_status(spark: SparkSession, tmp_path: Path) -> None:
             committed[f"silver_{entity}"]
         )
     assert all(g["versions_behind"] == 0 and g["last_batch"] for g in status["gold"])
+    check_gold_time(spark, warehouse, status["gold"])
     counted = run_cli("sql", "--warehouse", root, "--format", "json",
                       "SELECT count(*) AS n FROM system.event_log")  # fmt: skip
     assert json.loads(counted.stdout) == [{"n": log.count()}], counted.stderr
@@ -92,6 +93,19 @@ def check_one_row_per_batch(log: DataFrame, root: Path) -> dict[str, list[int]]:
     assert {"silver_orders", "silver_customers", "gold_revenue_per_minute"} <= set(logged)
     assert log.where("event != 'progress' OR duration_ms IS NULL").count() == 0
     return committed
+
+
+def check_gold_time(spark: SparkSession, warehouse: Warehouse, gold: list[dict[str, Any]]) -> None:
+    """Each gold table's watermark and late changes in the status are its job's state and its
+    rows of ``gold.late_events``."""
+    load = spark.read.format("delta").load
+    late = load(warehouse.table("gold", "late_events"))
+    for table in gold:
+        name = table["table"].removeprefix("gold.")
+        state = load(warehouse.watermark(name)).first()
+        assert state is not None
+        assert table["watermark"] == state.watermark.replace(tzinfo=UTC).isoformat()
+        assert table["late_changes"] == late.where(F.col("gold_table") == name).count()
 
 
 def check_silver(
