@@ -2,12 +2,14 @@
 
 Three ways to get Delta classes onto Spark:
 
-* ``active``: reuse the session that already runs (Databricks, a notebook that built its own);
+* ``active``: reuse the session that already runs (Databricks, a notebook that built its own),
+  or, under ``spark-submit``, the session of the submitted configuration (its master, its jars);
 * ``local-jars``: the Delta 4.0.0 classes shipped in the ``jsoniq==3.0.2`` wheel plus a generated
   services jar that registers the ``delta`` format (works without Maven access);
 * ``maven``: ``spark.jars.packages`` coordinates, for machines that can reach Maven.
 
-``auto`` picks the first that applies.
+``auto`` picks the first that applies: a running session, then a submitted one, and only a
+plain local run builds its own session (``local[2]`` unless told otherwise, the local jars).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import zipfile
 from pathlib import Path
 from typing import Literal
 
+from py4j.java_gateway import JavaClass
+from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
 from core.errors import EnvironmentSetupError
@@ -54,17 +58,30 @@ LOCAL_SETTINGS: dict[str, str] = {
 
 #: Set by Databricks in the processes of its clusters.
 DATABRICKS_RUNTIME = "DATABRICKS_RUNTIME_VERSION"
+#: Set by ``spark-submit`` (and the ``pyspark`` shell) for the Python driver it starts: the
+#: JVM already runs with the submitted configuration (master, jars, ``--conf`` settings).
+SUBMITTED_GATEWAY = "PYSPARK_GATEWAY_PORT"
+#: The master of a plain local run.
+LOCAL_MASTER = "local[2]"
+#: Delta's SQL extension and catalog: filled in for a submitted session that lacks them.
+DELTA_SQL_SETTINGS = {
+    key: LOCAL_SETTINGS[key] for key in ("spark.sql.extensions", "spark.sql.catalog.spark_catalog")
+}
 
 QUIET_LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 
 
 def get_spark(
     mode: SparkMode = "auto",
-    master: str = "local[2]",
+    master: str | None = None,
     app_name: str = "cdc-lakehouse",
     extra_conf: dict[str, str] | None = None,
 ) -> SparkSession:
     """Return a SparkSession that can read and write Delta tables.
+
+    ``master`` defaults to the submitted one under ``spark-submit``, else ``local[2]``; a
+    running or submitted session keeps its own settings and jars (``extra_conf`` is for the
+    session a plain local run builds).
 
     Raises:
         EnvironmentSetupError: Java is missing, the local jars are missing or corrupt, or
@@ -81,11 +98,13 @@ def get_spark(
                 "No active Spark session to reuse. Start one first, or use --spark-mode auto."
             )
         return active
+    if mode == "auto" and SUBMITTED_GATEWAY in os.environ:
+        return _submitted_session(master)
 
     _require_java()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    builder = SparkSession.builder.master(master).appName(app_name)
+    builder = SparkSession.builder.master(master or LOCAL_MASTER).appName(app_name)
     settings = {
         **LOCAL_SETTINGS,
         "spark.sql.warehouse.dir": str(Path(tempfile.gettempdir()) / "cdc-lakehouse-catalog"),
@@ -99,6 +118,34 @@ def get_spark(
     else:
         builder = builder.config("spark.jars", ",".join(str(p) for p in local_delta_jars()))
     return builder.getOrCreate()
+
+
+def _submitted_session(master: str | None) -> SparkSession:
+    """The session of a ``spark-submit`` run: its master (unless ``master`` is given), jars and
+    settings as submitted; Delta's SQL extension and catalog are added only where the submitted
+    settings lack them.
+
+    Raises:
+        EnvironmentSetupError: the submitted classpath has no Delta Lake.
+    """
+    builder = SparkSession.builder
+    if master is not None:
+        builder = builder.master(master)
+    SparkContext._ensure_initialized()  # joins the JVM spark-submit started
+    submitted = SparkConf()  # the submitted settings (the JVM's system properties)
+    for key, value in DELTA_SQL_SETTINGS.items():
+        if not submitted.contains(key):
+            builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    if not isinstance(jvm.io.delta.tables.DeltaTable, JavaClass):  # else a JavaPackage
+        raise EnvironmentSetupError(
+            "Delta Lake is not on the classpath of this spark-submit run: add "
+            f"'--packages {DELTA_MAVEN_PACKAGE}' (with Maven access) or '--jars' with the Delta "
+            "jars (see README: running on a cluster)."
+        )
+    return spark
 
 
 def local_delta_jars() -> list[Path]:

@@ -111,7 +111,7 @@ class Lakehouse:
         spark: SparkSession | None = None,
         *,
         spark_mode: SparkMode = "auto",
-        master: str = "local[2]",
+        master: str | None = None,
     ) -> None:
         self.warehouse = Warehouse.from_path(warehouse)
         self.config = config if isinstance(config, PipelineConfig) else load_config(config)

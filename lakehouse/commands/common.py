@@ -32,7 +32,9 @@ def spark_options(command: F) -> F:
         help="How Delta gets onto Spark: reuse a session, jars from the jsoniq wheel, or Maven.",
     )(command)
     return click.option(
-        "--master", default="local[2]", show_default=True, help="Spark master URL."
+        "--master",
+        default=None,
+        help="Spark master URL (default: the submitted one under spark-submit, else local[2]).",
     )(command)
 
 
@@ -118,7 +120,7 @@ def progress(message: str) -> None:
 
 
 @contextmanager
-def spark_session(spark_mode: str, master: str) -> Iterator[SparkSession]:
+def spark_session(spark_mode: str, master: str | None) -> Iterator[SparkSession]:
     """The session a command runs in (see :func:`core.spark.get_spark`)."""
     from core.spark import get_spark
 

@@ -62,7 +62,7 @@ def demo(
     bootstrap: str | None,
     use_postgres: bool,
     spark_mode: str,
-    master: str,
+    master: str | None,
 ) -> None:
     """Generate a shop workload and run it through every layer, then query gold."""
     from lakehouse.broker import LocalBroker, default_home, free_port
@@ -101,7 +101,7 @@ def demo(
         sys.exit(1)
 
 
-def _postgres_demo(root: Path, spark_mode: str, master: str) -> None:
+def _postgres_demo(root: Path, spark_mode: str, master: str | None) -> None:
     """``demo --postgres``: print how silver compares with PostgreSQL; exit 1 if it differs."""
     from lakehouse.demo import run_postgres_demo
     from lakehouse.real_cdc import capture_postgres

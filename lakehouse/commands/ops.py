@@ -30,7 +30,7 @@ from lakehouse.commands.common import (
 @EXISTING_WAREHOUSE
 @CONFIG
 @spark_options
-def verify(warehouse: Path, config_path: Path | None, spark_mode: str, master: str) -> None:
+def verify(warehouse: Path, config_path: Path | None, spark_mode: str, master: str | None) -> None:
     """Recompute every silver table from bronze with an independent fold and compare."""
     from core.config import load_config
     from core.layout import Warehouse
@@ -63,7 +63,11 @@ def verify(warehouse: Path, config_path: Path | None, spark_mode: str, master: s
 @CONFIG
 @spark_options
 def replay(
-    warehouse: Path, table: str | None, config_path: Path | None, spark_mode: str, master: str
+    warehouse: Path,
+    table: str | None,
+    config_path: Path | None,
+    spark_mode: str,
+    master: str | None,
 ) -> None:
     """Rebuild silver and gold from bronze from scratch, then swap the rebuilt tables in.
 
@@ -105,7 +109,7 @@ def forget(
     reason: str,
     config_path: Path | None,
     spark_mode: str,
-    master: str,
+    master: str | None,
 ) -> None:
     """Remove every trace of one key from bronze, silver and gold, then VACUUM and check.
 
@@ -166,7 +170,7 @@ def maintain(
     vacuum_retention_hours: int | None,
     bronze_retention_days: int | None,
     spark_mode: str,
-    master: str,
+    master: str | None,
 ) -> None:
     """OPTIMIZE and VACUUM every table, drop expired tombstones, apply bronze retention.
 

@@ -28,7 +28,11 @@ from lakehouse.commands.common import (
 )
 @spark_options
 def validate(
-    warehouse: Path, config_path: Path | None, docs: Path | None, spark_mode: str, master: str
+    warehouse: Path,
+    config_path: Path | None,
+    docs: Path | None,
+    spark_mode: str,
+    master: str | None,
 ) -> None:
     """Run every table's suite through Great Expectations (table-level expectations too);
     exit 1 if a fail-level expectation does not hold. Without --config: the demo's suites."""

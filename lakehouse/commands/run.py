@@ -76,7 +76,7 @@ def run(
     kafka_settings: Path | None,
     kafka_format: str,
     spark_mode: str,
-    master: str,
+    master: str | None,
 ) -> None:
     """Run the pipeline: source -> bronze -> silver -> gold."""
     from dataclasses import replace

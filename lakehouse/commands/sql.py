@@ -54,7 +54,7 @@ def sql(
     allow_writes: bool,
     statement: str,
     spark_mode: str,
-    master: str,
+    master: str | None,
 ) -> None:
     """Run one SQL statement; tables are named <layer>.<table> (e.g. gold.revenue_per_minute).
 

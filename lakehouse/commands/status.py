@@ -46,7 +46,7 @@ def status(
     watch: bool,
     interval: float,
     spark_mode: str,
-    master: str,
+    master: str | None,
 ) -> None:
     """Per table: bronze version and newest record, how far silver and gold have applied,
     the last micro-batch, freshness and quarantine; and whether a pipeline runs now."""
