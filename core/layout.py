@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from core.identifiers import require_identifier, table_name_for_topic
+
+
+def is_uri(location: str) -> bool:
+    """Whether ``location`` is a URI (``scheme://...`` or ``scheme:/...``) rather than a local
+    path."""
+    return _URI.match(location) is not None
+
+
+_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:/")
 
 Layer = Literal["bronze", "silver", "gold"]
 LAYERS: tuple[Layer, ...] = ("bronze", "silver", "gold")
@@ -116,4 +126,13 @@ class Warehouse:
 
     @staticmethod
     def from_path(path: str | Path) -> Warehouse:
-        return Warehouse(str(Path(path).resolve()) if "://" not in str(path) else str(path))
+        """The warehouse at a local path (made absolute) or a Hadoop URI (``s3a://bucket/wh``);
+        a URI without authority is written as Hadoop qualifies it (``file:///x`` is
+        ``file:/x``), since Delta compares table locations as text."""
+        text = str(path)
+        if not is_uri(text):
+            return Warehouse(str(Path(text).resolve()))
+        scheme, _, rest = text.partition("://")
+        return Warehouse(
+            f"{scheme}:/{rest.lstrip('/')}" if rest.startswith("/") else text.rstrip("/")
+        )

@@ -39,6 +39,12 @@ def read_text(spark: SparkSession, uri: str) -> str | None:
         stream.close()
 
 
+def exists(spark: SparkSession, uri: str) -> bool:
+    """Whether a file or directory is at ``uri``."""
+    fs, path = _file_system(spark, uri)
+    return bool(fs.exists(path))
+
+
 def delete(spark: SparkSession, uri: str) -> None:
     """Delete the file at ``uri`` if it exists."""
     fs, path = _file_system(spark, uri)

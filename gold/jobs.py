@@ -62,7 +62,9 @@ def start_revenue(
         changes.writeStream.queryName(REVENUE_QUERY)
         .option("checkpointLocation", checkpoint)
         .foreachBatch(
-            _revenue_merger(warehouse.table("gold", REVENUE_TABLE), spec, query_app_id(checkpoint))
+            _revenue_merger(
+                warehouse.table("gold", REVENUE_TABLE), spec, query_app_id(spark, checkpoint)
+            )
         )
     )
     return trigger.apply(writer).start()
@@ -110,7 +112,10 @@ def start_sessions(
         .option("checkpointLocation", checkpoint)
         .foreachBatch(
             _session_rebuilder(
-                clicks, warehouse.table("gold", SESSIONS_TABLE), spec, query_app_id(checkpoint)
+                clicks,
+                warehouse.table("gold", SESSIONS_TABLE),
+                spec,
+                query_app_id(spark, checkpoint),
             )
         )
     )

@@ -95,7 +95,7 @@ def start_silver(
     ``checks``: the table's data-quality expectations, enforced in each micro-batch."""
     checkpoint = warehouse.checkpoint(f"silver_{spec.name}")
     tables = entity_tables(warehouse, spec)
-    app_id = query_app_id(checkpoint)
+    app_id = query_app_id(spark, checkpoint)
     # Bronze only changes other than by appends when `lakehouse forget` or bronze retention
     # delete records, after this job has applied them: such commits are skipped, not replayed.
     source = (
