@@ -6,15 +6,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
 from bronze.job import BRONZE_QUERY, start_bronze
 from cdc.generator import write_files
 from cdc.sources import SourceSpec, read_source
+from core import storage
 from core.identifiers import table_name_for_topic
 from core.layout import Warehouse
 from core.streaming import Trigger
 from tests.helpers import customer_change
+from tests.objstore import objstore_uri
 
 pytestmark = pytest.mark.integration
 
@@ -44,3 +47,23 @@ def test_a_replayed_bronze_batch_is_skipped_on_a_uri_warehouse(
     for name in ("0", ".0.crc"):
         (commits / name).unlink()
     assert run() == 3
+
+
+def test_the_test_object_store_has_no_directory_rename(spark: SparkSession, tmp_path: Path) -> None:
+    """``objstore://`` holds Delta tables and small files, renames files, not directories."""
+    root = objstore_uri(tmp_path)
+    spark.range(3).write.format("delta").save(f"{root}/table")
+    assert spark.read.format("delta").load(f"{root}/table").count() == 3
+    storage.write_text(spark, f"{root}/note", "hello")
+    assert storage.read_text(spark, f"{root}/note") == "hello"
+    assert (tmp_path / "note").read_text(encoding="utf-8") == "hello"
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    path = jvm.org.apache.hadoop.fs.Path(f"{root}/table")
+    fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    with pytest.raises(Py4JJavaError, match="a directory cannot be renamed"):
+        fs.rename(path, jvm.org.apache.hadoop.fs.Path(f"{root}/moved"))
+    assert fs.rename(
+        jvm.org.apache.hadoop.fs.Path(f"{root}/note"),
+        jvm.org.apache.hadoop.fs.Path(f"{root}/moved"),
+    )
