@@ -30,7 +30,7 @@ def register_tables(spark: SparkSession, warehouse: Warehouse) -> list[str]:
     """
     registered = []
     for layer in LAYERS:
-        names = warehouse.table_names(layer)
+        names = warehouse.table_names(layer, spark)
         if not names:
             continue
         spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(layer, 'layer')}")

@@ -5,9 +5,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
+from core import storage
 from core.identifiers import require_identifier, table_name_for_topic
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 def is_uri(location: str) -> bool:
@@ -113,16 +117,19 @@ class Warehouse:
     def checkpoint(self, job: str) -> str:
         return f"{self.root}/_system/checkpoints/{job}"
 
-    def table_names(self, layer: Layer) -> list[str]:
-        """Names of the Delta tables present in a layer (local file systems)."""
-        layer_dir = Path(self._layer_root(layer)) / layer
-        if not layer_dir.is_dir():
-            return []
-        return sorted(
-            child.name
-            for child in layer_dir.iterdir()
-            if (child / "_delta_log").is_dir() and not child.name.startswith(".")
-        )
+    def table_names(self, layer: Layer, spark: SparkSession | None = None) -> list[str]:
+        """Names of the Delta tables present in a layer, listed through Hadoop's FileSystem of
+        ``spark`` (default: the active session), so at any URI."""
+        if spark is None:
+            from pyspark.sql import SparkSession
+
+            spark = SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
+        layer_dir = f"{self._layer_root(layer)}/{layer}"
+        return [
+            name
+            for name in storage.subdirectories(spark, layer_dir)
+            if not name.startswith(".") and storage.is_dir(spark, f"{layer_dir}/{name}/_delta_log")
+        ]
 
     @staticmethod
     def from_path(path: str | Path) -> Warehouse:

@@ -11,6 +11,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
+from core import checkpoints
 from core.config import GoldSpec, PipelineConfig
 from core.delta_io import ensure_table, idempotent_dml
 from core.layout import Warehouse
@@ -28,8 +29,11 @@ SESSIONS_QUERY = f"gold_{SESSIONS_TABLE}"
 GOLD_WIDENING: TypeWidening = "rewrite"
 
 
-def silver_changes(spark: SparkSession, path: str, checkpoint: str | None = None) -> DataFrame:
-    """The change feed of a silver table as a stream, from its first version.
+def silver_changes(
+    spark: SparkSession, path: str, checkpoint: str | None = None, starting_version: int = 0
+) -> DataFrame:
+    """The change feed of a silver table as a stream, from ``starting_version`` (its first
+    version, unless a replay installed a gold table that already holds the earlier ones).
 
     With the query's ``checkpoint``, the stream follows silver's schema changes: Delta keeps a
     schema log under the checkpoint and reads each version with the schema it was written
@@ -42,7 +46,7 @@ def silver_changes(spark: SparkSession, path: str, checkpoint: str | None = None
     reader = (
         spark.readStream.format("delta")
         .option("readChangeFeed", "true")
-        .option("startingVersion", 0)
+        .option("startingVersion", starting_version)
     )
     if checkpoint is not None:
         rebase_schema_log(checkpoint)
@@ -56,8 +60,11 @@ def start_revenue(
     spark: SparkSession, warehouse: Warehouse, spec: GoldSpec, trigger: Trigger
 ) -> StreamingQuery:
     """Revenue and order count per tumbling window of order event time."""
-    checkpoint = warehouse.checkpoint(REVENUE_QUERY)
-    changes = silver_changes(spark, warehouse.table("silver", spec.orders_table), checkpoint)
+    place = checkpoints.current(spark, warehouse.checkpoint(REVENUE_QUERY))
+    checkpoint = place.location
+    changes = silver_changes(
+        spark, warehouse.table("silver", spec.orders_table), checkpoint, place.starting_version
+    )
     writer = (
         changes.writeStream.queryName(REVENUE_QUERY)
         .option("checkpointLocation", checkpoint)
@@ -104,10 +111,11 @@ def start_sessions(
     from silver (all of that user's events) and replace the old ones; the table therefore does
     not depend on how the events were split into micro-batches.
     """
-    checkpoint = warehouse.checkpoint(SESSIONS_QUERY)
+    place = checkpoints.current(spark, warehouse.checkpoint(SESSIONS_QUERY))
+    checkpoint = place.location
     clicks = warehouse.table("silver", spec.clicks_table)
     writer = (
-        silver_changes(spark, clicks, checkpoint)
+        silver_changes(spark, clicks, checkpoint, place.starting_version)
         .writeStream.queryName(SESSIONS_QUERY)
         .option("checkpointLocation", checkpoint)
         .foreachBatch(

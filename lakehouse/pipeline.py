@@ -360,7 +360,7 @@ def _gold_jobs(
 ) -> list[tuple[str, Callable[[], StreamingQuery]]]:
     """The gold jobs whose silver input exists (and is in ``inputs``, if given) and that are
     not running yet: (name, starter)."""
-    silver = set(warehouse.table_names("silver"))
+    silver = set(warehouse.table_names("silver", spark))
     ready: list[tuple[str, Callable[[], StreamingQuery]]] = []
     for job in gold_jobs(config):
         wanted = inputs is None or job.input in inputs

@@ -30,7 +30,7 @@ from lakehouse.commands.common import (
 @EXISTING_WAREHOUSE
 @CONFIG
 @spark_options
-def verify(warehouse: Path, config_path: Path | None, spark_mode: str, master: str | None) -> None:
+def verify(warehouse: str, config_path: Path | None, spark_mode: str, master: str | None) -> None:
     """Recompute every silver table from bronze with an independent fold and compare."""
     from core.config import load_config
     from core.layout import Warehouse
@@ -63,7 +63,7 @@ def verify(warehouse: Path, config_path: Path | None, spark_mode: str, master: s
 @CONFIG
 @spark_options
 def replay(
-    warehouse: Path,
+    warehouse: str,
     table: str | None,
     config_path: Path | None,
     spark_mode: str,
@@ -103,7 +103,7 @@ def replay(
 @CONFIG
 @spark_options
 def forget(
-    warehouse: Path,
+    warehouse: str,
     table: str,
     key_text: str,
     reason: str,
@@ -165,7 +165,7 @@ def forget(
 )
 @spark_options
 def maintain(
-    warehouse: Path,
+    warehouse: str,
     config_path: Path | None,
     vacuum_retention_hours: int | None,
     bronze_retention_days: int | None,

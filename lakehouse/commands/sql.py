@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import click
 
@@ -48,7 +47,7 @@ from lakehouse.commands.results import (
 @click.argument("statement")
 @spark_options
 def sql(
-    warehouse: Path,
+    warehouse: str,
     limit: int,
     output: Format | None,
     allow_writes: bool,

@@ -1,5 +1,10 @@
 """A warehouse at a URI rather than a local path: every table, checkpoint and idempotency id is
-found, read and written through Hadoop's FileSystem of the session."""
+found, read and written through Hadoop's FileSystem of the session.
+
+``objstore://`` (:mod:`tests.objstore`) is a file system like S3: no directory rename, no
+local paths. The whole life of a warehouse there (runs, replay, more runs, forget, maintain,
+verify, all through the command line) gives the same tables as on a local path.
+"""
 
 from __future__ import annotations
 
@@ -10,14 +15,16 @@ from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
 from bronze.job import BRONZE_QUERY, start_bronze
-from cdc.generator import write_files
+from cdc.generator import WorkloadConfig, generate, write_files
 from cdc.sources import SourceSpec, read_source
 from core import storage
 from core.identifiers import table_name_for_topic
 from core.layout import Warehouse
 from core.streaming import Trigger
+from tests.cli import run_cli
 from tests.helpers import customer_change
 from tests.objstore import objstore_uri
+from tests.warehouses import assert_same_tables, load
 
 pytestmark = pytest.mark.integration
 
@@ -66,4 +73,53 @@ def test_the_test_object_store_has_no_directory_rename(spark: SparkSession, tmp_
     assert fs.rename(
         jvm.org.apache.hadoop.fs.Path(f"{root}/note"),
         jvm.org.apache.hadoop.fs.Path(f"{root}/moved"),
+    )
+
+
+def test_a_warehouse_on_an_object_store_gives_the_tables_of_a_local_one(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Run, run, replay, run, forget, maintain, verify: on ``objstore://`` as on a local path.
+
+    A replay installs by Delta commits and checkpoint pointers there (no directory rename
+    exists), and the runs after it continue from the installed checkpoints."""
+    records = generate(WorkloadConfig(events=240, seed=5, malformed_rate=0.02))
+    parts = write_files(records, tmp_path / "parts", lines_per_file=80)
+    local, remote = tmp_path / "local", tmp_path / "remote"
+    roots = {"local": str(local), "objstore": objstore_uri(remote)}
+    local.mkdir()
+    source = tmp_path / "source"
+    source.mkdir()
+
+    def every(*args: str) -> dict[str, str]:
+        """Run one command on both warehouses; their outputs."""
+        outputs = {}
+        for kind, root in roots.items():
+            result = run_cli(*args, "--warehouse", root)
+            assert result.returncode == 0, (kind, args, result.stdout, result.stderr)
+            outputs[kind] = result.stdout
+        return outputs
+
+    def arrive(part: Path) -> None:
+        part.rename(source / part.name)
+        every("run", "--once", "--source", f"files:{source}")
+
+    arrive(parts[0])
+    arrive(parts[1])
+    every("replay")
+    arrive(parts[2])
+    warehouses = {kind: Warehouse.from_path(root) for kind, root in roots.items()}
+    assert not (tmp_path / "remote" / "_system" / "replay").exists()
+    key = load(spark, warehouses["local"], "silver", "customers").first()
+    assert key is not None
+    forgotten = every("forget", "--table", "customers", "--key", f'{{"id": {key.id}}}')
+    for output in forgotten.values():
+        assert "still readable): none holds the key" in output and "(0 still" not in output
+    every("maintain")
+    every("verify")
+    assert_same_tables(
+        spark, warehouses["local"], warehouses["objstore"], ("bronze", "silver", "gold")
+    )
+    assert (
+        load(spark, warehouses["objstore"], "silver", "customers").where(f"id = {key.id}").isEmpty()
     )
