@@ -90,12 +90,14 @@ def files_under(spark: SparkSession, uri: str, suffix: str) -> list[str]:
     fs, path = _file_system(spark, uri)
     if not fs.exists(path):
         return []
-    found = []
-    listing = fs.listFiles(path, True)
-    while listing.hasNext():
-        name = str(listing.next().getPath().toString())
-        if name.endswith(suffix):
-            found.append(name)
+    found: list[str] = []
+    pending = [path]
+    while pending:
+        for status in fs.listStatus(pending.pop()):
+            if status.isDirectory():
+                pending.append(status.getPath())
+            elif str(status.getPath().getName()).endswith(suffix):
+                found.append(str(status.getPath().toString()))
     return found
 
 

@@ -79,12 +79,12 @@ def test_the_test_object_store_has_no_directory_rename(spark: SparkSession, tmp_
 def test_a_warehouse_on_an_object_store_gives_the_tables_of_a_local_one(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    """Run, run, replay, run, forget, maintain, verify: on ``objstore://`` as on a local path.
+    """Run, replay, run, forget, maintain, verify: on ``objstore://`` as on a local path.
 
     A replay installs by Delta commits and checkpoint pointers there (no directory rename
     exists), and the runs after it continue from the installed checkpoints."""
-    records = generate(WorkloadConfig(events=240, seed=5, malformed_rate=0.02))
-    parts = write_files(records, tmp_path / "parts", lines_per_file=80)
+    records = generate(WorkloadConfig(events=120, seed=5, malformed_rate=0.02))
+    parts = write_files(records, tmp_path / "parts", lines_per_file=60)
     local, remote = tmp_path / "local", tmp_path / "remote"
     roots = {"local": str(local), "objstore": objstore_uri(remote)}
     local.mkdir()
@@ -105,9 +105,8 @@ def test_a_warehouse_on_an_object_store_gives_the_tables_of_a_local_one(
         every("run", "--once", "--source", f"files:{source}")
 
     arrive(parts[0])
-    arrive(parts[1])
     every("replay")
-    arrive(parts[2])
+    arrive(parts[1])
     warehouses = {kind: Warehouse.from_path(root) for kind, root in roots.items()}
     assert not (tmp_path / "remote" / "_system" / "replay").exists()
     key = load(spark, warehouses["local"], "silver", "customers").first()
@@ -117,9 +116,12 @@ def test_a_warehouse_on_an_object_store_gives_the_tables_of_a_local_one(
         assert "still readable): none holds the key" in output and "(0 still" not in output
     every("maintain")
     every("verify")
-    assert_same_tables(
-        spark, warehouses["local"], warehouses["objstore"], ("bronze", "silver", "gold")
-    )
+    assert_same_tables(spark, warehouses["local"], warehouses["objstore"])
+    bronze = {kind: set(w.table_names("bronze")) for kind, w in warehouses.items()}
+    assert bronze["objstore"] == bronze["local"] != set()
+    for name in bronze["local"]:
+        counts = {k: load(spark, w, "bronze", name).count() for k, w in warehouses.items()}
+        assert counts["objstore"] == counts["local"], (name, counts)
     assert (
         load(spark, warehouses["objstore"], "silver", "customers").where(f"id = {key.id}").isEmpty()
     )
