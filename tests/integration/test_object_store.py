@@ -125,3 +125,13 @@ def test_a_warehouse_on_an_object_store_gives_the_tables_of_a_local_one(
     assert (
         load(spark, warehouses["objstore"], "silver", "customers").where(f"id = {key.id}").isEmpty()
     )
+
+
+def test_the_tables_of_a_warehouse_at_a_uri_are_found(spark: SparkSession, tmp_path: Path) -> None:
+    """Tables are listed through Hadoop's FileSystem: at a URI, every layer's tables are found
+    (not only under a local path), and a directory without a Delta log is not a table."""
+    warehouse = Warehouse.from_path(objstore_uri(tmp_path))
+    spark.range(1).write.format("delta").save(warehouse.table("bronze", "shop_orders"))
+    storage.write_text(spark, f"{warehouse.root}/bronze/not_a_table/file", "x")
+    assert warehouse.table_names("bronze") == ["shop_orders"]
+    assert warehouse.table_names("silver") == []
