@@ -108,7 +108,7 @@ def test_a_warehouse_on_an_object_store_gives_the_tables_of_a_local_one(
     every("replay")
     arrive(parts[1])
     warehouses = {kind: Warehouse.from_path(root) for kind, root in roots.items()}
-    assert not (tmp_path / "remote" / "_system" / "replay").exists()
+    assert not (remote / "_system" / "replay" / "staging").exists()  # installed, cleaned up
     key = load(spark, warehouses["local"], "silver", "customers").first()
     assert key is not None
     forgotten = every("forget", "--table", "customers", "--key", f'{{"id": {key.id}}}')
