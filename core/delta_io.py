@@ -165,6 +165,31 @@ def _in_table(table: str, file: str) -> str:
     return f"{table.rstrip('/')}/{unquote(file)}"
 
 
+def replace_contents(spark: SparkSession, frame: DataFrame, path: str) -> bool:
+    """Make the Delta table at ``path`` hold ``frame``'s rows and schema; the rows change in one
+    commit (a reader sees the old rows or the new ones), and the table keeps its identity and
+    history. Returns whether the table's metadata was kept as it was.
+
+    Same schema (names, order, types, nullability): a plain overwrite, which keeps every
+    column's NOT NULL and the table's properties. Another schema is replaced with it
+    (``overwriteSchema``), and then Delta makes every column nullable: a write cannot declare
+    NOT NULL, and ``ALTER TABLE`` cannot add it to a column that holds rows.
+    """
+    same = spark.read.format("delta").load(path).schema == frame.schema
+    writer = frame.write.format("delta").mode("overwrite")
+    if not same:
+        writer = writer.option("overwriteSchema", "true")
+    writer.save(path)
+    return same
+
+
+def has_commit(spark: SparkSession, path: str, message: str) -> bool:
+    """Whether a commit of the Delta table at ``path`` carries ``message`` as its
+    ``userMetadata`` (see :func:`commit_message`)."""
+    history = DeltaTable.forPath(spark, path).history().select("userMetadata")
+    return not history.where(F.col("userMetadata") == message).isEmpty()
+
+
 def forget_cached_logs(spark: SparkSession) -> None:
     """Drop the session's cached Delta logs, after table directories were swapped on disk."""
     jvm = spark.sparkContext._jvm

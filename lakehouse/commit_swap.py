@@ -5,8 +5,10 @@ warehouse), but object stores (S3, GCS, ADLS without hierarchical namespace) can
 directory atomically, so nothing is moved into place:
 
 * each staged Delta table replaces the live table's contents, schema included, in one Delta
-  commit (an overwrite): the live table keeps its identity and history, and a reader sees the
-  old or the new contents, never a mixture;
+  commit (an overwrite, :func:`core.delta_io.replace_contents`): the live table keeps its
+  identity and history, and a reader sees the old or the new contents, never a mixture. When
+  the rebuild kept the schema (the usual case) the table's NOT NULL columns and properties
+  stay as they were; a changed schema comes with every column nullable (Delta's limit);
 * each staged silver checkpoint is copied to a new generation directory beside the live one
   and a pointer object (:mod:`core.checkpoints`, one PUT) makes it current; a gold query gets
   a fresh generation that starts reading its silver table after the overwrite (its rebuilt gold
@@ -28,12 +30,14 @@ from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
 from core import checkpoints, storage
-from core.delta_io import table_exists
+from core.delta_io import commit_message, has_commit, replace_contents, table_exists
 from core.streaming import APP_ID_FILE
 
 STAGING = "_system/replay/staging"
 MANIFEST = "_swap.json"
 CHECKPOINTS = "_system/checkpoints/"
+#: ``userMetadata`` of the commit that installs a rebuilt table (with the rebuild's generation).
+REPLAY_COMMIT = "lakehouse replay"
 #: Directories whose children are installed as units (``_system`` entries one level deeper).
 _LAYERS = ("silver", "gold")
 
@@ -104,7 +108,7 @@ def swap(spark: SparkSession, root: str) -> list[str]:
     generation: str = manifest["generation"]
     for relative in install:
         if not relative.startswith(CHECKPOINTS) and table_exists(spark, f"{staging}/{relative}"):
-            _overwrite(spark, f"{staging}/{relative}", f"{root}/{relative}")
+            _overwrite(spark, f"{staging}/{relative}", f"{root}/{relative}", generation)
     for relative in manifest["retire"]:
         if relative not in install:
             _retire(spark, f"{root}/{relative}")
@@ -118,9 +122,13 @@ def swap(spark: SparkSession, root: str) -> list[str]:
     return install
 
 
-def _overwrite(spark: SparkSession, staged: str, live: str) -> None:
-    """Replace the live table's contents and schema by the staged table's, in one commit
-    (created first, empty, with the staged table's properties, if it does not exist)."""
+def _overwrite(spark: SparkSession, staged: str, live: str, generation: str) -> None:
+    """Replace the live table's rows and schema by the staged table's, in one commit marked
+    with the rebuild's ``generation`` (so a swap repeated after a crash does not write it
+    again). A live table that does not exist is first created, empty, as the staged one is
+    (its columns' nullability and properties).
+    """
+    marker = f"{REPLAY_COMMIT} {generation}"
     frame = spark.read.format("delta").load(staged)
     if not table_exists(spark, live):
         detail = DeltaTable.forPath(spark, staged).detail().select("properties").first()
@@ -128,7 +136,10 @@ def _overwrite(spark: SparkSession, staged: str, live: str) -> None:
         for key, value in (detail.properties if detail is not None else {}).items():
             builder = builder.property(key, value)
         builder.execute()
-    frame.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(live)
+    elif has_commit(spark, live, marker):
+        return  # installed before a crash
+    with commit_message(spark, marker):
+        replace_contents(spark, frame, live)
 
 
 def _install_checkpoint(
