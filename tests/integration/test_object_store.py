@@ -8,19 +8,24 @@ verify, all through the command line) gives the same tables as on a local path.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+from delta.tables import DeltaTable
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
+from pyspark.sql.types import LongType, StructField, StructType
 
 from bronze.job import BRONZE_QUERY, start_bronze
 from cdc.generator import WorkloadConfig, generate, write_files
 from cdc.sources import SourceSpec, read_source
 from core import storage
+from core.delta_io import change_feed_readable, readable_version
 from core.identifiers import table_name_for_topic
 from core.layout import Warehouse
 from core.streaming import Trigger
+from lakehouse import commit_swap
 from tests.cli import run_cli
 from tests.helpers import customer_change
 from tests.objstore import objstore_uri
@@ -135,3 +140,65 @@ def test_the_tables_of_a_warehouse_at_a_uri_are_found(spark: SparkSession, tmp_p
     storage.write_text(spark, f"{warehouse.root}/bronze/not_a_table/file", "x")
     assert warehouse.table_names("bronze") == ["shop_orders"]
     assert warehouse.table_names("silver") == []
+
+
+def test_readable_versions_are_checked_at_a_uri(spark: SparkSession, tmp_path: Path) -> None:
+    """``forget`` asks which versions of a table (and of its change feed) can still be read:
+    at a URI the data files are looked for through Hadoop's FileSystem, so a readable version
+    is found readable and one whose file was removed (as VACUUM does) is not."""
+    path = f"{objstore_uri(tmp_path)}/table"
+    writer = spark.range(2).write.format("delta").option("delta.enableChangeDataFeed", "true")
+    writer.save(path)
+    spark.range(2, 4).write.format("delta").mode("append").save(path)  # version 1
+    assert readable_version(spark, path, 1) is not None
+    assert change_feed_readable(spark, path, 1)
+    commit = tmp_path / "table" / "_delta_log" / f"{1:020d}.json"
+    actions = [json.loads(line) for line in commit.read_text(encoding="utf-8").splitlines()]
+    for added in (a["add"]["path"] for a in actions if "add" in a):
+        (tmp_path / "table" / added).unlink()
+    assert readable_version(spark, path, 1) is None
+    assert not change_feed_readable(spark, path, 1)
+    assert readable_version(spark, path, 0) is not None
+
+
+def test_a_swap_on_an_object_store_installs_the_rebuilt_table_exactly_once(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sealed rebuild installs each table by one overwrite commit that keeps the table's
+    schema as rebuilt (NOT NULL columns too) and its identity; a crash after that commit is
+    finished by the next recovery without writing the table again."""
+    root = objstore_uri(tmp_path)
+    schema = StructType(
+        [StructField("key", LongType(), False), StructField("total", LongType(), False)]
+    )
+    live = f"{root}/gold/totals"
+    DeltaTable.create(spark).location(live).addColumns(schema).execute()
+    spark.createDataFrame([(1, 10), (2, 20)], schema).write.format("delta").mode("append").save(
+        live
+    )
+    identity = DeltaTable.forPath(spark, live).detail().first()
+    staging = commit_swap.prepare(spark, root)
+    staged = f"{staging}/gold/totals"
+    DeltaTable.create(spark).location(staged).addColumns(schema).execute()
+    rebuilt = spark.createDataFrame([(1, 11), (3, 30)], schema)
+    rebuilt.write.format("delta").mode("append").save(staged)
+    spark.range(1).write.format("delta").save(f"{root}/gold/dropped")  # the rebuild has none
+    commit_swap.seal(spark, staging, retire=["gold/dropped"], inputs={})
+
+    def crash(*args: object) -> None:
+        raise RuntimeError("crash after the table commits")  # before the retired table goes
+
+    monkeypatch.setattr(commit_swap, "_retire", crash)
+    with pytest.raises(RuntimeError, match="crash after"):
+        commit_swap.recover(spark, root)  # installs the table, then "crashes"
+    monkeypatch.undo()
+    assert commit_swap.recover(spark, root)  # finishes the install
+    assert not commit_swap.recover(spark, root)  # nothing left to do
+    assert not storage.exists(spark, f"{root}/gold/dropped")
+    table = spark.read.format("delta").load(live)
+    assert table.schema == schema
+    assert sorted(table.collect()) == sorted(rebuilt.collect())
+    detail = DeltaTable.forPath(spark, live).detail().first()
+    assert identity is not None and detail is not None and detail.id == identity.id
+    history = DeltaTable.forPath(spark, live).history().select("userMetadata").collect()
+    assert sum(1 for row in history if (row.userMetadata or "").startswith("lakehouse replay")) == 1
