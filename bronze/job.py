@@ -31,7 +31,11 @@ def start_bronze(
     writer = (
         source.writeStream.queryName(BRONZE_QUERY)
         .option("checkpointLocation", checkpoint)
-        .foreachBatch(append_batch_by_topic(warehouse, query_app_id(checkpoint), listener))
+        .foreachBatch(
+            append_batch_by_topic(
+                warehouse, query_app_id(source.sparkSession, checkpoint), listener
+            )
+        )
     )
     return trigger.apply(writer).start()
 

@@ -40,7 +40,7 @@ def register_tables(
     tables: list[tuple[str, str, str]] = [
         (layer, name, warehouse.table(layer, name))
         for layer in LAYERS
-        for name in warehouse.table_names(layer)
+        for name in warehouse.table_names(layer, spark)
     ]
     tables += [
         (SYSTEM_DATABASE, name, path)

@@ -13,7 +13,6 @@ import logging
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
-from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from delta.tables import DeltaTable
@@ -21,6 +20,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from core import storage
 from core.identifiers import quote_identifier
 from core.widening import TableChanges, TypeWidening, table_changes
 
@@ -112,13 +112,12 @@ def optimize(spark: SparkSession, path: str) -> None:
 def file_stats(spark: SparkSession, path: str) -> FileStats:
     detail = DeltaTable.forPath(spark, path).detail().select("numFiles", "sizeInBytes").first()
     assert detail is not None
-    return FileStats(int(detail.numFiles), int(detail.sizeInBytes), files_on_disk(path))
+    return FileStats(int(detail.numFiles), int(detail.sizeInBytes), files_on_disk(spark, path))
 
 
-def files_on_disk(path: str) -> int:
-    """Parquet files under a table directory (data and change data, not the log); local paths."""
-    root = Path(_local(path))
-    return sum(1 for f in root.rglob("*.parquet") if "_delta_log" not in f.parts)
+def files_on_disk(spark: SparkSession, path: str) -> int:
+    """Parquet files under a table directory (data and change data, not the log)."""
+    return sum(1 for f in storage.files_under(spark, path, ".parquet") if "/_delta_log/" not in f)
 
 
 def versions(spark: SparkSession, path: str) -> list[int]:
@@ -131,22 +130,22 @@ def readable_version(spark: SparkSession, path: str, version: int) -> DataFrame 
     """The table as of ``version`` if every data file of that version still exists, else None
     (VACUUM removed some: the version can no longer be read)."""
     frame = spark.read.format("delta").option("versionAsOf", version).load(path)
-    if all(Path(_local(f)).exists() for f in frame.inputFiles()):
+    if all(storage.exists(spark, unquote(f)) for f in frame.inputFiles()):
         return frame
     return None
 
 
-def change_feed_readable(path: str, version: int) -> bool:
-    """Whether every file the change feed of ``version`` reads still exists (local tables).
+def change_feed_readable(spark: SparkSession, path: str, version: int) -> bool:
+    """Whether every file the change feed of ``version`` reads still exists (at any URI).
 
     As the Delta protocol defines the change feed of a commit: its ``cdc`` files when it has
     any, else the data files it adds and removes. Checked from the commit's JSON, without
     reading (a read of a vacuumed file fails in a Spark task, which logs an error).
     """
-    commit = Path(_local(path)) / "_delta_log" / f"{version:020d}.json"
-    if not commit.exists():
+    commit = storage.read_text(spark, f"{path}/_delta_log/{version:020d}.json")
+    if commit is None:
         return False  # log cleanup removed the commit: its changes cannot be read
-    actions = [json.loads(line) for line in commit.read_text(encoding="utf-8").splitlines()]
+    actions = [json.loads(line) for line in commit.splitlines() if line.strip()]
     changes = [a["cdc"]["path"] for a in actions if "cdc" in a]
     if not changes:
         changes = [
@@ -155,7 +154,40 @@ def change_feed_readable(path: str, version: int) -> bool:
             for kind in ("add", "remove")
             if kind in action and action[kind].get("dataChange", True)
         ]
-    return all(Path(_local(path), unquote(_local(file))).exists() for file in changes)
+    return all(storage.exists(spark, _in_table(path, file)) for file in changes)
+
+
+def _in_table(table: str, file: str) -> str:
+    """The location of a file a Delta log names: an absolute URI as is, a relative (URL-encoded)
+    path under the table's directory."""
+    if urlparse(file).scheme:
+        return file
+    return f"{table.rstrip('/')}/{unquote(file)}"
+
+
+def replace_contents(spark: SparkSession, frame: DataFrame, path: str) -> bool:
+    """Make the Delta table at ``path`` hold ``frame``'s rows and schema; the rows change in one
+    commit (a reader sees the old rows or the new ones), and the table keeps its identity and
+    history. Returns whether the table's metadata was kept as it was.
+
+    Same schema (names, order, types, nullability): a plain overwrite, which keeps every
+    column's NOT NULL and the table's properties. Another schema is replaced with it
+    (``overwriteSchema``), and then Delta makes every column nullable: a write cannot declare
+    NOT NULL, and ``ALTER TABLE`` cannot add it to a column that holds rows.
+    """
+    same = spark.read.format("delta").load(path).schema == frame.schema
+    writer = frame.write.format("delta").mode("overwrite")
+    if not same:
+        writer = writer.option("overwriteSchema", "true")
+    writer.save(path)
+    return same
+
+
+def has_commit(spark: SparkSession, path: str, message: str) -> bool:
+    """Whether a commit of the Delta table at ``path`` carries ``message`` as its
+    ``userMetadata`` (see :func:`commit_message`)."""
+    history = DeltaTable.forPath(spark, path).history().select("userMetadata")
+    return not history.where(F.col("userMetadata") == message).isEmpty()
 
 
 def forget_cached_logs(spark: SparkSession) -> None:
@@ -163,11 +195,6 @@ def forget_cached_logs(spark: SparkSession) -> None:
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
-
-
-def _local(uri: str) -> str:
-    parsed = urlparse(uri)
-    return unquote(parsed.path) if parsed.scheme == "file" else uri
 
 
 def table_exists(spark: SparkSession, path: str) -> bool:

@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
+from core import storage
 from core.identifiers import require_identifier, table_name_for_topic
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def is_uri(location: str) -> bool:
+    """Whether ``location`` is a URI (``scheme://...`` or ``scheme:/...``) rather than a local
+    path."""
+    return _URI.match(location) is not None
+
+
+_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:/")
 
 Layer = Literal["bronze", "silver", "gold"]
 LAYERS: tuple[Layer, ...] = ("bronze", "silver", "gold")
@@ -108,17 +122,29 @@ class Warehouse:
     def checkpoint(self, job: str) -> str:
         return f"{self.root}/_system/checkpoints/{job}"
 
-    def table_names(self, layer: Layer) -> list[str]:
-        """Names of the Delta tables present in a layer (local file systems)."""
-        layer_dir = Path(self._layer_root(layer)) / layer
-        if not layer_dir.is_dir():
-            return []
-        return sorted(
-            child.name
-            for child in layer_dir.iterdir()
-            if (child / "_delta_log").is_dir() and not child.name.startswith(".")
-        )
+    def table_names(self, layer: Layer, spark: SparkSession | None = None) -> list[str]:
+        """Names of the Delta tables present in a layer, listed through Hadoop's FileSystem of
+        ``spark`` (default: the active session), so at any URI."""
+        if spark is None:
+            from pyspark.sql import SparkSession
+
+            spark = SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
+        layer_dir = f"{self._layer_root(layer)}/{layer}"
+        return [
+            name
+            for name in storage.subdirectories(spark, layer_dir)
+            if not name.startswith(".") and storage.is_dir(spark, f"{layer_dir}/{name}/_delta_log")
+        ]
 
     @staticmethod
     def from_path(path: str | Path) -> Warehouse:
-        return Warehouse(str(Path(path).resolve()) if "://" not in str(path) else str(path))
+        """The warehouse at a local path (made absolute) or a Hadoop URI (``s3a://bucket/wh``);
+        a URI without authority is written as Hadoop qualifies it (``file:///x`` is
+        ``file:/x``), since Delta compares table locations as text."""
+        text = str(path)
+        if not is_uri(text):
+            return Warehouse(str(Path(text).resolve()))
+        scheme, _, rest = text.partition("://")
+        return Warehouse(
+            f"{scheme}:/{rest.lstrip('/')}" if rest.startswith("/") else text.rstrip("/")
+        )

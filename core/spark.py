@@ -133,7 +133,10 @@ def _session(
     if mode == "maven":
         builder = builder.config("spark.jars.packages", DELTA_MAVEN_PACKAGE)
     else:
-        builder = builder.config("spark.jars", ",".join(str(p) for p in local_delta_jars()))
+        jars = [str(p) for p in local_delta_jars()] + [
+            jar for jar in (extra_conf or {}).get("spark.jars", "").split(",") if jar
+        ]
+        builder = builder.config("spark.jars", ",".join(jars))
     return builder.getOrCreate()
 
 

@@ -1,11 +1,14 @@
-"""Small files at any Hadoop URI (or local path), read and written through Spark's own Hadoop
-file system: the pipeline's heartbeat, streaming checkpoints' offset logs."""
+"""Files and directories at any Hadoop URI (or local path), through Spark's own Hadoop file
+system: the pipeline's heartbeat, idempotency ids, checkpoint pointers, listing the tables of a
+warehouse, deleting a table or checkpoint directory. Object stores have no atomic directory
+rename, so nothing here renames a directory."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import SparkSession
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 def _file_system(spark: SparkSession, uri: str) -> tuple[Any, Any]:
@@ -39,6 +42,12 @@ def read_text(spark: SparkSession, uri: str) -> str | None:
         stream.close()
 
 
+def exists(spark: SparkSession, uri: str) -> bool:
+    """Whether a file or directory is at ``uri``."""
+    fs, path = _file_system(spark, uri)
+    return bool(fs.exists(path))
+
+
 def delete(spark: SparkSession, uri: str) -> None:
     """Delete the file at ``uri`` if it exists."""
     fs, path = _file_system(spark, uri)
@@ -51,3 +60,54 @@ def names(spark: SparkSession, uri: str) -> list[str]:
     if not fs.exists(path):
         return []
     return [str(status.getPath().getName()) for status in fs.listStatus(path)]
+
+
+def is_dir(spark: SparkSession, uri: str) -> bool:
+    """Whether a directory is at ``uri``."""
+    fs, path = _file_system(spark, uri)
+    return bool(fs.exists(path)) and bool(fs.getFileStatus(path).isDirectory())
+
+
+def subdirectories(spark: SparkSession, uri: str) -> list[str]:
+    """Names of the directories in the directory ``uri`` (none if it does not exist)."""
+    fs, path = _file_system(spark, uri)
+    if not fs.exists(path):
+        return []
+    return sorted(
+        str(status.getPath().getName()) for status in fs.listStatus(path) if status.isDirectory()
+    )
+
+
+def delete_tree(spark: SparkSession, uri: str) -> None:
+    """Delete the file or directory (with everything in it) at ``uri``, if there is one."""
+    fs, path = _file_system(spark, uri)
+    fs.delete(path, True)
+
+
+def files_under(spark: SparkSession, uri: str, suffix: str) -> list[str]:
+    """URIs of the files under the directory ``uri`` (recursively) whose names end in
+    ``suffix`` (none if it does not exist)."""
+    fs, path = _file_system(spark, uri)
+    if not fs.exists(path):
+        return []
+    found: list[str] = []
+    pending = [path]
+    while pending:
+        for status in fs.listStatus(pending.pop()):
+            if status.isDirectory():
+                pending.append(status.getPath())
+            elif str(status.getPath().getName()).endswith(suffix):
+                found.append(str(status.getPath().toString()))
+    return found
+
+
+def copy_tree(spark: SparkSession, source: str, target: str) -> None:
+    """Copy the file or directory ``source`` (with everything in it) to ``target``."""
+    source_fs, source_path = _file_system(spark, source)
+    target_fs, target_path = _file_system(spark, target)
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    jvm.org.apache.hadoop.fs.FileUtil.copy(
+        source_fs, source_path, target_fs, target_path, False, conf
+    )

@@ -7,13 +7,14 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from pyspark.errors import StreamingQueryException
+from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 
+from core import storage
 from core.errors import ConfigError, LakehouseError, PipelineError, raised_error
 
 APP_ID_FILE = "_lakehouse_app_id"
@@ -80,19 +81,20 @@ def between_batches(query: StreamingQuery, interval_seconds: float) -> bool:
     return due_in > min(TRIGGER_MARGIN_SECONDS, interval_seconds / 4)
 
 
-def query_app_id(checkpoint: str) -> str:
+def query_app_id(spark: SparkSession, checkpoint: str) -> str:
     """A stable id for a query's idempotent Delta writes (``txnAppId``).
 
-    It lives beside the checkpoint and dies with it: a restarted query reuses it, so a replayed
-    micro-batch is skipped, while a fresh checkpoint (batch ids from 0 again) gets a new id and
-    is not mistaken for a replay.
+    It lives beside the checkpoint, on the same file system (read and written through Hadoop's
+    FileSystem of ``spark``, so any URI works), and dies with it: a restarted query reuses it,
+    so a replayed micro-batch is skipped, while a fresh checkpoint (batch ids from 0 again)
+    gets a new id and is not mistaken for a replay.
     """
-    marker = Path(f"{checkpoint}.{APP_ID_FILE}")
-    if marker.exists() and Path(checkpoint).exists():
-        return marker.read_text(encoding="utf-8").strip()
-    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker = f"{checkpoint}.{APP_ID_FILE}"
+    known = storage.read_text(spark, marker)
+    if known is not None and known.strip() and storage.exists(spark, checkpoint):
+        return known.strip()
     app_id = str(uuid.uuid4())
-    marker.write_text(app_id, encoding="utf-8")
+    storage.write_text(spark, marker, app_id)  # one create: a whole id or none
     return app_id
 
 

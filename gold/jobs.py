@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import BooleanType, StructField, StructType, TimestampType
 
+from core import checkpoints
 from core.config import PipelineConfig
 from core.delta_io import append, ensure_table, idempotent_dml
 from core.gold_tables import FINAL, FINALIZED_AT, LATE_EVENTS, GoldTable
@@ -48,8 +49,11 @@ from gold.watermarks import record_seen, seen_micros, watermark_of
 GOLD_WIDENING: TypeWidening = "rewrite"
 
 
-def silver_changes(spark: SparkSession, path: str, checkpoint: str | None = None) -> DataFrame:
-    """The change feed of a silver table as a stream, from its first version.
+def silver_changes(
+    spark: SparkSession, path: str, checkpoint: str | None = None, starting_version: int = 0
+) -> DataFrame:
+    """The change feed of a silver table as a stream, from ``starting_version`` (its first
+    version, unless a replay installed a gold table that already holds the earlier ones).
 
     With the query's ``checkpoint``, the stream follows silver's schema changes: Delta keeps a
     schema log under the checkpoint and reads each version with the schema it was written
@@ -62,7 +66,7 @@ def silver_changes(spark: SparkSession, path: str, checkpoint: str | None = None
     reader = (
         spark.readStream.format("delta")
         .option("readChangeFeed", "true")
-        .option("startingVersion", 0)
+        .option("startingVersion", starting_version)
     )
     if checkpoint is not None:
         rebase_schema_log(checkpoint)
@@ -116,13 +120,17 @@ def start_on_changes(
     batch_function: Callable[[str], Callable[[DataFrame, int], None]],
 ) -> StreamingQuery:
     """Start streaming query ``query`` over the change feed of the silver table at
-    ``source``; ``batch_function(app_id)`` (the query's idempotency id) handles each batch."""
-    checkpoint = warehouse.checkpoint(query)
+    ``source``; ``batch_function(app_id)`` (the query's idempotency id) handles each batch.
+
+    The checkpoint is the query's current one (:func:`core.checkpoints.current`: after a
+    replay on an object store, the generation its pointer names, read from the version the
+    pointer gives)."""
+    place = checkpoints.current(spark, warehouse.checkpoint(query))
     writer = (
-        silver_changes(spark, source, checkpoint)
+        silver_changes(spark, source, place.location, place.starting_version)
         .writeStream.queryName(query)
-        .option("checkpointLocation", checkpoint)
-        .foreachBatch(batch_function(query_app_id(checkpoint)))
+        .option("checkpointLocation", place.location)
+        .foreachBatch(batch_function(query_app_id(spark, place.location)))
     )
     return trigger.apply(writer).start()
 

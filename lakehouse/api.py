@@ -195,7 +195,9 @@ class Lakehouse:
             )
         path = self.warehouse.table(_layer(layer), table)
         if not table_exists(self.spark, path):
-            names = [f"{la}.{t}" for la in LAYERS for t in self.warehouse.table_names(la)]
+            names = [
+                f"{la}.{t}" for la in LAYERS for t in self.warehouse.table_names(la, self.spark)
+            ]
             have = ", ".join(names) if names else "none yet (run the pipeline first)"
             raise TableNotFoundError(
                 f"No table {name} in {self.warehouse.root}; its tables are: {have}."

@@ -135,7 +135,7 @@ def run_demo(
     counts: list[tuple[str, int]] = [
         (f"{layer}.{name}", spark.read.format("delta").load(warehouse.table(layer, name)).count())
         for layer in LAYERS
-        for name in warehouse.table_names(layer)
+        for name in warehouse.table_names(layer, spark)
     ]
     quarantined = sum(rows for name, rows in counts if name == "silver.quarantine")
     result = run_sql(spark, warehouse, GOLD_QUERY)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Collection
-from pathlib import Path
 
 from pyspark.sql import SparkSession
 
@@ -21,7 +20,7 @@ def entity_specs(
 ) -> list[TableSpec]:
     """The silver spec of every bronze topic present (internal topics excluded)."""
     specs = []
-    for name in warehouse.table_names("bronze"):
+    for name in warehouse.table_names("bronze", spark):
         topic = bronze_topic(spark, warehouse.table("bronze", name))
         if topic and not topic.startswith("_"):
             specs.append(config.spec_for_topic(topic))
@@ -85,4 +84,5 @@ def derived_paths(
             # (its MERGE is keyed by alert and row, so nothing is duplicated).
             checkpoint = warehouse.checkpoint(alert.query)
             paths += [checkpoint, f"{checkpoint}.{APP_ID_FILE}"]
-    return [str(Path(path).relative_to(warehouse.root)) for path in paths]
+    prefix = f"{warehouse.root.rstrip('/')}/"
+    return [path.removeprefix(prefix) for path in paths]

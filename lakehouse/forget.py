@@ -48,9 +48,9 @@ from core.delta_io import (
 from core.errors import PipelineError
 from core.identifiers import table_name_for_topic
 from core.layout import KeyRows, Warehouse
-from lakehouse import swap
 from lakehouse.entities import dependent_gold, resolve_entities
 from lakehouse.pipeline import Progress, run_from_bronze
+from lakehouse.replay import recover
 from silver.keys import EntityKey, KeyValue, coordinates_condition, entity_key, records_of_key
 
 DEFAULT_REASON = "privacy request"
@@ -109,7 +109,7 @@ def forget(
         ConfigError: ``values`` do not name the entity's key columns or do not fit their types.
         PipelineError: a job failed, or a readable table version still holds the key.
     """
-    swap.recover(warehouse.root)
+    recover(spark, warehouse.root)
     spec = resolve_entities(spark, warehouse, config, table)[0]
     bronze_path = warehouse.table("bronze", table_name_for_topic(spec.topic))
     key = entity_key(spark, _load(spark, bronze_path), spec, values)
@@ -219,7 +219,7 @@ def _has_change_feed(spark: SparkSession, path: str) -> bool:
 
 def _change_feed_holds_key(spark: SparkSession, target: _Target, version: int) -> bool:
     """Whether the change feed of ``version`` can be read and has a row of the key."""
-    if not change_feed_readable(target.path, version):
+    if not change_feed_readable(spark, target.path, version):
         return False  # VACUUM removed its files: that version's changes are unreadable
     changes = (
         spark.read.format("delta")

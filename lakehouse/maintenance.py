@@ -27,12 +27,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import reduce
-from pathlib import Path
 
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from core import storage
 from core.config import PipelineConfig, TableSpec
 from core.delta_io import (
     DELTA_SAFE_RETENTION_HOURS,
@@ -46,9 +46,9 @@ from core.delta_io import (
 )
 from core.identifiers import table_name_for_topic
 from core.layout import LAYERS, Warehouse
-from lakehouse import swap
 from lakehouse.entities import entity_specs
 from lakehouse.pipeline import Progress, run_from_bronze
+from lakehouse.replay import recover
 from silver.retention import REASONS, marked_events, retention_conflicts
 
 #: ``_system`` tables that streaming MERGEs write and maintenance compacts.
@@ -83,12 +83,12 @@ def maintain(
 ) -> MaintenanceReport:
     """Run every maintenance step on every table of ``warehouse``; ``now`` is the reference
     time for the retention settings (timezone-aware)."""
-    swap.recover(warehouse.root)
+    recover(spark, warehouse.root)
     settings = config.maintenance
     report = MaintenanceReport()
     report.tables = [
         TableMaintenance(name, path, file_stats(spark, path))
-        for name, path in maintained_tables(warehouse)
+        for name, path in maintained_tables(spark, warehouse)
     ]
     by_name = {t.table: t for t in report.tables}
     specs = entity_specs(spark, warehouse, config)
@@ -119,18 +119,18 @@ def maintain(
     return report
 
 
-def maintained_tables(warehouse: Warehouse) -> Iterator[tuple[str, str]]:
-    """``(name, path)`` of every Delta table of the warehouse, including ``_system`` tables."""
+def maintained_tables(spark: SparkSession, warehouse: Warehouse) -> Iterator[tuple[str, str]]:
+    """``(name, path)`` of every Delta table of the warehouse, including ``_system`` tables
+    (listed through Hadoop's FileSystem, so at any URI)."""
     for layer in LAYERS:
-        for name in warehouse.table_names(layer):
+        for name in warehouse.table_names(layer, spark):
             yield f"{layer}.{name}", warehouse.table(layer, name)
     for kind in SYSTEM_TABLES:
-        directory = Path(warehouse.root) / "_system" / kind
-        if directory.is_dir():
-            for child in sorted(directory.iterdir()):
-                if (child / "_delta_log").is_dir():
-                    yield f"_system.{kind}.{child.name}", str(child)
-    if (Path(warehouse.event_log) / "_delta_log").is_dir():
+        directory = f"{warehouse.root}/_system/{kind}"
+        for child in storage.subdirectories(spark, directory):
+            if storage.is_dir(spark, f"{directory}/{child}/_delta_log"):
+                yield f"_system.{kind}.{child}", f"{directory}/{child}"
+    if storage.is_dir(spark, f"{warehouse.event_log}/_delta_log"):
         yield "system.event_log", warehouse.event_log  # many small appends: compacted here
 
 

@@ -385,7 +385,7 @@ def _gold_jobs(
 ) -> list[tuple[str, Callable[[], StreamingQuery]]]:
     """The gold jobs whose silver input exists (and is in ``inputs``, if given) and that are
     not running yet: (name, starter)."""
-    silver = set(warehouse.table_names("silver"))
+    silver = set(warehouse.table_names("silver", spark))
     ready: list[tuple[str, Callable[[], StreamingQuery]]] = []
     for job in gold_jobs(config):
         wanted = inputs is None or job.input in inputs
@@ -406,8 +406,8 @@ def _alert_jobs(
 ) -> list[tuple[str, Callable[[], StreamingQuery]]]:
     """The alert jobs whose silver input and baseline (``lakehouse fit``) exist and that are
     not running yet. Until its baseline exists, an alert's rows wait in silver's change feed."""
-    silver = set(warehouse.table_names("silver"))
-    gold = set(warehouse.table_names("gold"))
+    silver = set(warehouse.table_names("silver", spark))
+    gold = set(warehouse.table_names("gold", spark))
     ready: list[tuple[str, Callable[[], StreamingQuery]]] = []
     for job in alert_jobs(config):
         if (inputs is None or job.input in inputs) and job.query not in running:

@@ -4,7 +4,9 @@ The rebuild runs the pipeline's own silver and gold jobs
 (:func:`lakehouse.pipeline.run_from_bronze`) on a staging warehouse that reads the live bronze
 tables, with fresh checkpoints and new idempotency ids. The live tables are not touched until
 the rebuild is complete; then the staged tables and their state replace the live ones
-(:mod:`lakehouse.swap`). A failed rebuild leaves the warehouse as it was.
+(:mod:`lakehouse.swap` on a local file system; :mod:`lakehouse.commit_swap`, by Delta commits
+and checkpoint pointers, at a URI such as an object store). A failed rebuild leaves the
+warehouse as it was.
 
 The quarantine table is shared by all entities: the staged copy starts with the live rows of the
 entities that are not rebuilt, and the rebuilt entities add theirs.
@@ -14,10 +16,10 @@ Do not run a replay while a pipeline writes to the same warehouse.
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Collection
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -25,9 +27,10 @@ from pyspark.sql import functions as F
 from core.config import PipelineConfig
 from core.delta_io import forget_cached_logs, table_exists
 from core.gold_tables import LATE_EVENTS
-from core.layout import QUARANTINE_TABLE, Warehouse
+from core.layout import QUARANTINE_TABLE, Warehouse, is_uri
+from core.storage import delete_tree
 from gold.watermarks import carry_over
-from lakehouse import swap
+from lakehouse import commit_swap, swap
 from lakehouse.entities import dependent_gold, derived_paths, resolve_entities
 from lakehouse.pipeline import Progress, run_from_bronze
 
@@ -55,19 +58,28 @@ def replay(
         PipelineError: a silver or gold job failed (the live tables are unchanged).
     """
     started = time.monotonic()
-    if swap.recover(warehouse.root):
+    on_object_store = is_uri(warehouse.root)
+    if recover(spark, warehouse.root):
         progress("replay: finished the swap of an interrupted replay")
     entities = [spec.name for spec in resolve_entities(spark, warehouse, config, table)]
     report = ReplayReport(entities=entities)
-    staging = swap.prepare(warehouse.root)
-    staged = warehouse.staging(str(staging))
+    if on_object_store:
+        staging = commit_swap.prepare(spark, warehouse.root)
+    else:
+        staging = str(swap.prepare(warehouse.root))
+    staged = warehouse.staging(staging)
     progress(f"replay: rebuilding {', '.join(entities)} from bronze into {staging}")
     _seed_quarantine(spark, warehouse, staged, entities)
     run_from_bronze(spark, staged, config, progress, entities)
     _keep_event_time_history(spark, warehouse, staged, config, entities)
-    swap.seal(staging, derived_paths(warehouse, config, entities))
+    retire = derived_paths(warehouse, config, entities)
     progress("replay: swapping the rebuilt tables in")
-    installed = swap.swap(warehouse.root)
+    if on_object_store:
+        commit_swap.seal(spark, staging, retire, gold_inputs(warehouse, config, entities))
+        installed = commit_swap.swap(spark, warehouse.root)
+    else:
+        swap.seal(Path(staging), retire)
+        installed = swap.swap(warehouse.root)
     forget_cached_logs(spark)
     for relative in installed:
         layer, _, name = relative.partition("/")
@@ -91,7 +103,27 @@ def _keep_event_time_history(
     declared = {table.name: table for table in config.gold_declarations}
     for job in dependent_gold(config, rebuilt):
         carry_over(spark, live, staged, declared[job.table])
-    shutil.rmtree(staged.table("gold", LATE_EVENTS), ignore_errors=True)
+    delete_tree(spark, staged.table("gold", LATE_EVENTS))
+
+
+def recover(spark: SparkSession, root: str) -> bool:
+    """Finish or discard an interrupted replay of the warehouse at ``root`` (by renames on a
+    local file system, by Delta commits and pointers at a URI); True if one was finished."""
+    return commit_swap.recover(spark, root) if is_uri(root) else swap.recover(root)
+
+
+def gold_inputs(
+    warehouse: Warehouse, config: PipelineConfig, entities: Collection[str]
+) -> dict[str, str]:
+    """For the checkpoint of each gold job that reads a rebuilt entity (relative paths), the
+    silver table it reads."""
+    prefix = f"{warehouse.root.rstrip('/')}/"
+    return {
+        warehouse.checkpoint(job.query).removeprefix(prefix): warehouse.table(
+            "silver", job.input
+        ).removeprefix(prefix)
+        for job in dependent_gold(config, entities)
+    }
 
 
 def _seed_quarantine(

@@ -20,6 +20,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from core import checkpoints
 from core.config import PipelineConfig
 from core.delta_io import table_exists
 from core.gold_tables import LATE_EVENTS
@@ -134,7 +135,9 @@ def pipeline_status(
     for spec in entity_specs(spark, warehouse, config):
         bronze_name = table_name_for_topic(spec.topic)
         bronze = warehouse.table("bronze", bronze_name)
-        applied = applied_version(spark, warehouse.checkpoint(f"silver_{spec.name}"))
+        applied = applied_version(
+            spark, checkpoints.current(spark, warehouse.checkpoint(f"silver_{spec.name}")).location
+        )
         versions = _versions(spark, bronze, ADDING_OPERATIONS)
         records = (
             spark.read.format("delta")
@@ -183,7 +186,9 @@ def pipeline_status(
         source = warehouse.table("silver", job.input)
         if not table_exists(spark, source):
             continue
-        applied = applied_version(spark, warehouse.checkpoint(job.query))
+        applied = applied_version(
+            spark, checkpoints.current(spark, warehouse.checkpoint(job.query)).location
+        )
         versions = _versions(spark, source, CHANGING_OPERATIONS)
         path = warehouse.table("gold", job.table)
         gold.append(

@@ -11,6 +11,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import StructField, StructType
 
+from core import checkpoints
 from core.config import TableSpec
 from core.delta_io import append, ensure_table, idempotent_dml
 from core.frames import kept_with_totals
@@ -111,9 +112,9 @@ def start_silver(
     """Stream ``bronze/<topic>`` into the entity's silver tables; ``listener`` is told what
     each micro-batch did (it runs in this Python process, on Spark's callback thread);
     ``checks``: the table's data-quality expectations, enforced in each micro-batch."""
-    checkpoint = warehouse.checkpoint(f"silver_{spec.name}")
+    checkpoint = checkpoints.current(spark, warehouse.checkpoint(f"silver_{spec.name}")).location
     tables = entity_tables(warehouse, spec)
-    app_id = query_app_id(checkpoint)
+    app_id = query_app_id(spark, checkpoint)
     # Bronze only changes other than by appends when `lakehouse forget` or bronze retention
     # delete records, after this job has applied them: such commits are skipped, not replayed.
     source = (

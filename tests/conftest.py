@@ -10,12 +10,18 @@ from pyspark.sql import SparkSession
 
 from core.spark import get_spark
 from lakehouse.broker import LocalBroker, free_port
+from tests import objstore
 from tests.browser import Browser, install_chromium
 
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    session = get_spark(mode="local-jars", master="local[2]", app_name="cdc-lakehouse-tests")
+    session = get_spark(
+        mode="local-jars",
+        master="local[2]",
+        app_name="cdc-lakehouse-tests",
+        extra_conf=objstore.session_settings(),  # the objstore:// scheme of the tests
+    )
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()

@@ -71,11 +71,36 @@ KAFKA_SETTINGS = click.option(
     help="librdkafka settings file (key=value lines), e.g. SASL/SSL; keeps secrets off the "
     "command line.",
 )
+
+
+class WarehouseLocation(click.ParamType):
+    """A warehouse root: a Hadoop URI (``s3a://bucket/wh``, ``abfss://...``, ``dbfs:/...``),
+    taken as given, or a local directory (which must exist if ``exists``)."""
+
+    name = "DIR|URI"
+
+    def __init__(self, exists: bool = False) -> None:
+        self.exists = exists
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        from core.layout import is_uri
+
+        text = str(value)
+        if self.exists and not is_uri(text) and not Path(text).is_dir():
+            self.fail(
+                f"no warehouse directory {text!r}: give an existing warehouse directory or a "
+                "URI such as s3a://bucket/warehouse.",
+                param,
+                ctx,
+            )
+        return text
+
+
 EXISTING_WAREHOUSE = click.option(
     "--warehouse",
     required=True,
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    help="Warehouse root directory.",
+    type=WarehouseLocation(exists=True),
+    help="Warehouse root: a directory or a Hadoop URI (s3a://bucket/warehouse, abfss://...).",
 )
 
 

@@ -23,7 +23,7 @@ from lakehouse.commands.common import (
 @click.option("--alert", "only", default=None, help="Fit only this alert (default: every one).")
 @spark_options
 def fit(
-    warehouse: Path, config_path: Path | None, only: str | None, spark_mode: str, master: str | None
+    warehouse: str, config_path: Path | None, only: str | None, spark_mode: str, master: str | None
 ) -> None:
     """Fit the per-key baseline of each [[alerts]] entry from its silver table's current rows.
 

@@ -30,7 +30,7 @@ from lakehouse.commands.common import (
 @EXISTING_WAREHOUSE
 @CONFIG
 @spark_options
-def verify(warehouse: Path, config_path: Path | None, spark_mode: str, master: str | None) -> None:
+def verify(warehouse: str, config_path: Path | None, spark_mode: str, master: str | None) -> None:
     """Recompute every silver table from bronze with an independent fold and compare; check
     every gold table against its declaration evaluated over silver."""
     from core.config import load_config
@@ -64,7 +64,7 @@ def verify(warehouse: Path, config_path: Path | None, spark_mode: str, master: s
 @CONFIG
 @spark_options
 def replay(
-    warehouse: Path,
+    warehouse: str,
     table: str | None,
     config_path: Path | None,
     spark_mode: str,
@@ -104,7 +104,7 @@ def replay(
 @CONFIG
 @spark_options
 def forget(
-    warehouse: Path,
+    warehouse: str,
     table: str,
     key_text: str,
     reason: str,
@@ -166,7 +166,7 @@ def forget(
 )
 @spark_options
 def maintain(
-    warehouse: Path,
+    warehouse: str,
     config_path: Path | None,
     vacuum_retention_hours: int | None,
     bronze_retention_days: int | None,

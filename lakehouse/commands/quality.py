@@ -28,7 +28,7 @@ from lakehouse.commands.common import (
 )
 @spark_options
 def validate(
-    warehouse: Path,
+    warehouse: str,
     config_path: Path | None,
     docs: Path | None,
     spark_mode: str,

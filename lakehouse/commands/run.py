@@ -15,6 +15,7 @@ from lakehouse.commands.common import (
     CONFIG,
     KAFKA_OPTION,
     KAFKA_SETTINGS,
+    WarehouseLocation,
     console,
     errors,
     kafka_options,
@@ -34,7 +35,10 @@ if TYPE_CHECKING:
     help="files:DIR (JSON-lines records) or kafka:HOST:PORT[,HOST:PORT] (bootstrap servers).",
 )
 @click.option(
-    "--warehouse", required=True, type=click.Path(path_type=Path), help="Warehouse root directory."
+    "--warehouse",
+    required=True,
+    type=WarehouseLocation(),
+    help="Warehouse root: a directory or a Hadoop URI (s3a://bucket/warehouse, abfss://...).",
 )
 @click.option(
     "--once",
@@ -67,7 +71,7 @@ if TYPE_CHECKING:
 @spark_options
 def run(
     source: str,
-    warehouse: Path,
+    warehouse: str,
     once: bool,
     processing_time: str | None,
     config_path: Path | None,

@@ -37,7 +37,7 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 )
 @spark_options
 def serve(
-    warehouse: Path,
+    warehouse: str,
     config_path: Path | None,
     host: str,
     port: int,

@@ -50,7 +50,7 @@ from lakehouse.commands.results import (
 @click.argument("statement")
 @spark_options
 def sql(
-    warehouse: Path,
+    warehouse: str,
     config_path: Path | None,
     limit: int,
     output: Format | None,

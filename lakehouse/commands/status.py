@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 )
 @spark_options
 def status(
-    warehouse: Path,
+    warehouse: str,
     config_path: Path | None,
     as_json: bool,
     watch: bool,

@@ -90,7 +90,7 @@ def maintained(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) ->
         ),
         maintenance=MaintenanceSpec(vacuum_retention_hours=0, bronze_retention_days=1),
     )
-    before = {name: file_stats(spark, path) for name, path in maintained_tables(warehouse)}
+    before = {name: file_stats(spark, path) for name, path in maintained_tables(spark, warehouse)}
     report = maintain(spark, warehouse, config, now)
     return Maintained(pristine, warehouse, before, second_arrival, report)
 
