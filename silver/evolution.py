@@ -132,7 +132,10 @@ def conform(
 
 
 def read_batch(
-    texts: DataFrame, spec: TableSpec, table: StructType | None
+    texts: DataFrame,
+    spec: TableSpec,
+    table: StructType | None,
+    versions: list[SchemaVersion] | None = None,
 ) -> tuple[RowLayout, DataFrame]:
     """Parse a micro-batch (bronze rows with ``k``/``v`` text) whose records may carry several
     schema versions, against the table's current data columns ``table`` (None: no table yet).
@@ -141,12 +144,13 @@ def read_batch(
     events (as :func:`silver.parse.parse_changes` describes them) with the target columns in
     their target types. Under ``on_incompatible_type = "quarantine"`` a record that carries a
     value in a conflicting column has the reason ``incompatible type for column <c>: table
-    <type>, record <type>``.
+    <type>, record <type>``. ``versions``: the batch's schema versions if known (None: they are
+    discovered, one small query).
 
     Raises:
         SchemaChangeError: a conflict in a value column under ``on_incompatible_type = "fail"``.
     """
-    versions = discover_versions(texts, spec)
+    versions = versions if versions is not None else discover_versions(texts, spec)
     frames = [
         parse_changes(_rows_of(texts, v), spec, v.layout, problem=v.problem) for v in versions
     ]

@@ -27,9 +27,15 @@ from silver.evolution import read_batch
 from silver.history_job import apply_history, history_tables
 from silver.parse import (
     METADATA_COLUMNS,
+    SCHEMA_HASH,
     RowLayout,
+    SchemaCache,
+    SchemaVersion,
     as_text,
+    discover_versions,
     order_of,
+    schema_hashes,
+    with_schema_hash,
 )
 from silver.settings import UPSERT_OPS, kept_layout, with_settings
 from silver.tables import (
@@ -80,6 +86,15 @@ class TruncationFloor:
     def moved(self) -> None:
         """A truncate was written: read the floor again."""
         self._known = False
+
+
+class QueryState:
+    """What a silver query keeps between its micro-batches: the truncation floor and the
+    schema version of its last batch (see :class:`silver.parse.SchemaCache`)."""
+
+    def __init__(self) -> None:
+        self.floor = TruncationFloor()
+        self.schemas = SchemaCache()
 
 
 def entity_tables(warehouse: Warehouse, spec: TableSpec) -> EntityTables:
@@ -137,10 +152,10 @@ def batch_applier(
     listener: BatchListener | None = None,
     checks: TableChecks | None = None,
 ) -> Callable[[DataFrame, int], None]:
-    floor = TruncationFloor()
+    state = QueryState()
 
     def apply(batch: DataFrame, batch_id: int) -> None:
-        report = apply_batch(batch, batch_id, spec, tables, app_id, checks, floor)
+        report = apply_batch(batch, batch_id, spec, tables, app_id, checks, state)
         if listener is not None:
             listener(report)
 
@@ -154,14 +169,14 @@ def apply_batch(
     tables: EntityTables,
     app_id: str,
     checks: TableChecks | None = None,
-    floor: TruncationFloor | None = None,
+    state: QueryState | None = None,
 ) -> BatchReport:
     """Apply one micro-batch of bronze rows; safe to run again for the same ``batch_id``.
 
     The table takes new columns and widened types before the MERGE (silver.evolution).
     ``checks`` run on the upserts in the same Spark job as the batch's totals: rows a ``drop``
     expectation catches are quarantined, and the counts go to the quality metrics table.
-    ``floor``: the query's truncation floor, kept between its batches (None: read it).
+    ``state``: what the query keeps between its batches (None: read and discover afresh).
 
     Raises:
         SchemaChangeError: a column type the table cannot take, under
@@ -169,8 +184,70 @@ def apply_batch(
         ExpectationFailedError: a ``fail`` expectation broke (nothing of the batch is written).
     """
     spark = batch.sparkSession
-    texts = as_text(batch)
-    layout, parsed = read_batch(texts, spec, data_columns(spark, tables.silver))
+    state = state or QueryState()
+    texts = with_schema_hash(as_text(batch))
+    table = data_columns(spark, tables.silver)
+    read = None
+    if state.schemas.version is not None:
+        read = _read(texts, spec, table, checks, [state.schemas.version])
+        if not state.schemas.covers(read.counts.schemas):
+            read = None  # a schema the cached version does not decode: discover them
+    if read is None:
+        versions = discover_versions(texts, spec)
+        read = _read(texts, spec, table, checks, versions)
+        state.schemas.remember(versions)
+    layout, kept, compiled, counts = read.layout, read.kept, read.compiled, read.counts
+    events = read.events.drop(SCHEMA_HASH)
+    checks = checks if checks is not None and layout.columns else None
+    outcomes: list[Outcome] = []
+    if checks is not None:
+        outcomes = checks.judge(compiled, counts, events, layout.key_names, batch_id)
+        events = TableChecks.unmark(events)
+    reasons: tuple[tuple[str, int], ...] = ()
+    if counts.quarantined:
+        _quarantine(events, spec, tables.quarantine, f"{app_id}:quarantine", batch_id)
+        reasons = _reasons(events)
+    if checks is not None:
+        at = datetime.now(UTC)
+        record_outcomes(spark, checks.metrics, outcomes, f"{app_id}:quality", batch_id, at)
+    valid = events.where(F.col("_reason").isNull() & ~F.col("_tombstone"))
+    changes = valid.where(F.col("_op") != "t")
+    floor = state.floor
+    if counts.truncates:
+        _truncate(spark, valid.where(F.col("_op") == "t"), tables, app_id, batch_id)
+        floor.moved()
+    newest_truncate = floor.order(spark, tables.truncations)
+    if newest_truncate is not None:
+        changes = changes.where(order_of() > order_literal(newest_truncate, _order_type(changes)))
+    applied = _apply_changes(
+        spark, changes, kept, counts.toast_columns, tables, spec.type_widening, app_id, batch_id
+    )
+    if tables.history is not None:
+        apply_history(valid, kept, spec, tables.history, app_id, batch_id)
+    return BatchReport(counts.records, counts.quarantined, counts.tombstones, applied, reasons)
+
+
+@dataclass(frozen=True)
+class _Read:
+    """A micro-batch parsed and kept, with its totals (one Spark job)."""
+
+    layout: RowLayout
+    kept: RowLayout
+    events: DataFrame
+    compiled: list[Check]
+    counts: Row
+
+
+def _read(
+    texts: DataFrame,
+    spec: TableSpec,
+    table: StructType | None,
+    checks: TableChecks | None,
+    versions: list[SchemaVersion],
+) -> _Read:
+    """Parse the batch with its schema ``versions``, mark the checks' rows, keep the result and
+    count its totals (``schemas``: the schema hashes its records carry)."""
+    layout, parsed = read_batch(texts, spec, table, versions)
     kept = kept_layout(layout, spec)
     events = with_settings(parsed, spec, layout)
     checks = checks if checks is not None and layout.columns else None
@@ -185,34 +262,10 @@ def apply_batch(
         F.count_if("_tombstone").alias("tombstones"),
         F.count_if(F.col("_op") == "t").alias("truncates"),
         F.array_distinct(F.flatten(F.collect_set("_unavailable"))).alias("toast_columns"),
+        schema_hashes().alias("schemas"),
         *TableChecks.totals(compiled),
     )
-    outcomes: list[Outcome] = []
-    if checks is not None:
-        outcomes = checks.judge(compiled, counts, events, layout.key_names, batch_id)
-        events = TableChecks.unmark(events)
-    reasons: tuple[tuple[str, int], ...] = ()
-    if counts.quarantined:
-        _quarantine(events, spec, tables.quarantine, f"{app_id}:quarantine", batch_id)
-        reasons = _reasons(events)
-    if checks is not None:
-        at = datetime.now(UTC)
-        record_outcomes(spark, checks.metrics, outcomes, f"{app_id}:quality", batch_id, at)
-    valid = events.where(F.col("_reason").isNull() & ~F.col("_tombstone"))
-    changes = valid.where(F.col("_op") != "t")
-    floor = floor or TruncationFloor()
-    if counts.truncates:
-        _truncate(spark, valid.where(F.col("_op") == "t"), tables, app_id, batch_id)
-        floor.moved()
-    newest_truncate = floor.order(spark, tables.truncations)
-    if newest_truncate is not None:
-        changes = changes.where(order_of() > order_literal(newest_truncate, _order_type(changes)))
-    applied = _apply_changes(
-        spark, changes, kept, counts.toast_columns, tables, spec.type_widening, app_id, batch_id
-    )
-    if tables.history is not None:
-        apply_history(valid, kept, spec, tables.history, app_id, batch_id)
-    return BatchReport(counts.records, counts.quarantined, counts.tombstones, applied, reasons)
+    return _Read(layout, kept, events, compiled, counts)
 
 
 def _apply_changes(

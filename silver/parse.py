@@ -7,7 +7,8 @@ The output of :func:`parse_changes` has one row per bronze record:
 * ``_op`` (``c``/``u``/``r``/``d``/``t``), ``_sequence``, ``_source_ts``, ``_unavailable``
   (columns carrying the TOAST placeholder), the bronze coordinates ``_bronze_topic``,
   ``_bronze_partition``, ``_bronze_offset`` and the raw ``key``/``value`` bytes;
-* the key columns and the row columns, decoded to their real types.
+* the key columns and the row columns, decoded to their real types;
+* ``_schema_hash`` if the bronze rows carry it (:func:`with_schema_hash`).
 """
 
 from __future__ import annotations
@@ -128,6 +129,8 @@ class SchemaVersion:
     first: tuple[int, int] | None
     inferred: bool
     problem: str | None = None  # their schema cannot be decoded: all are quarantined with it
+    #: The schema hashes (see :func:`with_schema_hash`) of the records it decodes.
+    hashes: frozenset[int] = frozenset()
 
 
 def discover_versions(texts: DataFrame, spec: TableSpec) -> list[SchemaVersion]:
@@ -176,13 +179,64 @@ def discover_versions(texts: DataFrame, spec: TableSpec) -> list[SchemaVersion]:
             else _schema_hash().isin([s.hash for s in group])
         )
         inferred = any(s.row_inferred or s.key_inferred for s in group)
-        versions.append(SchemaVersion(_checked(layout), selector, group[0].first, inferred))
+        hashes = frozenset(s.hash for s in group)
+        versions.append(
+            SchemaVersion(_checked(layout), selector, group[0].first, inferred, None, hashes)
+        )
     if not versions:  # only tombstones (and broken schemas): nothing to decode
         versions.append(SchemaVersion(_checked(empty), _none_of(broken), None, False))
     for sample in broken:
         selector = _schema_hash().isin([sample.hash])
         versions.append(SchemaVersion(empty, selector, sample.first, False, sample.problem))
     return versions
+
+
+class SchemaCache:
+    """The schema version of a query's last micro-batch, when all its records carried one
+    Connect schema (one :data:`SCHEMA_HASH`: not inferred from values, not broken).
+
+    A later batch is parsed with it first; if all that batch's records carry the same schema
+    (checked in the batch's own totals), discovering its versions would have given exactly
+    this version, so that query is skipped.
+    """
+
+    def __init__(self) -> None:
+        self.version: SchemaVersion | None = None
+
+    def remember(self, versions: list[SchemaVersion]) -> None:
+        only = versions[0] if len(versions) == 1 else None
+        reusable = (
+            only is not None
+            and only.selector is None
+            and not only.inferred
+            and only.problem is None
+            and len(only.hashes) == 1
+            and bool(only.layout.columns)
+        )
+        self.version = only if reusable else None
+
+    def covers(self, hashes: list[int] | None) -> bool:
+        """Whether the cached version is the one version of a batch whose records carry the
+        schema ``hashes`` (a batch of only Kafka tombstones is left to discovery)."""
+        return self.version is not None and set(hashes or ()) == self.version.hashes
+
+    def forget(self) -> None:
+        self.version = None
+
+
+#: Column of bronze rows (see :func:`with_schema_hash`), kept by :func:`parse_changes`.
+SCHEMA_HASH = "_schema_hash"
+
+
+def with_schema_hash(texts: DataFrame) -> DataFrame:
+    """Bronze rows (with ``k``/``v`` text) with :data:`SCHEMA_HASH`: which schema version each
+    record carries (null for a Kafka tombstone); the parsed events keep the column."""
+    return texts.withColumn(SCHEMA_HASH, F.when(F.col("v").isNotNull(), _schema_hash()))
+
+
+def schema_hashes() -> Column:
+    """Aggregate over parsed events: the distinct schema hashes their records carry."""
+    return F.collect_set(SCHEMA_HASH)
 
 
 def _with_case_clashes(samples: list[_Sample]) -> list[_Sample]:
@@ -457,7 +511,7 @@ def _parse_debezium(
         lambda name: name.isNotNull(),
     )
     return _with_reason(events, reason).select(
-        *_common_columns(),
+        *_common_columns(SCHEMA_HASH in texts.columns),
         op.alias("_op"),
         sequence.alias("_sequence"),
         F.timestamp_millis(F.col("_env.source.ts_ms")).alias("_source_ts"),
@@ -509,7 +563,7 @@ def _parse_events(
     for column, why in rejected.items():
         reason = reason.when(F.col("_row")[column].isNotNull(), why)
     return _with_reason(events, reason).select(
-        *_common_columns(),
+        *_common_columns(SCHEMA_HASH in texts.columns),
         F.lit("c").alias("_op"),
         sequence.alias("_sequence"),
         F.lit(None).cast("timestamp").alias("_source_ts"),
@@ -525,10 +579,12 @@ def _with_reason(events: DataFrame, reason: Column) -> DataFrame:
     return events.select("*", reason.alias("_why"))
 
 
-def _common_columns() -> list[Column]:
-    """The reason and bronze columns of every parsed event, after :func:`_with_reason`."""
+def _common_columns(hashed: bool) -> list[Column]:
+    """The reason and bronze columns of every parsed event, after :func:`_with_reason`
+    (``hashed``: the rows carry :data:`SCHEMA_HASH`, which is kept)."""
     tombstone, reason = F.col("value").isNull(), F.col("_why")
     return [
+        *([F.col(SCHEMA_HASH)] if hashed else []),
         F.when(~tombstone, reason).alias("_reason"),
         tombstone.alias("_tombstone"),
         F.col("topic").alias("_bronze_topic"),

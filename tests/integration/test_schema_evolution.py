@@ -36,7 +36,7 @@ from core.streaming import Trigger, run_to_end
 from core.widening import TYPE_WIDENING_MODES, TypeWidening
 from gold.jobs import query_name, start_gold
 from lakehouse.pipeline import RunningQueries, start_ready
-from silver.job import apply_batch, entity_tables, start_silver
+from silver.job import QueryState, apply_batch, entity_tables, start_silver
 from silver.verify import check_table
 from tests.delta_rs import assert_delta_rs_reads_same_rows
 from tests.helpers import bronze_frame, pg_envelope
@@ -251,6 +251,7 @@ class Lake:
         self.bronze = self.warehouse.table("bronze", table_name_for_topic(TOPIC))
         self.silver = self.warehouse.table("silver", "orders")
         self.tables = entity_tables(self.warehouse, SPEC)
+        self.state = QueryState()  # kept between batches, as the streaming query keeps it
         ensure_bronze_table(spark, self.bronze, TOPIC)
 
     def apply(
@@ -261,7 +262,8 @@ class Lake:
         frame = bronze_frame(self.spark, records, batch_id)
         if land:
             frame.write.format("delta").mode("append").save(self.bronze)
-        return apply_batch(frame, batch_id, spec, self.tables, "evolution-test").quarantined
+        report = apply_batch(frame, batch_id, spec, self.tables, "evolution-test", state=self.state)
+        return report.quarantined
 
 
 @pytest.fixture

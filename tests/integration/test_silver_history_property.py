@@ -35,7 +35,7 @@ from cdc.records import Record
 from core.config import TableSpec
 from core.delta_io import table_exists
 from core.layout import Warehouse
-from silver.job import apply_batch, entity_tables
+from silver.job import QueryState, apply_batch, entity_tables
 from silver.reference import TOAST_PLACEHOLDER, FoldSpec
 from silver.reference_history import HistoryKey, fold_history
 from silver.verify import canonical_rows
@@ -251,11 +251,12 @@ def check_group(
     header = f"scenarios {indices} (tracking {spec.track_history_column_list or 'all'})"
     tables = entity_tables(Warehouse.from_path(warehouse), spec)
     assert tables.history is not None
+    state = QueryState()  # kept between batches, as the streaming query keeps it
     try:
         for batch_id, records in enumerate(batches):
             if records:
                 frame = bronze_frame(spark, records, batch_id)
-                apply_batch(frame, batch_id, spec, tables, "history-property")
+                apply_batch(frame, batch_id, spec, tables, "history-property", state=state)
     except Exception as error:
         return f"{header}: apply_batch failed: {type(error).__name__}: {error}"[:4000]
     wrong = list(differences(expected, history_rows(spark, tables.history.history)))

@@ -37,7 +37,7 @@ from cdc.records import Record
 from core.config import TableSpec
 from core.delta_io import table_exists
 from core.layout import Warehouse
-from silver.job import apply_batch, entity_tables
+from silver.job import QueryState, apply_batch, entity_tables
 from silver.reference import BronzeRecord, FoldSpec, fold
 from silver.verify import canonical_rows
 from tests.draws import draw_examples, example_count, property_seed
@@ -347,9 +347,11 @@ def run_group(
 ) -> dict[tuple[Any, ...], dict[str, Any]]:
     """Apply the batches to a fresh table and return its rows by key."""
     tables = entity_tables(Warehouse.from_path(warehouse), SPEC)
+    state = QueryState()  # kept between batches, as the streaming query keeps it
     for batch_id, records in enumerate(batches):
         if records:
-            apply_batch(bronze_frame(spark, records, batch_id), batch_id, SPEC, tables, "prop")
+            frame = bronze_frame(spark, records, batch_id)
+            apply_batch(frame, batch_id, SPEC, tables, "prop", state=state)
     assert not table_exists(spark, tables.quarantine), "valid records were quarantined"
     return silver_rows(spark, tables.silver)
 

@@ -40,7 +40,7 @@ from cdc.records import Record
 from core.config import TableSpec
 from core.delta_io import table_exists
 from core.layout import Warehouse
-from silver.job import apply_batch, entity_tables
+from silver.job import QueryState, apply_batch, entity_tables
 from silver.reference import TOAST_PLACEHOLDER, fold
 from silver.verify import canonical_rows, fold_spec
 from tests.draws import draw_examples, example_count, property_seed
@@ -307,8 +307,10 @@ def check_table(
     expected = fold([bronze_record(r) for b in batches for r in b], fold_spec(spec, None))
     assert not expected.quarantined
     tables = entity_tables(Warehouse.from_path(root), spec)
+    state = QueryState()  # kept between batches, as the streaming query keeps it
     for batch_id, records in enumerate(batches):
-        apply_batch(bronze_frame(spark, records, batch_id), batch_id, spec, tables, "prop")
+        frame = bronze_frame(spark, records, batch_id)
+        apply_batch(frame, batch_id, spec, tables, "prop", state=state)
     assert not table_exists(spark, tables.quarantine), "valid records were quarantined"
     wrong = list(differences(expected.rows, silver_rows(spark, tables.silver)))
     if not wrong:

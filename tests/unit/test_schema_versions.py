@@ -15,7 +15,7 @@ from cdc.records import Record
 from core.config import TableSpec
 from core.errors import SchemaChangeError
 from silver.evolution import read_batch
-from silver.parse import as_text, discover_versions
+from silver.parse import SchemaCache, as_text, discover_versions
 from tests.helpers import bronze_frame, pg_envelope, pg_key
 
 pytestmark = pytest.mark.unit
@@ -54,6 +54,28 @@ def test_added_column_and_nullability_change_keep_one_version(spark: SparkSessio
         Record(TOPIC, 0, 4, 1_000, pg_key(9), "not json"),  # no schema, nothing to decode
     ]
     assert versions(spark, records) == [((0, 0), ["id", "name", "email"])]
+
+
+def test_the_cache_keeps_a_batch_version_of_one_declared_schema(spark: SparkSession) -> None:
+    """A batch whose records all carry one Connect schema is kept for the next batches, which
+    it stands for only when theirs carry exactly that schema; a batch of several schemas, or
+    of none it can decode, is not kept."""
+    one = discover_versions(as_text(bronze_frame(spark, [record(0, [ID, NAME], name="a")])), SPEC)
+    several = [record(0, [ID, NAME], name="a"), record(1, [ID, NAME, EMAIL], email="b@x")]
+    two = discover_versions(as_text(bronze_frame(spark, several)), SPEC)
+    unreadable = [Record(TOPIC, 0, 0, 1_000, pg_key(0), "not json")]
+    inferred = discover_versions(as_text(bronze_frame(spark, unreadable)), SPEC)
+    cache = SchemaCache()
+    cache.remember(one)
+    assert cache.version == one[0] and len(one[0].hashes) == 1
+    (own,) = one[0].hashes
+    assert cache.covers([own])
+    assert not cache.covers([own, own + 1]) and not cache.covers([own + 1])
+    assert not cache.covers([]) and not cache.covers(None)  # only tombstones: discover
+    for other in (two, inferred):
+        cache.remember(one)
+        cache.remember(other)
+        assert cache.version is None and not cache.covers([own])
 
 
 def test_a_type_change_makes_a_version_per_decoding(spark: SparkSession) -> None:

@@ -1,0 +1,217 @@
+"""What one steady-state silver micro-batch costs: Spark jobs, Delta commits and milliseconds.
+
+A silver ``orders`` table of ``--rows`` keys (one initial batch of inserts), then ``--batches``
+micro-batches of ``--events`` Debezium Postgres updates of random keys (each with a few
+redeliveries of events already applied), applied one by one with ``silver.job.apply_batch`` on a
+warm session, each read from its own small bronze Delta table as a stream's batch would be.
+Per batch: the Spark jobs it ran (a job group around the call), the Delta commits it added
+(versions of every table under the warehouse) and its wall time. Prints the figures of every
+batch and the median of the batches after the first ``--warmup``; ``--json`` writes them.
+
+    .venv/bin/python -m benchmarks.batch_cost --rows 100000 --events 2000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+
+from bronze.table import with_ingestion_metadata
+from cdc.files import lines_to_records
+from cdc.records import Record
+from cdc.shop import ORDER_COLUMNS, decimal_b64, envelope_schema, key_schema, zoned_timestamp
+from core.config import TableSpec
+from core.delta_io import versions
+from core.layout import Warehouse
+from core.spark import get_spark
+from silver.job import BatchReport, QueryState, apply_batch, ensure_shared_tables, entity_tables
+
+TOPIC = "shop.public.orders"
+SPEC = TableSpec(name="orders", topic=TOPIC)
+_VALUE_SCHEMA = envelope_schema("shop.public.orders", ORDER_COLUMNS)
+_KEY_SCHEMA = key_schema("shop.public.orders", ORDER_COLUMNS)
+_STATUSES = ("new", "paid", "shipped", "cancelled")
+
+
+def _record(offset: int, key: int, lsn: int, op: str) -> Record:
+    micros = 1_767_225_600_000_000 + lsn
+    row = {
+        "id": key,
+        "customer_id": key % 997,
+        "status": _STATUSES[lsn % 4],
+        "total": decimal_b64(lsn % 100_000),
+        "items": '[{"qty": 1, "sku": "A-1", "price": "1.00"}]',
+        "created_at": micros,
+        "updated_at": zoned_timestamp(micros),
+    }
+    payload = {
+        "before": None,
+        "after": row,
+        "source": {
+            "version": "3.1.2.Final",
+            "connector": "postgresql",
+            "name": "shop",
+            "ts_ms": micros // 1000,
+            "snapshot": "false",
+            "db": "shop",
+            "sequence": json.dumps([str(lsn - 1), str(lsn)]),
+            "schema": "public",
+            "table": "orders",
+            "txId": lsn,
+            "lsn": lsn,
+        },
+        "transaction": None,
+        "op": op,
+        "ts_ms": micros // 1000 + 5,
+    }
+    key_doc = {"schema": _KEY_SCHEMA, "payload": {"id": key}}
+    value = {"schema": _VALUE_SCHEMA, "payload": payload}
+    return Record(TOPIC, 0, offset, micros // 1000, key_doc, value)
+
+
+def _write_bronze(spark: SparkSession, records: list[Record], path: str, batch_id: int) -> None:
+    lines = [(r.to_line(), "bench") for r in records]
+    frame = spark.createDataFrame(lines, "value string, _source string")
+    bronze = with_ingestion_metadata(lines_to_records(frame), batch_id)
+    bronze.write.format("delta").mode("overwrite").save(path)
+
+
+def _commits(spark: SparkSession, root: Path) -> int:
+    tables = [p.parent for p in root.rglob("_delta_log") if p.is_dir()]
+    return sum(len(versions(spark, str(t))) for t in tables)
+
+
+def _one_batch(
+    spark: SparkSession, batch: DataFrame, batch_id: int, apply: Applier, root: Path, verbose: bool
+) -> dict[str, Any]:
+    """Apply one batch; its wall time, Spark jobs and Delta commits under ``root``."""
+    before = _commits(spark, root)
+    group = f"batch-cost-{batch_id}"
+    spark.sparkContext.setJobGroup(group, group)
+    start = time.perf_counter()
+    try:
+        report = apply(batch, batch_id)
+    finally:
+        seconds = time.perf_counter() - start
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+    tracker = spark.sparkContext.statusTracker()
+    job_ids = sorted(tracker.getJobIdsForGroup(group))
+    if verbose:
+        for job_id in job_ids:
+            info = tracker.getJobInfo(job_id)
+            stages = [tracker.getStageInfo(s) for s in (info.stageIds if info else [])]
+            print("  job", job_id, [s.name for s in stages if s is not None])
+    return {
+        "batch": batch_id,
+        "ms": round(seconds * 1000),
+        "jobs": len(job_ids),
+        "commits": _commits(spark, root) - before,
+        "applied": report.applied,
+    }
+
+
+Applier = Callable[[DataFrame, int], BatchReport]
+
+
+class _Workload:
+    """Initial inserts of ``rows`` keys, then batches of updates with some redeliveries."""
+
+    def __init__(self, rows: int, seed: int) -> None:
+        self.rows, self.rng = rows, random.Random(seed)
+        self.lsn, self.offset = 1_000, 0
+        self.applied: list[Record] = []
+
+    def _next(self, key: int, op: str) -> Record:
+        self.lsn += 2
+        self.offset += 1
+        return _record(self.offset, key, self.lsn, op)
+
+    def initial(self) -> list[Record]:
+        return [self._next(key, "r") for key in range(self.rows)]
+
+    def batch(self, events: int, redelivered: float) -> list[Record]:
+        stale = int(events * redelivered) if self.applied else 0
+        records = self.rng.sample(self.applied, stale) if stale else []
+        fresh = [self._next(self.rng.randrange(self.rows), "u") for _ in range(events - stale)]
+        self.applied = fresh
+        records += fresh
+        self.rng.shuffle(records)
+        return records
+
+
+def _run(spark: SparkSession, root: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
+    warehouse = Warehouse.from_path(root / "warehouse")
+    tables = entity_tables(warehouse, SPEC)
+    ensure_shared_tables(spark, warehouse)
+    state = QueryState()
+
+    def apply(batch: DataFrame, batch_id: int) -> BatchReport:
+        return apply_batch(batch, batch_id, SPEC, tables, "bench", None, state)
+
+    workload = _Workload(args.rows, args.seed)
+    inputs = root / "bronze_in"
+    _write_bronze(spark, workload.initial(), str(inputs / "0"), 0)
+    started = time.perf_counter()
+    apply(spark.read.format("delta").load(str(inputs / "0")), 0)
+    print(f"initial load of {args.rows:,} rows: {time.perf_counter() - started:.1f} s")
+    figures = []
+    for batch_id in range(1, args.batches + 1):
+        path = str(inputs / str(batch_id))
+        _write_bronze(spark, workload.batch(args.events, args.redelivered), path, batch_id)
+        batch = spark.read.format("delta").load(path)
+        batch.inputFiles()  # a stream's batch names its files: no snapshot job in the batch
+        figure = _one_batch(spark, batch, batch_id, apply, root / "warehouse", args.verbose)
+        figures.append(figure)
+        print(json.dumps(figure))
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--events", type=int, default=2_000)
+    parser.add_argument("--batches", type=int, default=6)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--redelivered", type=float, default=0.02)
+    parser.add_argument("--seed", type=int, default=14)
+    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--verbose", action="store_true", help="print each job's stages")
+    args = parser.parse_args()
+
+    spark = get_spark(mode="local-jars")
+    spark.sparkContext.setLogLevel("ERROR")
+    root = Path(tempfile.mkdtemp(prefix="batch-cost-"))
+    try:
+        figures = _run(spark, root, args)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    steady = figures[args.warmup :] or figures
+    summary = {
+        "rows": args.rows,
+        "events": args.events,
+        "median_ms": statistics.median(f["ms"] for f in steady),
+        "median_jobs": statistics.median(f["jobs"] for f in steady),
+        "median_commits": statistics.median(f["commits"] for f in steady),
+        "batches": figures,
+    }
+    print(
+        f"steady state ({len(steady)} batches of {args.events:,} events, "
+        f"{args.rows:,}-row table): {summary['median_ms']:.0f} ms, "
+        f"{summary['median_jobs']:.0f} Spark jobs, {summary['median_commits']:.0f} commits"
+    )
+    if args.json is not None:
+        args.json.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
