@@ -130,7 +130,7 @@ def pipeline_status(
 ) -> PipelineStatus:
     """The status of ``warehouse`` at ``now`` (timezone-aware)."""
     last, log_rows = _last_batches(spark, warehouse)
-    quarantine = _quarantine_counts(spark, warehouse)
+    quarantine = _rows_per(spark, warehouse.table("silver", QUARANTINE_TABLE), "entity")
     silver = []
     for spec in entity_specs(spark, warehouse, config):
         bronze_name = table_name_for_topic(spec.topic)
@@ -179,7 +179,7 @@ def pipeline_status(
                 last_batch=last.get(f"silver_{spec.name}"),
             )
         )
-    late = _late_counts(spark, warehouse)
+    late = _rows_per(spark, warehouse.table("gold", LATE_EVENTS), "gold_table")
     declared = {table.name: table for table in config.gold_declarations}
     gold = []
     for job in gold_jobs(config):
@@ -322,20 +322,12 @@ def quality_status(spark: SparkSession, warehouse: Warehouse) -> list[QualitySta
     ]
 
 
-def _quarantine_counts(spark: SparkSession, warehouse: Warehouse) -> dict[str, int]:
-    path = warehouse.table("silver", QUARANTINE_TABLE)
+def _rows_per(spark: SparkSession, path: str, column: str) -> dict[str, int]:
+    """Rows of the table at ``path`` per value of ``column`` (none if it does not exist)."""
     if not table_exists(spark, path):
         return {}
-    counts = spark.read.format("delta").load(path).groupBy("entity").count().collect()
-    return {str(row.entity): int(row["count"]) for row in counts}
-
-
-def _late_counts(spark: SparkSession, warehouse: Warehouse) -> dict[str, int]:
-    path = warehouse.table("gold", LATE_EVENTS)
-    if not table_exists(spark, path):
-        return {}
-    counts = spark.read.format("delta").load(path).groupBy("gold_table").count().collect()
-    return {str(row.gold_table): int(row["count"]) for row in counts}
+    counts = spark.read.format("delta").load(path).groupBy(column).count().collect()
+    return {str(row[column]): int(row["count"]) for row in counts}
 
 
 def _versions(spark: SparkSession, path: str, operations: tuple[str, ...]) -> dict[int, int]:
