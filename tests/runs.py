@@ -18,6 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from core.layout import Warehouse
 from silver.verify import canonical_rows
+from tests.warehouses import without_run_columns
 
 PHASES = ("bronze", "silver", "gold")
 
@@ -139,6 +140,9 @@ def described(counter: Counter[tuple[Any, ...]], limit: int = 5) -> list[str]:
 
 
 def assert_same_rows(layer: str, name: str, want: DataFrame, got: DataFrame) -> None:
+    """The table ``layer.name`` holds the same rows (schema included) in both runs, apart from
+    the columns that record when each run computed it."""
+    want, got = without_run_columns(layer, name, want), without_run_columns(layer, name, got)
     assert got.schema == want.schema, f"{layer}.{name}: {got.schema} != {want.schema}"
     want_rows, got_rows = row_multiset(want), row_multiset(got)
     assert got_rows == want_rows, (

@@ -22,6 +22,7 @@ from pyspark.sql import DataFrame, SparkSession
 from cdc.generator import WorkloadConfig, generate, write_files
 from cdc.sources import SourceSpec
 from core.config import SHOP_CONFIG
+from core.gold_tables import FINALIZED_AT, LATE_EVENTS
 from core.layout import QUARANTINE_TABLE, Warehouse
 from lakehouse.pipeline import run_once
 from silver.verify import canonical_rows
@@ -31,6 +32,11 @@ ARRIVALS = 2
 SEED = 11
 #: Quarantine columns that record when a run quarantined a record, not what it was.
 QUARANTINE_RUN_COLUMNS = ("_quarantined_at", "_batch_id")
+#: Gold columns that record when a run's commits happened (silver's commit time and version),
+#: which two runs of the same input do not share: a window's ``_finalized_at``, and when a
+#: late change was applied.
+GOLD_RUN_COLUMNS = (FINALIZED_AT,)
+LATE_EVENTS_RUN_COLUMNS = ("silver_version", "changed_at")
 
 
 def incremental_warehouse(spark: SparkSession, factory: pytest.TempPathFactory) -> Path:
@@ -95,9 +101,18 @@ def _hashable(value: Any) -> Any:
 
 def comparable(spark: SparkSession, warehouse: Warehouse, layer: Any, name: str) -> DataFrame:
     """A table without the columns that depend on when it was computed."""
-    frame = load(spark, warehouse, layer, name)
+    return without_run_columns(layer, name, load(spark, warehouse, layer, name))
+
+
+def without_run_columns(layer: str, name: str, frame: DataFrame) -> DataFrame:
+    """``frame`` (the table ``layer.name``) without the columns that depend on when it was
+    computed rather than on its input."""
     if layer == "silver" and name == QUARANTINE_TABLE:
-        frame = frame.drop(*QUARANTINE_RUN_COLUMNS)
+        return frame.drop(*QUARANTINE_RUN_COLUMNS)
+    if layer == "gold" and name == LATE_EVENTS:
+        return frame.drop(*LATE_EVENTS_RUN_COLUMNS)
+    if layer == "gold":
+        return frame.drop(*GOLD_RUN_COLUMNS)
     return frame
 
 
