@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 __all__ = [
+    "Fit",
     "ForgetReport",
     "Lakehouse",
     "MaintenanceReport",

@@ -9,7 +9,7 @@
 >>> assert lh.verify().ok
 
 Each method calls the operation the command line runs (``lakehouse run``, ``verify``,
-``replay``, ``forget``, ``maintain``, ``sql``, ``status``) and returns its report, a small
+``replay``, ``forget``, ``maintain``, ``fit``, ``sql``, ``status``) and returns its report, a small
 dataclass. User mistakes raise :class:`core.errors.LakehouseError` subclasses
 with one clear message.
 """
@@ -32,6 +32,8 @@ from core.errors import ConfigError, TableNotFoundError
 from core.layout import LAYERS, Layer, Warehouse
 from core.spark import SparkMode, get_spark
 from core.streaming import Trigger
+from gold.alerts import Fit
+from gold.alerts import fit as fit_alert
 from lakehouse.audit import verify_warehouse
 from lakehouse.demo import write_workload
 from lakehouse.forget import DEFAULT_REASON, ForgetReport
@@ -49,6 +51,7 @@ from silver.keys import KeyValue
 from silver.verify import TableCheck
 
 __all__ = [
+    "Fit",
     "ForgetReport",
     "Lakehouse",
     "MaintenanceReport",
@@ -81,13 +84,32 @@ class Verification:
 
 
 def generate_workload(
-    out: str | Path, events: int = 20_000, seed: int = 42, malformed_rate: float = 0.01
+    out: str | Path,
+    events: int = 20_000,
+    seed: int = 42,
+    malformed_rate: float = 0.01,
+    late_rate: float = 0.0,
+    parts: int | None = None,
 ) -> int:
     """Write the demo's shop workload (customers and orders CDC, clickstream) as JSON-lines
     files into ``out`` (what ``lakehouse generate`` writes); return the number of records.
-    Read it with ``Lakehouse.run(f"files:{out}")``."""
-    config = WorkloadConfig(events=events, seed=seed, malformed_rate=malformed_rate)
-    return write_workload(Path(out), config)[1]
+    Read it with ``Lakehouse.run(f"files:{out}")``.
+
+    ``late_rate``: the share of clicks sent late on purpose (they land in windows a gold
+    table already marked final: see ``gold.late_events``). ``parts``: split the records, in
+    delivery order, into this many files (``part-00000.jsonl``, ...) that can arrive one at a
+    time; by default one file per 20,000 records.
+
+    Raises:
+        ConfigError: a rate outside its range, ``parts`` below 1, or ``out`` already holds a
+            workload.
+    """
+    if parts is not None and (isinstance(parts, bool) or not isinstance(parts, int) or parts < 1):
+        raise ConfigError(f"parts must be a whole number of files of at least 1, got {parts!r}.")
+    config = WorkloadConfig(
+        events=events, seed=seed, malformed_rate=malformed_rate, late_rate=late_rate
+    )
+    return write_workload(Path(out), config, parts)[1]
 
 
 class Lakehouse:
@@ -264,6 +286,18 @@ class Lakehouse:
         under the config's ``[maintenance]`` settings (``lakehouse maintain``). Bronze
         retention that had to keep records silver still needs is listed in ``refused``."""
         return run_maintenance(self.spark, self.warehouse, self.config, datetime.now(UTC), progress)
+
+    def fit(self) -> list[Fit]:
+        """Fit the per-key baseline of every ``[[alerts]]`` entry from its silver table's
+        current rows (``lakehouse fit``); the next run scores silver's changes against it
+        into ``gold.alerts``.
+
+        Raises:
+            ConfigError: the config declares no alert.
+        """
+        if not self.config.alerts:
+            raise ConfigError("No alert to fit: declare one in an [[alerts]] entry of the config.")
+        return [fit_alert(self.spark, self.warehouse, spec) for spec in self.config.alerts]
 
     def status(self) -> PipelineStatus:
         """Per table how far silver and gold have applied their input, the last micro-batches

@@ -89,10 +89,15 @@ def workload_source(report: ProduceReport, bootstrap: str) -> SourceSpec:
     return SourceSpec("kafka", bootstrap, kafka_options=options)
 
 
-def write_workload(out_dir: Path, config: WorkloadConfig) -> tuple[int, int]:
-    """Generate and write a workload; return (files, records)."""
+def write_workload(
+    out_dir: Path, config: WorkloadConfig, parts: int | None = None
+) -> tuple[int, int]:
+    """Generate and write a workload (in ``parts`` files, if given); return (files, records)."""
     records = generate(config)
-    files = write_files(records, out_dir)
+    if parts is None:
+        files = write_files(records, out_dir)
+    else:
+        files = write_files(records, out_dir, lines_per_file=max(1, -(-len(records) // parts)))
     return len(files), len(records)
 
 
@@ -115,10 +120,8 @@ def run_demo(
     if kafka_bootstrap is None:
         source_dir, parts = root / "source", root / "arrivals"
         progress(f"generating {events} records into {parts}, to arrive in {DEMO_ARRIVALS} parts")
-        records = generate(workload)
-        files = write_files(
-            records, parts, lines_per_file=max(1, -(-len(records) // DEMO_ARRIVALS))
-        )
+        write_workload(parts, workload, DEMO_ARRIVALS)
+        files = sorted(parts.glob("part-*.jsonl"))
         source_dir.mkdir(parents=True, exist_ok=True)
         source = SourceSpec("files", str(source_dir))
         for number, part in enumerate(files, start=1):

@@ -35,15 +35,37 @@ from lakehouse.commands.common import (
 )
 @SEED
 @MALFORMED_RATE
-def generate(out_dir: Path, events: int, seed: int, malformed_rate: float) -> None:
+@click.option(
+    "--late-rate",
+    default=0.0,
+    show_default=True,
+    type=click.FloatRange(0.0, 0.5),
+    help="Share of clicks sent late on purpose, into windows gold already marked final.",
+)
+@click.option(
+    "--parts",
+    default=None,
+    type=click.IntRange(min=1),
+    help="Split the records, in delivery order, into this many files that can arrive one at a "
+    "time [default: one file per 20,000 records].",
+)
+def generate(
+    out_dir: Path,
+    events: int,
+    seed: int,
+    malformed_rate: float,
+    late_rate: float,
+    parts: int | None,
+) -> None:
     """Write a shop workload (customers and orders CDC, clickstream) as JSON-lines files."""
     from cdc.generator import WorkloadConfig
     from lakehouse.demo import write_workload
 
+    workload = WorkloadConfig(
+        events=events, seed=seed, malformed_rate=malformed_rate, late_rate=late_rate
+    )
     try:
-        files, count = write_workload(
-            out_dir, WorkloadConfig(events=events, seed=seed, malformed_rate=malformed_rate)
-        )
+        files, count = write_workload(out_dir, workload, parts)
     except OSError as error:
         raise LakehouseError(
             f"Cannot write the workload to {out_dir}: {error.strerror}. Choose a directory "

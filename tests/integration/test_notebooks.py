@@ -14,7 +14,7 @@ from tests.notebooks import ORDER, execute_all, notebook_paths
 pytestmark = pytest.mark.slow
 
 #: The notebooks whose output must hold plots (image/png), and how many at least.
-PLOTS = {"gold_dashboard": 3, "data_quality": 1}
+PLOTS = {"gold_dashboard": 5, "data_quality": 1}
 
 
 def test_notebooks_run_and_show_their_plots(tmp_path: Path) -> None:
@@ -38,5 +38,9 @@ def test_notebooks_run_and_show_their_plots(tmp_path: Path) -> None:
 
     assert "streaming queries finished" in text("quickstart")
     assert "window_start" in text("quickstart")
+    # The second part's late clicks corrected final windows; the fitted baseline scored orders.
+    assert re.search(r"\| *user_sessions\| *[1-9]\d*\|", text("quickstart")), text("quickstart")
+    assert "Fit(alert='big_orders'" in text("quickstart")
+    assert "by mad against key" in text("quickstart")  # an alert's reason
     assert "silver.customers: 3 rows, expected 3: ok" in text("cdc_deep_dive")
     assert re.search(r"silver\.\w+\.\w+ \((warn|drop|fail)\): \d+ checked", text("data_quality"))
