@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from core import storage
+from core.gold_tables import LATE_EVENTS
 from core.identifiers import require_identifier, table_name_for_topic
 
 if TYPE_CHECKING:
@@ -30,10 +31,12 @@ QUARANTINE_TABLE = "quarantine"
 #: Suffix of an entity's SCD type 2 history table (``silver/<entity>_history``).
 HISTORY_SUFFIX = "_history"
 
-#: How the rows of one key are found in a table: by the entity's key columns (``key``), or,
-#: in tables of raw records, by the records' ``topic``, ``partition`` and ``offset``
-#: (``records``).
-KeyRows = Literal["key", "records"]
+#: How the rows of one key are found in a table: by the entity's key columns (``key``); in
+#: tables of raw records, by the records' ``topic``, ``partition`` and ``offset``
+#: (``records``); in tables about records (``gold.late_events``), by the ``bronze_topic``,
+#: ``bronze_partition`` and ``bronze_offset`` of the record each row is about
+#: (``record_refs``).
+KeyRows = Literal["key", "records", "record_refs"]
 
 
 @dataclass(frozen=True)
@@ -82,9 +85,11 @@ class Warehouse:
         the tombstones, and the SCD type 2 history table and log (listed for every entity: they
         stay when a type 2 entity is configured back to type 1).
 
-        Not listed: the truncation marks (a truncate belongs to no key) and the gold tables
-        (aggregates recomputed from silver). A new table that can hold an entity's rows belongs
-        here: ``lakehouse forget`` removes a key from exactly these tables.
+        ``gold.late_events`` is listed last: its rows name the bronze records of the changes
+        that landed late in a gold table, and recomputing gold after a delete can add one.
+        Not listed: the truncation marks (a truncate belongs to no key) and the other gold
+        tables (aggregates recomputed from silver). A new table that can hold an entity's rows
+        belongs here: ``lakehouse forget`` removes a key from exactly these tables.
         """
         bronze = table_name_for_topic(topic)
         history = f"{entity}{HISTORY_SUFFIX}"
@@ -97,6 +102,7 @@ class Warehouse:
             ),
             EntityTable(f"silver.{history}", self.table("silver", history), "key"),
             EntityTable(f"_system.history_log.{entity}", self.history_log(entity), "key"),
+            EntityTable(f"gold.{LATE_EVENTS}", self.table("gold", LATE_EVENTS), "record_refs"),
         ]
 
     def watermark(self, gold_table: str) -> str:

@@ -2,8 +2,8 @@
 
 The tables searched are those the layout says can hold the entity's rows
 (:meth:`core.layout.Warehouse.entity_tables`): its bronze table, silver table, tombstones, the
-quarantine, and its SCD type 2 history table and history log. Steps, each through the
-pipeline's own code or the DeltaTable API:
+quarantine, its SCD type 2 history table and history log, and the rows of ``gold.late_events``
+about its records. Steps, each through the pipeline's own code or the DeltaTable API:
 
 1. find the key's bronze records (:func:`silver.keys.records_of_key`) and, if there are none,
    whether any other of those tables holds the key: if nothing does, stop; nothing is changed;
@@ -13,7 +13,8 @@ pipeline's own code or the DeltaTable API:
    restored; every commit records the reason as ``userMetadata`` in the table history;
 4. delete the key's rows from every other table of the entity (its records, in the quarantine);
 5. run the gold jobs that read the entity: they retract the deleted rows from the silver change
-   feed, as for any delete;
+   feed, as for any delete; then delete the rows of ``gold.late_events`` about the key's records
+   (a retraction landing in a final window adds one);
 6. VACUUM every touched table with retention 0, so no file of an older version holds the key;
 7. check every version still in each touched table's log: a version whose files all exist
    must not contain the key (its change feed neither, where the table has one).
@@ -121,7 +122,7 @@ def forget(
     # Only the bronze job writes bronze, so the key's records are the same after the catch-up.
     records = records_of_key(_load(spark, bronze_path), spec, key).collect()
     coordinates = [(int(r.partition), int(r.offset)) for r in records]
-    targets = _targets(warehouse, spec, key, coordinates_condition(coordinates))
+    targets = _targets(warehouse, spec, key, coordinates)
     if not coordinates and not any(_holds(spark, t) for t in targets if t.match == "key"):
         report.held = False
         return report
@@ -130,15 +131,14 @@ def forget(
     run_from_bronze(spark, warehouse, config, progress, [table])
     progress(f"forget: {len(coordinates)} bronze records hold key {shown}")
     bronze = next(target for target in targets if target.path == bronze_path)
-    others = [target for target in targets if target is not bronze]
+    # Rows about the key's records go once gold is recomputed: retracting a row can add one.
+    about = [target for target in targets if target.match == "record_refs"]
+    others = [target for target in targets if target is not bronze and target not in about]
     if coordinates:
         with rewritable(spark, bronze.path, message):
             DeltaTable.forPath(spark, bronze.path).delete(bronze.rows)
     report.removed.append((bronze.name, len(coordinates)))
-    with commit_message(spark, message):
-        for target in others:
-            if table_exists(spark, target.path):
-                report.removed.append((target.name, _delete(spark, target)))
+    _delete_all(spark, others, message, report)
 
     touched = [(target.name, target.path) for target in targets]
     jobs = dependent_gold(config, [table])
@@ -147,6 +147,7 @@ def forget(
         run_from_bronze(spark, warehouse, config, progress, [table])
         report.recomputed = [f"gold.{job.table}" for job in jobs]
         touched += [(f"gold.{job.table}", warehouse.table("gold", job.table)) for job in jobs]
+    _delete_all(spark, about, message, report)
     for name, path in touched:
         if table_exists(spark, path):
             progress(f"forget: vacuum {name} (retention 0)")
@@ -161,17 +162,25 @@ def forget(
 
 
 def _targets(
-    warehouse: Warehouse, spec: TableSpec, key: EntityKey, at_records: Column
+    warehouse: Warehouse, spec: TableSpec, key: EntityKey, coordinates: list[tuple[int, int]]
 ) -> list[_Target]:
     """Every table of the layout that can hold the entity's rows, with the condition on its
-    rows that finds the key's.
+    rows that finds the key's (its bronze records at ``coordinates``).
 
     A bronze version still readable after VACUUM (retention 0) only has files of the current
     one, so its records are among those searched: matching their coordinates suffices.
     """
     conditions: dict[KeyRows, tuple[Column, tuple[str, ...]]] = {
         "key": (key.matches(), tuple(key.values)),
-        "records": ((F.col("topic") == spec.topic) & at_records, ("topic", "partition", "offset")),
+        "records": (
+            (F.col("topic") == spec.topic) & coordinates_condition(coordinates),
+            ("topic", "partition", "offset"),
+        ),
+        "record_refs": (
+            (F.col("bronze_topic") == spec.topic)
+            & coordinates_condition(coordinates, "bronze_partition", "bronze_offset"),
+            ("bronze_topic", "bronze_partition", "bronze_offset"),
+        ),
     }
     return [
         _Target(table.name, table.path, table.rows, *conditions[table.rows])
@@ -182,6 +191,16 @@ def _targets(
 def _holds(spark: SparkSession, target: _Target) -> bool:
     """Whether the target's table exists and has a row of the key."""
     return table_exists(spark, target.path) and not target.of(_load(spark, target.path)).isEmpty()
+
+
+def _delete_all(
+    spark: SparkSession, targets: list[_Target], message: str, report: ForgetReport
+) -> None:
+    """Delete the key's rows from each existing target table, each commit saying why."""
+    with commit_message(spark, message):
+        for target in targets:
+            if table_exists(spark, target.path):
+                report.removed.append((target.name, _delete(spark, target)))
 
 
 def _delete(spark: SparkSession, target: _Target) -> int:

@@ -23,7 +23,9 @@ from pyspark.sql.types import BinaryType
 from bronze.table import ensure_bronze_table
 from cdc.records import Record
 from core.config import SHOP_CONFIG, PipelineConfig, TableSpec
+from core.delta_io import versions
 from core.errors import ConfigError, TableNotFoundError
+from core.gold_tables import LATE_EVENTS, GoldTable, Measure, Window
 from core.identifiers import table_name_for_topic
 from core.layout import LAYERS, Warehouse
 from lakehouse.forget import ForgetReport, forget
@@ -479,3 +481,72 @@ def test_forget_of_a_key_nothing_holds_says_so_and_changes_nothing(
         'nothing in the warehouse holds key {"id": 999} of table customers: nothing changed'
     ], result.stdout
     assert all_files(Path(warehouse.root)) == before
+
+
+# --------------------------------------------------------------------------------------------
+# gold.late_events: its rows about a forgotten key's records go too
+# --------------------------------------------------------------------------------------------
+
+CLICKS_TOPIC = "t.clicks"
+CLICKS = TableSpec(
+    name="clicks",
+    topic=CLICKS_TOPIC,
+    format="events",
+    keys=("event_id",),
+    sequence_by=("ts",),
+    schema="event_id bigint, user_id bigint, ts timestamp",
+)
+CLICKS_CONFIG = PipelineConfig(
+    tables=(CLICKS,),
+    gold_tables=(
+        GoldTable(
+            "clicks_per_10_minutes",
+            "clicks",
+            "ts",
+            Window("tumbling", size="10 minutes"),
+            (Measure("clicks", "count"),),
+            group_by=("user_id",),
+            watermark_delay="1 minute",
+        ),
+    ),
+)
+
+
+def click(offset: int, event_id: int, minute: int) -> Record:
+    value = {"event_id": event_id, "user_id": 1, "ts": f"2026-01-01T10:{minute:02d}:00Z"}
+    return Record(CLICKS_TOPIC, 0, offset, 0, {"event_id": event_id}, value)
+
+
+def test_forget_removes_the_late_events_of_the_key(spark: SparkSession, tmp_path: Path) -> None:
+    """Clicks 3 and 4 arrive after the watermark passed their window: both are late events.
+    Forgetting click 3 removes its late row (and the one its retraction adds), keeps click 4's
+    and leaves no readable version of gold.late_events with a row about click 3's record."""
+    warehouse = Warehouse.from_path(tmp_path / "wh")
+    bronze = warehouse.table("bronze", table_name_for_topic(CLICKS_TOPIC))
+    ensure_bronze_table(spark, bronze, CLICKS_TOPIC)
+    deliveries = [[click(0, 1, 0), click(1, 2, 30)], [click(2, 3, 5), click(3, 4, 6)]]
+    for batch_id, records in enumerate(deliveries):
+        bronze_frame(spark, records, batch_id).write.format("delta").mode("append").save(bronze)
+        run_from_bronze(spark, warehouse, CLICKS_CONFIG)
+    late_path = warehouse.table("gold", LATE_EVENTS)
+    late_offsets = {r.bronze_offset for r in load(spark, warehouse, "gold", LATE_EVENTS).collect()}
+    assert late_offsets == {2, 3}  # the test's premise: clicks 3 and 4 landed late
+
+    report = forget(spark, warehouse, CLICKS_CONFIG, "clicks", {"event_id": 3}, REASON)
+
+    removed = dict(report.removed)
+    assert removed[f"bronze.{table_name_for_topic(CLICKS_TOPIC)}"] == 1
+    assert removed[f"gold.{LATE_EVENTS}"] >= 1, report.removed
+    kept = load(spark, warehouse, "gold", LATE_EVENTS).collect()
+    assert {r.bronze_offset for r in kept} == {3}, kept
+    holding = []
+    for version in versions(spark, late_path):
+        frame = spark.read.format("delta").option("versionAsOf", version).load(late_path)
+        if found_in(frame, F.col("bronze_offset") == 2):
+            holding.append(version)
+    assert holding == [], f"gold.late_events versions {holding} still hold click 3's record"
+    counts = load(spark, warehouse, "gold", "clicks_per_10_minutes").collect()
+    assert sorted((str(r.window_start), r.clicks) for r in counts) == [
+        ("2026-01-01 10:00:00", 2),  # clicks 1 and 4
+        ("2026-01-01 10:30:00", 1),
+    ]
