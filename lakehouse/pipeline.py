@@ -34,6 +34,7 @@ from gold.alerts import alert_jobs
 from gold.jobs import gold_jobs
 from lakehouse.entities import entity_specs
 from lakehouse.event_log import recording
+from lakehouse.recovery import recover_and_say
 from lakehouse.summary import RunSummary
 from silver.job import ensure_shared_tables, start_silver
 from silver.parse import check_declared_schemas
@@ -70,6 +71,7 @@ def run_once(
     """
     started = time.monotonic()
     check_declared_schemas(config.tables)
+    recover_and_say(spark, warehouse.root, progress)
     report = RunReport()
     with recording(spark, warehouse, report.summary, "once"):
         progress(f"bronze: ingesting {source.describe()}")
@@ -293,6 +295,7 @@ def _run_continuously(
 ) -> None:
     check_declared_schemas(config.tables)
     check_overrides(config.quality)
+    recover_and_say(spark, warehouse.root, progress)
     stop, at_once = threading.Event(), threading.Event()
 
     def on_signal(*_: object) -> None:

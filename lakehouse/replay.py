@@ -30,7 +30,7 @@ from core.gold_tables import LATE_EVENTS
 from core.layout import QUARANTINE_TABLE, Warehouse, is_uri
 from core.storage import delete_tree
 from gold.watermarks import carry_over
-from lakehouse import commit_swap, swap
+from lakehouse import commit_swap, recovery, swap
 from lakehouse.entities import dependent_gold, derived_paths, resolve_entities
 from lakehouse.pipeline import Progress, run_from_bronze
 
@@ -59,8 +59,7 @@ def replay(
     """
     started = time.monotonic()
     on_object_store = is_uri(warehouse.root)
-    if recover(spark, warehouse.root):
-        progress("replay: finished the swap of an interrupted replay")
+    recovery.recover_and_say(spark, warehouse.root, progress)
     entities = [spec.name for spec in resolve_entities(spark, warehouse, config, table)]
     report = ReplayReport(entities=entities)
     if on_object_store:
@@ -109,7 +108,7 @@ def _keep_event_time_history(
 def recover(spark: SparkSession, root: str) -> bool:
     """Finish or discard an interrupted replay of the warehouse at ``root`` (by renames on a
     local file system, by Delta commits and pointers at a URI); True if one was finished."""
-    return commit_swap.recover(spark, root) if is_uri(root) else swap.recover(root)
+    return recovery.recover(spark, root) == "finished"
 
 
 def gold_inputs(

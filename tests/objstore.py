@@ -66,6 +66,13 @@ def session_settings() -> dict[str, str]:
     return {"spark.jars": str(objstore_jar()), **SETTINGS}
 
 
+def submit_args() -> str:
+    """``PYSPARK_SUBMIT_ARGS`` that give a command's own local session the scheme: the jar on
+    the driver's classpath (local mode runs its executors there) and the scheme's settings."""
+    settings = " ".join(f"--conf {key}={value}" for key, value in SETTINGS.items())
+    return f"--driver-class-path {objstore_jar()} {settings} pyspark-shell"
+
+
 def objstore_uri(local: Path, bucket: str = "bucket") -> str:
     """The ``objstore://`` URI of a local absolute path."""
     return f"{SCHEME}://{bucket}{local.resolve()}"

@@ -33,6 +33,7 @@ from core.layout import LAYERS, QUARANTINE_TABLE, Warehouse
 from lakehouse.pipeline import run_once
 from tests.cli import LAKEHOUSE, run_cli
 from tests.faults import CommitFaults
+from tests.objstore import objstore_uri, submit_args
 from tests.runs import (
     PHASES,
     Run,
@@ -63,7 +64,7 @@ QUARANTINE_RUN_COLUMNS = ("_quarantined_at", "_batch_id")
 # --------------------------------------------------------------------------------------------
 
 
-def run_args(source: Path, warehouse: Path, files_per_batch: int = 1) -> list[str]:
+def run_args(source: Path, warehouse: Path | str, files_per_batch: int = 1) -> list[str]:
     return [
         str(LAKEHOUSE),
         "run",
@@ -129,7 +130,7 @@ def assert_same_warehouse(spark: SparkSession, reference: Path, killed: Path) ->
 
 
 def run_with_kills(
-    source: Path, warehouse: Path, durations: dict[str, list[float]], deadline: float
+    source: Path, warehouse: Path | str, durations: dict[str, list[float]], deadline: float
 ) -> list[str]:
     """Run KILL_PLAN against ``warehouse``, then once to completion (in this process); return
     where the kills landed.
@@ -211,6 +212,22 @@ def test_killed_runs_converge_to_the_uninterrupted_result(
     verify = run_cli("verify", "--warehouse", killed)
     assert verify.returncode == 0, verify.stdout + verify.stderr
     print(f"kills: {kills}; phase durations of the reference run: {workload.durations}")
+
+
+def test_a_killed_run_on_an_object_store_converges_to_the_uninterrupted_result(
+    spark: SparkSession, workload: Workload, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same with the warehouse on ``objstore://`` (no directory rename; checkpoints and
+    idempotency ids through Hadoop's FileSystem): the killed run, run again, leaves the tables
+    of the uninterrupted run on a local path."""
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", submit_args())  # the killed run's own session
+    killed = tmp_path / "killed"  # the folder under the warehouse's objstore:// URI
+    uri = objstore_uri(killed)
+    kills = run_with_kills(workload.source, uri, workload.durations, workload.deadline)
+    landed = Counter(kill.split(" ", 1)[0] for kill in kills if not kill.startswith("none"))
+    assert landed.total() == 1, kills
+    assert_same_warehouse(spark, workload.reference, killed)
+    print(f"kills on {uri}: {kills}")
 
 
 def test_sessions_survive_a_crash_after_their_first_commit(
