@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from functools import reduce
 from typing import Any
 
-from delta.tables import DeltaTable
+from delta.tables import DeltaMergeBuilder, DeltaTable
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -21,11 +21,15 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from core.delta_io import ensure_table, table_exists
+from core.delta_io import ensure_table, session_setting, table_exists
 from silver.changes import LAST_DELETE, fill_order, fill_value, first_value
 from silver.parse import METADATA_COLUMNS, order_of
 
 Assignments = dict[str, str | Column]
+
+#: Whether Delta copies a MERGE's source before reading it (``auto``: whenever the source is
+#: not only Delta scans, which a local checkpoint is not).
+MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
 
 TOMBSTONE_METADATA = ("_sequence", "_bronze_partition", "_bronze_offset", "_source_ts")
 #: The quarantine table every entity's job appends to: the record, why, and where it was.
@@ -136,7 +140,7 @@ def merge_silver(
     value after the key's last delete (``_fill_*``, see ``latest_per_key``), else from the
     table's row if the batch has no delete of the key, else (no previous version) the value the
     key's first event after the delete received (``_first_*``). ``effective`` holds only events
-    newer than the table's row of their key.
+    newer than the table's row of their key, and is materialized (see :func:`_execute`).
     """
     newer = order_of("s.") > order_of("t.")
     is_delete = F.col("s._op") == "d"
@@ -155,30 +159,43 @@ def merge_silver(
             .otherwise(F.col(f"s.{column}"))
         )
         inserts[column] = F.when(filled, fill).when(partial, first).otherwise(F.col(f"s.{column}"))
-    (
+    _execute(
         DeltaTable.forPath(effective.sparkSession, path)
         .alias("t")
         .merge(effective.alias("s"), key_match(keys))
         .whenMatchedDelete(condition=newer & is_delete)
         .whenMatchedUpdate(condition=newer & ~is_delete, set=updates)
-        .whenNotMatchedInsert(condition=~is_delete, values=inserts)
-        .execute()
+        .whenNotMatchedInsert(condition=~is_delete, values=inserts),
+        effective,
     )
 
 
 def merge_tombstones(effective: DataFrame, path: str, keys: Sequence[str]) -> None:
-    """Remember the newest delete per key (a newer upsert of the same batch drops it)."""
+    """Remember the newest delete per key (a newer upsert of the same batch drops it);
+    ``effective`` is materialized (see :func:`_execute`)."""
     is_delete = F.col("s._op") == "d"
     columns = _copy_from_source((*keys, *TOMBSTONE_METADATA))
-    (
+    _execute(
         DeltaTable.forPath(effective.sparkSession, path)
         .alias("t")
         .merge(effective.alias("s"), key_match(keys))
         .whenMatchedUpdate(condition=is_delete & (order_of("s.") > order_of("t.")), set=columns)
         .whenMatchedDelete(condition=~is_delete & (order_of("s.") > order_of("t.")))
-        .whenNotMatchedInsert(condition=is_delete, values=columns)
-        .execute()
+        .whenNotMatchedInsert(condition=is_delete, values=columns),
+        effective,
     )
+
+
+def _execute(merge: DeltaMergeBuilder, source: DataFrame) -> None:
+    """Run ``merge`` without Delta's own copy of its ``source``.
+
+    Delta copies a source that is not only Delta scans so that its two passes (find the
+    files with matches, rewrite them) read the same rows; ``source`` must therefore already
+    be materialized (a local checkpoint, as ``kept_with_totals`` makes): a third read of the
+    rows it holds, and one Spark job less per MERGE.
+    """
+    with session_setting(source.sparkSession, MATERIALIZE_SOURCE, "none"):
+        merge.execute()
 
 
 def delete_older_than(spark: SparkSession, path: str, floor: Column) -> None:
