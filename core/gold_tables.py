@@ -1,8 +1,9 @@
 """Declared gold tables: a windowed aggregate over one silver table, as data.
 
 A :class:`GoldTable` names its silver source, the event-time column, a :class:`Window`, the
-group-by columns, the :class:`Measure` s and an optional filter in the safe condition grammar
-(:mod:`core.conditions`, never SQL text). The same declaration comes from a ``[[gold]]`` entry
+group-by columns, the :class:`Measure` s, an optional filter in the safe condition grammar
+(:mod:`core.conditions`, never SQL text) and an optional enrichment :class:`Join` with another
+silver table. The same declaration comes from a ``[[gold]]`` entry
 of the pipeline TOML (:func:`gold_table_from`) or from Python. Every mistake found at load
 raises one :class:`~core.errors.ConfigError` naming it and the fix; columns are checked
 against the source's schema once it is known (:meth:`GoldTable.check_columns`).
@@ -199,11 +200,64 @@ class Measure:
 
 
 @dataclass(frozen=True)
+class Join:
+    """An enrichment join: each row of the gold table's source takes ``columns`` of the row of
+    silver table ``entity`` whose key columns equal its own ``on`` columns (a left outer join:
+    a row without a match keeps nulls). ``on`` pairs each source column with the entity's key
+    column it equals; ``prefix`` is put before each joined column's name (so ``tier`` can be
+    ``customer_tier``). Joined columns can be grouped by, measured and filtered on."""
+
+    entity: str
+    on: tuple[tuple[str, str], ...]
+    columns: tuple[str, ...]
+    prefix: str = ""
+
+    def __post_init__(self) -> None:
+        require_identifier(self.entity, "entity of the join")
+        object.__setattr__(self, "on", tuple((str(a), str(b)) for a, b in self.on))
+        object.__setattr__(self, "columns", tuple(self.columns))
+        if not self.on:
+            raise ConfigError(
+                f"The join with {self.entity!r} has no 'on' columns: name the source column "
+                f'that holds the entity\'s key, e.g. on = {{ customer_id = "id" }}.'
+            )
+        for source_column, entity_column in self.on:
+            require_identifier(source_column, "source column of the join's 'on'")
+            require_identifier(entity_column, f"column of {self.entity!r} in the join's 'on'")
+        if not self.columns:
+            raise ConfigError(
+                f"The join with {self.entity!r} takes no columns: list the columns of "
+                f'{self.entity!r} to add, e.g. columns = ["tier"].'
+            )
+        for column in self.columns:
+            require_identifier(column, f"joined column of {self.entity!r}")
+        repeated = sorted({c for c in self.columns if self.columns.count(c) > 1})
+        if repeated:
+            raise ConfigError(
+                f"The join with {self.entity!r} lists column(s) {', '.join(repeated)} twice: "
+                "list each once."
+            )
+        if self.prefix:
+            require_identifier(self.prefix, "prefix of the join")
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        """The names the joined columns take (``prefix`` + column)."""
+        return tuple(f"{self.prefix}{column}" for column in self.columns)
+
+    @property
+    def renamed(self) -> tuple[tuple[str, str], ...]:
+        """(entity column, name in the joined rows) of each joined column."""
+        return tuple(zip(self.columns, self.outputs, strict=True))
+
+
+@dataclass(frozen=True)
 class GoldTable:
     """One declared gold table (``gold.<name>``): ``measures`` of the ``source`` silver table's
     rows (those matching ``filter``, with an ``event_time``) per ``group_by`` values and
-    ``window``. ``watermark_delay`` is how far behind the newest event time seen a window
-    counts as final (its rows get ``_final``; a later change to it is a late event)."""
+    ``window``; with a ``join``, each source row first takes the joined entity's columns.
+    ``watermark_delay`` is how far behind the newest event time seen a window counts as final
+    (its rows get ``_final``; a later change to it is a late event)."""
 
     name: str
     source: str
@@ -213,6 +267,7 @@ class GoldTable:
     group_by: tuple[str, ...] = ()
     filter: str | None = None
     watermark_delay: str = "10 minutes"
+    join: Join | None = None
     condition: Condition | None = field(default=None, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -251,6 +306,11 @@ class GoldTable:
         if self.filter is not None:
             condition = parse_condition(self.filter, f"filter of {where}")
             object.__setattr__(self, "condition", condition)
+        if self.join is not None and self.join.entity == self.source:
+            raise ConfigError(
+                f"Gold table {self.name!r} joins silver.{self.source} with itself: name "
+                "another entity in join (a self-join is not supported)."
+            )
 
     @property
     def delay_micros(self) -> int:
@@ -270,21 +330,45 @@ class GoldTable:
 
     @property
     def source_columns(self) -> tuple[str, ...]:
-        """Every source column the declaration reads."""
+        """Every source column the declaration reads (a joined column is the entity's)."""
         read = [self.event_time, *self.group_by]
         read += [m.column for m in self.measures if m.column is not None]
         if self.condition is not None:
             read += condition_columns(self.condition)
+        joined = self.join.outputs if self.join is not None else ()
+        read = [c for c in read if c not in joined]
+        if self.join is not None:
+            read += [source_column for source_column, _ in self.join.on]
         return tuple(dict.fromkeys(read))
 
-    def check_columns(self, available: Collection[str]) -> None:
+    def check_columns(
+        self, available: Collection[str], entity: Collection[str] | None = None
+    ) -> None:
         """Raise ConfigError naming the first column the declaration reads that the source
-        lacks (``available``: the source's columns)."""
+        lacks (``available``: the source's columns), and with a join, the first ``on`` or
+        joined column the joined entity lacks (``entity``: its columns) or a joined name the
+        source already has."""
         for column in self.source_columns:
             if column not in available:
                 raise ConfigError(
                     f"Gold table {self.name!r} reads column {column!r}, which silver."
                     f"{self.source} does not have. Columns: {', '.join(sorted(available))}."
+                )
+        if self.join is None or entity is None:
+            return
+        join = self.join
+        for column in (*(e for _, e in join.on), *join.columns):
+            if column not in entity:
+                raise ConfigError(
+                    f"Gold table {self.name!r} joins column {column!r}, which silver."
+                    f"{join.entity} does not have. Columns: {', '.join(sorted(entity))}."
+                )
+        for column, output in join.renamed:
+            if output in available:
+                raise ConfigError(
+                    f"Gold table {self.name!r}: joined column {column!r} of silver."
+                    f"{join.entity} would hide silver.{self.source}'s own {output!r}: set a "
+                    f'prefix in the join, e.g. prefix = "{join.entity}_".'
                 )
 
 
@@ -297,7 +381,9 @@ _GOLD_KEYS = {
     "measures",
     "filter",
     "watermark_delay",
+    "join",
 }
+_JOIN_KEYS = {"entity", "on", "columns", "prefix"}
 _WINDOW_KEYS = {"kind", "size", "slide", "gap", "lookback", "count", "start_as", "end_as"}
 _MEASURE_KEYS = {"name", "fn", "column", "percentile"}
 
@@ -314,7 +400,7 @@ def gold_table_from(entry: Mapping[str, Any]) -> GoldTable:
         if required not in entry:
             raise ConfigError(
                 f"{where} needs {required!r}; a gold table names name, source, event_time, "
-                "window and measures (group_by, filter, watermark_delay are optional)."
+                "window and measures (group_by, filter, join, watermark_delay are optional)."
             )
     window = entry["window"]
     if not isinstance(window, Mapping):
@@ -349,6 +435,37 @@ def gold_table_from(entry: Mapping[str, Any]) -> GoldTable:
         watermark_delay=_text(entry, "watermark_delay", where)
         if "watermark_delay" in entry
         else "10 minutes",
+        join=_join_from(entry["join"], where) if "join" in entry else None,
+    )
+
+
+def _join_from(join: object, where: str) -> Join:
+    """The :class:`Join` of a ``join = { entity, on, columns, prefix }`` setting."""
+    example = 'join = { entity = "customers", on = { customer_id = "id" }, columns = ["tier"] }'
+    if not isinstance(join, Mapping):
+        raise ConfigError(f"'join' of {where} must be a table, e.g. {example}.")
+    _known(join, _JOIN_KEYS, f"the join of {where}")
+    for required in ("entity", "on", "columns"):
+        if required not in join:
+            raise ConfigError(f"The join of {where} needs {required!r}, e.g. {example}.")
+    on = join["on"]
+    if isinstance(on, list) and all(isinstance(c, str) for c in on):
+        pairs = tuple((c, c) for c in on)  # the same name on both sides
+    elif isinstance(on, Mapping) and all(isinstance(c, str) for c in on.values()):
+        pairs = tuple((str(s), e) for s, e in on.items())
+    else:
+        raise ConfigError(
+            f"'on' of the join of {where} must map each source column to the entity's key "
+            f'column, e.g. on = {{ customer_id = "id" }} (or list names both sides share).'
+        )
+    columns = join["columns"]
+    if not isinstance(columns, list) or not all(isinstance(c, str) for c in columns):
+        raise ConfigError(f"'columns' of the join of {where} must be a list of column names.")
+    return Join(
+        entity=_text(join, "entity", f"the join of {where}"),
+        on=pairs,
+        columns=tuple(columns),
+        prefix=_text(join, "prefix", f"the join of {where}") if "prefix" in join else "",
     )
 
 

@@ -6,6 +6,10 @@ recomputes the declaration over the current silver rows of that scope and makes 
 table's scope equal the result in one MERGE under the batch's Delta transaction id. So after
 every committed batch the gold table equals its declaration evaluated in batch over silver,
 whatever the order, updates, deletes or split of the changes.
+
+A gold table with an enrichment join reads the joined entity's change feed in the same query
+(the two feeds as one stream, :func:`joined_changes`), so one writer keeps the table and an
+entity change recomputes the scope of the source rows with its key (:mod:`gold.enrichment`).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from pyspark.sql.types import BooleanType, StructField, StructType, TimestampTyp
 from core import checkpoints
 from core.config import PipelineConfig
 from core.delta_io import append, ensure_table, idempotent_dml
+from core.errors import ConfigError
 from core.gold_tables import FINAL, FINALIZED_AT, LATE_EVENTS, GoldTable
 from core.layout import Warehouse
 from core.streaming import Trigger, query_app_id
@@ -40,6 +45,16 @@ from gold.aggregates import (
     same_key,
     scope_columns,
 )
+from gold.enrichment import (
+    ENTITY,
+    SIDE,
+    check_join,
+    check_unique,
+    enrich,
+    entity_columns,
+    entity_rows,
+    scope_rows,
+)
 from gold.finality import LATE_EVENTS_SCHEMA, late_events, newly_final, with_finality
 from gold.schema_log import rebase_schema_log, schema_log_location
 from gold.watermarks import record_seen, seen_micros, watermark_of
@@ -50,7 +65,11 @@ GOLD_WIDENING: TypeWidening = "rewrite"
 
 
 def silver_changes(
-    spark: SparkSession, path: str, checkpoint: str | None = None, starting_version: int = 0
+    spark: SparkSession,
+    path: str,
+    checkpoint: str | None = None,
+    starting_version: int = 0,
+    source: int = 0,
 ) -> DataFrame:
     """The change feed of a silver table as a stream, from ``starting_version`` (its first
     version, unless a replay installed a gold table that already holds the earlier ones).
@@ -62,6 +81,7 @@ def silver_changes(
     does that), it reads on with the new schema. Without the log, a widened type would stop
     the stream for good. Silver only widens types, so every type change is accepted. The log
     is first pointed at the checkpoint's current place, in case it was moved (replay, copy).
+    ``source`` is the input's number in its query (each input has its own schema log).
     """
     reader = (
         spark.readStream.format("delta")
@@ -69,10 +89,10 @@ def silver_changes(
         .option("startingVersion", starting_version)
     )
     if checkpoint is not None:
-        rebase_schema_log(checkpoint)
-        reader = reader.option("schemaTrackingLocation", schema_log_location(checkpoint)).option(
-            "allowSourceColumnTypeChange", "always"
-        )
+        rebase_schema_log(checkpoint, source)
+        reader = reader.option(
+            "schemaTrackingLocation", schema_log_location(checkpoint, source)
+        ).option("allowSourceColumnTypeChange", "always")
     return reader.load(path)
 
 
@@ -87,17 +107,34 @@ def start_gold(
     """Start the job that keeps ``gold.<table.name>`` equal to its declaration over silver.
 
     Raises:
-        ConfigError: the declaration reads a column the silver table does not have.
+        ConfigError: the declaration reads a column the silver table does not have; its join
+            names a missing entity or column, columns of different types, or not a key.
     """
     source = warehouse.table("silver", table.source)
-    columns = spark.read.format("delta").load(source).columns
-    table.check_columns(columns)
-    evaluate(spark.read.format("delta").load(source), table)  # the filter's types, at start
+    facts = spark.read.format("delta").load(source)
+    entity, combine = None, None
+    if table.join is not None:
+        entity = warehouse.table("silver", table.join.entity)
+        combine = partial(joined_changes, entity=entity, table=table)
+        if table.join.entity not in warehouse.table_names("silver", spark):
+            raise ConfigError(
+                f"Gold table {table.name!r} joins silver.{table.join.entity}, which does not "
+                "exist: name a silver table in join.entity (its entity must have had events)."
+            )
+        dimension = spark.read.format("delta").load(entity)
+        table.check_columns(facts.columns, dimension.columns)
+        check_join(table, facts.schema, dimension.schema)
+        check_unique(dimension, table, [e for _, e in table.join.on])
+        facts = enrich(facts, entity_rows(dimension, table.join), table.join)
+    else:
+        table.check_columns(facts.columns)
+    evaluate(facts, table)  # the filter's types, at start
     paths = GoldPaths(
         source=source,
         gold=warehouse.table("gold", table.name),
         watermark=warehouse.watermark(table.name),
         late_events=warehouse.table("gold", LATE_EVENTS),
+        entity=entity,
     )
     # Created before any query runs: the gold jobs of a pipeline append to it side by side.
     ensure_table(spark, paths.late_events, LATE_EVENTS_SCHEMA, change_feed=False)
@@ -108,7 +145,31 @@ def start_gold(
         source,
         trigger,
         lambda app_id: _maintainer(paths, table, app_id),
+        combine,
     )
+
+
+def joined_changes(
+    facts: DataFrame, spark: SparkSession, checkpoint: str, entity: str, table: GoldTable
+) -> DataFrame:
+    """The change feed ``facts`` of a gold table's source and that of its joined entity (the
+    query's second input, from the entity's first version) as one stream: each row has
+    :data:`SIDE` ``source`` or ``entity``; an entity row has only ``_change_type``,
+    ``_commit_version``, ``_commit_timestamp`` and :data:`ENTITY` (its
+    :func:`~gold.enrichment.entity_columns` as a struct), a source row a null :data:`ENTITY`."""
+    join = table.join
+    assert join is not None
+    shape = spark.read.format("delta").load(entity).select(F.struct(*entity_columns(join)))
+    kind = shape.schema.fields[0].dataType
+    changes = silver_changes(spark, entity, checkpoint, 0, source=1).select(
+        "_change_type",
+        "_commit_version",
+        "_commit_timestamp",
+        F.struct(*entity_columns(join)).alias(ENTITY),
+        F.lit("entity").alias(SIDE),
+    )
+    source = facts.withColumns({ENTITY: F.lit(None).cast(kind), SIDE: F.lit("source")})
+    return source.unionByName(changes, allowMissingColumns=True)
 
 
 def start_on_changes(
@@ -118,17 +179,22 @@ def start_on_changes(
     source: str,
     trigger: Trigger,
     batch_function: Callable[[str], Callable[[DataFrame, int], None]],
+    combine: Callable[[DataFrame, SparkSession, str], DataFrame] | None = None,
 ) -> StreamingQuery:
     """Start streaming query ``query`` over the change feed of the silver table at
     ``source``; ``batch_function(app_id)`` (the query's idempotency id) handles each batch.
+    ``combine(changes, spark, checkpoint)``, if given, makes the query's stream of that feed
+    (a gold table with a join adds its entity's, :func:`joined_changes`).
 
     The checkpoint is the query's current one (:func:`core.checkpoints.current`: after a
     replay on an object store, the generation its pointer names, read from the version the
     pointer gives)."""
     place = checkpoints.current(spark, warehouse.checkpoint(query))
+    stream = silver_changes(spark, source, place.location, place.starting_version)
+    if combine is not None:
+        stream = combine(stream, spark, place.location)
     writer = (
-        silver_changes(spark, source, place.location, place.starting_version)
-        .writeStream.queryName(query)
+        stream.writeStream.queryName(query)
         .option("checkpointLocation", place.location)
         .foreachBatch(batch_function(query_app_id(spark, place.location)))
     )
@@ -136,13 +202,14 @@ def start_on_changes(
 
 
 class GoldPaths(NamedTuple):
-    """Where a gold job reads and writes: its silver source, gold table, watermark state and
-    the shared ``gold.late_events``."""
+    """Where a gold job reads and writes: its silver source, gold table, watermark state,
+    the shared ``gold.late_events`` and the joined entity's silver table (if any)."""
 
     source: str
     gold: str
     watermark: str
     late_events: str
+    entity: str | None = None
 
 
 def _maintainer(
@@ -151,6 +218,14 @@ def _maintainer(
     def maintain(batch: DataFrame, batch_id: int) -> None:
         spark = batch.sparkSession
         silver = spark.read.format("delta").load(paths.source)
+        facts, touched = batch, None
+        if table.join is not None and paths.entity is not None:
+            entity = entity_rows(spark.read.format("delta").load(paths.entity), table.join)
+            changes = batch.where(F.col(SIDE) == "entity").select("_change_type", f"{ENTITY}.*")
+            facts = batch.where(F.col(SIDE) == "source").drop(SIDE, ENTITY)
+            touched = affected(scope_rows(facts, silver, changes, entity, table.join), table)
+            silver = enrich(silver, entity, table.join)
+            facts = enrich(facts, entity, table.join)
         images = batch.where(F.col("_change_type").isin(*ROW_IMAGES))
         newest = F.when(F.col("_change_type").isin(*ADDS), F.unix_micros(F.col(table.event_time)))
         stats = images.agg(
@@ -161,7 +236,7 @@ def _maintainer(
         seen = max((s for s in (before, stats["seen"]) if s is not None), default=None)
         watermark = watermark_of(seen, table)
         batch_time = stats["at"]
-        touched = affected(batch, table)
+        touched = touched if touched is not None else affected(batch, table)
         keys = touched.collect()  # distinct (group, window) keys: as small as the change
         scope = spark.createDataFrame(keys, touched.schema)
         starts = [] if table.window.per_group else [k[table.window.key_column] for k in keys]
@@ -181,7 +256,7 @@ def _maintainer(
         # a retried batch reads the watermark its first attempt read, so decides the same.
         previous = watermark_of(before, table)
         if previous is not None:
-            late = late_events(batch, table, previous).localCheckpoint()
+            late = late_events(facts, table, previous).localCheckpoint()
             if not late.isEmpty():
                 append(late, paths.late_events, app_id, batch_id)
         gold = spark.read.format("delta").load(paths.gold)
@@ -231,6 +306,8 @@ class GoldJob(NamedTuple):
     input: str
     what: str
     start: Callable[[SparkSession, Warehouse, Trigger], StreamingQuery]
+    #: The silver tables it joins (they must exist before it starts).
+    joins: tuple[str, ...] = ()
 
 
 def gold_jobs(config: PipelineConfig) -> list[GoldJob]:
@@ -243,6 +320,7 @@ def gold_jobs(config: PipelineConfig) -> list[GoldJob]:
             table.source,
             f"{table.window.kind} windows into gold.{table.name}",
             partial(start_gold, table=table),
+            () if table.join is None else (table.join.entity,),
         )
         for table in config.gold_declarations
     ]

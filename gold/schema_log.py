@@ -23,13 +23,15 @@ SCHEMA_LOG = "_schema_log"
 _SOURCE_PATH = "sourceMetadataPath"
 
 
-def schema_log_location(checkpoint: str) -> str:
-    """Where, under a query's checkpoint, Delta keeps the schema log of its change-feed input."""
-    return f"{checkpoint}/{SCHEMA_LOG}"
+def schema_log_location(checkpoint: str, source: int = 0) -> str:
+    """Where, under a query's checkpoint, Delta keeps the schema log of its change-feed input
+    number ``source`` (a gold table with a join reads two)."""
+    return f"{checkpoint}/{SCHEMA_LOG}" + (f"_{source}" if source else "")
 
 
-def rebase_schema_log(checkpoint: str) -> int:
-    """Point every entry of the checkpoint's schema log at the checkpoint's current place.
+def rebase_schema_log(checkpoint: str, source: int = 0) -> int:
+    """Point every entry of the checkpoint's schema log (of input ``source``) at the
+    checkpoint's current place.
 
     Returns the number of entries rewritten (0 when none had moved, or the checkpoint is not on
     the local file system).
@@ -37,9 +39,10 @@ def rebase_schema_log(checkpoint: str) -> int:
     local = _local_path(checkpoint)
     if local is None:
         return 0
-    expected = f"file:{local / 'sources' / '0'}"
+    expected = f"file:{local / 'sources' / str(source)}"
     rewritten = 0
-    for entry in sorted((local / SCHEMA_LOG).glob("_schema_log_*/[0-9]*")):
+    log = Path(schema_log_location(str(local), source))
+    for entry in sorted(log.glob("_schema_log_*/[0-9]*")):
         if _rebase_entry(entry, expected):
             rewritten += 1
     return rewritten

@@ -10,6 +10,7 @@ from pyspark.sql.types import DoubleType, FloatType
 
 from core.gold_tables import FINAL, GoldTable
 from gold.aggregates import evaluate
+from gold.enrichment import enrich, entity_rows
 from gold.finality import at_micros
 from gold.watermarks import seen_micros, watermark_of
 from silver.verify import MAX_REPORTED, TableCheck
@@ -19,15 +20,25 @@ DOUBLE_DIGITS = 9
 
 
 def check_gold(
-    spark: SparkSession, silver: str, gold: str, table: GoldTable, watermark: str
+    spark: SparkSession,
+    silver: str,
+    gold: str,
+    table: GoldTable,
+    watermark: str,
+    entity: str | None = None,
 ) -> TableCheck:
     """The rows of the gold table at ``gold`` that differ from ``table`` evaluated over the
-    silver table at ``silver``, a row being final when its window ends at or before the
+    silver table at ``silver`` (left-joined with the entity table at ``entity`` when the
+    declaration has a join), a row being final when its window ends at or before the
     watermark state at ``watermark`` (each missing or unexpected row is one difference line)."""
     mark = watermark_of(seen_micros(spark, watermark), table)
     end = F.col(table.window.end_as)
     final = F.lit(False) if mark is None else end <= at_micros(mark)
-    evaluated = evaluate(spark.read.format("delta").load(silver), table)
+    rows = spark.read.format("delta").load(silver)
+    if table.join is not None and entity is not None:
+        joined = entity_rows(spark.read.format("delta").load(entity), table.join)
+        rows = enrich(rows, joined, table.join)
+    evaluated = evaluate(rows, table)
     expected = _comparable(evaluated.withColumn(FINAL, final), table)
     stored = spark.read.format("delta").load(gold)
     if FINAL not in stored.columns:

@@ -34,5 +34,6 @@ def verify_warehouse(
         silver, gold = warehouse.table("silver", table.source), warehouse.table("gold", table.name)
         if checks and table_exists(spark, silver) and table_exists(spark, gold):
             watermark = warehouse.watermark(table.name)
-            checks.append(check_gold(spark, silver, gold, table, watermark))
+            entity = None if table.join is None else warehouse.table("silver", table.join.entity)
+            checks.append(check_gold(spark, silver, gold, table, watermark, entity))
     return checks

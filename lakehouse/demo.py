@@ -17,7 +17,7 @@ from core.alerting import AlertSpec
 from core.catalog import run_sql
 from core.config import SHOP_CONFIG, PipelineConfig, QualitySpec
 from core.delta_io import table_exists
-from core.gold_tables import LATE_EVENTS
+from core.gold_tables import LATE_EVENTS, GoldTable, Join, Measure, Window
 from core.layout import LAYERS, Warehouse
 from core.streaming import Trigger, run_to_end
 from expectations.metrics import quality_summary
@@ -39,8 +39,23 @@ DEMO_ALERT = AlertSpec(
     threshold=5.0,
     min_history=5,
 )
-#: The shop pipeline with the suites shipped in expectations/suites, and its alert.
-DEMO_CONFIG = replace(SHOP_CONFIG, quality=QualitySpec(packaged_suites=True), alerts=(DEMO_ALERT,))
+#: Revenue per minute by the tier of the order's customer: the demo's enrichment join.
+REVENUE_BY_TIER = GoldTable(
+    name="revenue_by_tier",
+    source="orders",
+    event_time="created_at",
+    window=Window("tumbling", size="1 minute"),
+    measures=(Measure("revenue", "sum", "total"), Measure("orders", "count")),
+    group_by=("customer_tier",),
+    join=Join("customers", (("customer_id", "id"),), ("tier",), prefix="customer_"),
+)
+#: The shop pipeline with the suites shipped in expectations/suites, its alert and the join.
+DEMO_CONFIG = replace(
+    SHOP_CONFIG,
+    quality=QualitySpec(packaged_suites=True),
+    alerts=(DEMO_ALERT,),
+    gold_tables=(*SHOP_CONFIG.gold_declarations, REVENUE_BY_TIER),
+)
 LATE_QUERY = (
     "SELECT gold_table, count(*) AS changes, round(max(late_by_seconds) / 60) AS max_minutes "
     "FROM gold.late_events GROUP BY gold_table ORDER BY gold_table"
@@ -134,7 +149,7 @@ def run_demo(
         run_once(spark, source, warehouse, config, progress)
     run_alerts(spark, warehouse, DEMO_CONFIG, progress)
     progress("verifying silver against the reference fold of bronze, gold against its declarations")
-    checks = verify_warehouse(spark, warehouse, SHOP_CONFIG)
+    checks = verify_warehouse(spark, warehouse, DEMO_CONFIG)
     counts: list[tuple[str, int]] = [
         (f"{layer}.{name}", spark.read.format("delta").load(warehouse.table(layer, name)).count())
         for layer in LAYERS

@@ -23,8 +23,27 @@ from core.gold_tables import GoldTable, Measure, duration_micros
 Row = dict[str, Any]
 
 
-def evaluate(rows: Iterable[Row], table: GoldTable) -> list[Row]:
-    """The gold rows of ``table`` over the silver ``rows``."""
+def joined(rows: Iterable[Row], table: GoldTable, entity: Iterable[Row]) -> list[Row]:
+    """Each source row with the joined columns of the ``entity`` row (the joined silver
+    table's rows) whose key columns equal its ``on`` columns, or None in each where there is no
+    such row (a null never equals anything)."""
+    join = table.join
+    assert join is not None
+    by_key = {tuple(e[column] for _, column in join.on): e for e in entity}
+    out = []
+    for row in rows:
+        key = tuple(row[column] for column, _ in join.on)
+        match = None if None in key else by_key.get(key)
+        extra = {join.prefix + c: None if match is None else match[c] for c in join.columns}
+        out.append({**row, **extra})
+    return out
+
+
+def evaluate(rows: Iterable[Row], table: GoldTable, entity: Iterable[Row] = ()) -> list[Row]:
+    """The gold rows of ``table`` over the silver ``rows`` (and, with a join, the rows of the
+    joined silver table, ``entity``)."""
+    if table.join is not None:
+        rows = joined(rows, table, entity)
     counted = [
         row
         for row in rows

@@ -8,7 +8,7 @@ import pytest
 
 from core.config import SHOP_CONFIG, GoldSpec, load_config
 from core.errors import ConfigError
-from core.gold_tables import GoldTable, Measure, Window
+from core.gold_tables import GoldTable, Join, Measure, Window
 from tests.cli import run_cli
 
 pytestmark = pytest.mark.unit
@@ -226,3 +226,88 @@ def test_a_bad_declaration_is_one_error_line(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert errors == ["error: A tumbling window needs size: add size = '10 minutes'."], errors
+
+
+JOIN = 'join = { entity = "customers", on = { customer_id = "id" }, columns = ["tier"] }'
+
+
+def test_a_join_loads_as_the_python_declaration(tmp_path: Path) -> None:
+    (table,) = load_config(
+        toml(tmp_path, extra=JOIN.replace("] }", '], prefix = "customer_" }'))
+    ).gold_declarations
+    assert table.join == Join("customers", (("customer_id", "id"),), ("tier",), "customer_")
+    assert table.join.outputs == ("customer_tier",)
+    listed = 'join = { entity = "customers", on = ["customer_id"], columns = ["tier", "name"] }'
+    (same_names,) = load_config(toml(tmp_path, extra=listed)).gold_declarations
+    assert same_names.join == Join("customers", (("customer_id", "customer_id"),), ("tier", "name"))
+
+
+@pytest.mark.parametrize(
+    ("join", "message"),
+    [
+        ('join = "customers"', r"'join' of \[\[gold\]\] 'spend' must be a table"),
+        (
+            'join = { entity = "customers", on = ["customer_id"] }',
+            r"The join of \[\[gold\]\] 'spend' needs 'columns'",
+        ),
+        (
+            'join = { entity = "customers", on = ["customer_id"], columns = ["tier"], as = "x" }',
+            r"Unknown setting\(s\) as in the join of \[\[gold\]\] 'spend'",
+        ),
+        (
+            'join = { entity = "customers", on = "customer_id", columns = ["tier"] }',
+            r"'on' of the join of \[\[gold\]\] 'spend' must map each source column",
+        ),
+        (
+            'join = { entity = "customers", on = [], columns = ["tier"] }',
+            r"The join with 'customers' has no 'on' columns",
+        ),
+        (
+            'join = { entity = "customers", on = ["customer_id"], columns = [] }',
+            r"The join with 'customers' takes no columns",
+        ),
+        (
+            'join = { entity = "customers", on = ["customer_id"], columns = ["t", "t"] }',
+            r"lists column\(s\) t twice",
+        ),
+        (
+            'join = { entity = "cust omers", on = ["customer_id"], columns = ["tier"] }',
+            r"Invalid entity of the join 'cust omers'",
+        ),
+        (
+            'join = { entity = "orders", on = ["customer_id"], columns = ["tier"] }',
+            r"joins silver.orders with itself",
+        ),
+    ],
+)
+def test_one_clear_error_per_join_mistake(tmp_path: Path, join: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_config(toml(tmp_path, extra=join))
+
+
+def test_joined_columns_are_checked_once_both_schemas_are_known() -> None:
+    table = GoldTable(
+        "by_tier",
+        "orders",
+        "created_at",
+        Window("tumbling", size="1 hour"),
+        (Measure("revenue", "sum", "total"),),
+        group_by=("tier",),
+        filter="tier <> 'gold'",
+        join=Join("customers", (("customer_id", "id"),), ("tier",)),
+    )
+    assert table.source_columns == ("created_at", "total", "customer_id")
+    orders = ["id", "customer_id", "created_at", "total"]
+    table.check_columns(orders, ["id", "tier"])
+    with pytest.raises(ConfigError) as raised:
+        table.check_columns(orders, ["id", "segment"])
+    assert str(raised.value) == (
+        "Gold table 'by_tier' joins column 'tier', which silver.customers does not have. "
+        "Columns: id, segment."
+    )
+    with pytest.raises(ConfigError) as raised:
+        table.check_columns([*orders, "tier"], ["id", "tier"])
+    assert str(raised.value) == (
+        "Gold table 'by_tier': joined column 'tier' of silver.customers would hide "
+        "silver.orders's own 'tier': set a prefix in the join, e.g. prefix = \"customers_\"."
+    )
