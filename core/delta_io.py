@@ -120,6 +120,13 @@ def files_on_disk(spark: SparkSession, path: str) -> int:
     return sum(1 for f in storage.files_under(spark, path, ".parquet") if "/_delta_log/" not in f)
 
 
+def current_version(spark: SparkSession, path: str) -> int:
+    """The table's newest version."""
+    row = DeltaTable.forPath(spark, path).history(1).select("version").first()
+    assert row is not None  # every Delta table has a version 0
+    return int(row.version)
+
+
 def versions(spark: SparkSession, path: str) -> list[int]:
     """Every version still listed in the table's log, oldest first."""
     rows = DeltaTable.forPath(spark, path).history().select("version").collect()

@@ -26,7 +26,7 @@ from pyspark.sql.types import BooleanType, StructField, StructType, TimestampTyp
 
 from core import checkpoints
 from core.config import PipelineConfig
-from core.delta_io import append, ensure_table, idempotent_dml
+from core.delta_io import append, current_version, ensure_table, idempotent_dml
 from core.errors import ConfigError
 from core.gold_tables import FINAL, FINALIZED_AT, LATE_EVENTS, GoldTable
 from core.layout import Warehouse
@@ -83,17 +83,26 @@ def silver_changes(
     is first pointed at the checkpoint's current place, in case it was moved (replay, copy).
     ``source`` is the input's number in its query (each input has its own schema log).
     """
+    start = starting_version
+    if starting_version > 0:
+        start = min(starting_version, current_version(spark, path))
     reader = (
         spark.readStream.format("delta")
         .option("readChangeFeed", "true")
-        .option("startingVersion", starting_version)
+        .option("startingVersion", start)
     )
     if checkpoint is not None:
         rebase_schema_log(checkpoint, source)
         reader = reader.option(
             "schemaTrackingLocation", schema_log_location(checkpoint, source)
         ).option("allowSourceColumnTypeChange", "always")
-    return reader.load(path)
+    changes = reader.load(path)
+    if start < starting_version:
+        # A replay's pointer names the version after the one it installed, and silver has not
+        # written that one yet (Delta cannot start there): read from the installed version and
+        # leave its changes out, as the rebuilt gold table holds them.
+        changes = changes.where(F.col("_commit_version") >= starting_version)
+    return changes
 
 
 def query_name(table: GoldTable) -> str:
