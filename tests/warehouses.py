@@ -33,9 +33,9 @@ SEED = 11
 #: Quarantine columns that record when a run quarantined a record, not what it was.
 QUARANTINE_RUN_COLUMNS = ("_quarantined_at", "_batch_id")
 #: Gold columns that record when a run's commits happened (silver's commit time and version),
-#: which two runs of the same input do not share: a window's ``_finalized_at``, and when a
-#: late change was applied.
-GOLD_RUN_COLUMNS = (FINALIZED_AT,)
+#: which two runs of the same input do not share: a window's ``_finalized_at``, when an alert's
+#: baseline was fitted (``fitted_at``), and when a late change was applied.
+GOLD_RUN_COLUMNS = (FINALIZED_AT, "fitted_at")
 LATE_EVENTS_RUN_COLUMNS = ("silver_version", "changed_at")
 
 
