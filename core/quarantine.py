@@ -6,30 +6,25 @@ from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import (
-    BinaryType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
+from pyspark.sql import types as T
 
 from core.delta_io import append, ensure_table, table_exists
 
 #: The quarantine table every job appends to: the record, why, and where it was.
-QUARANTINE_SCHEMA = StructType(
+QUARANTINE_SCHEMA = T.StructType(
     [
-        StructField("entity", StringType()),
-        StructField("reason", StringType()),
-        StructField("topic", StringType()),
-        StructField("partition", IntegerType()),
-        StructField("offset", LongType()),
-        StructField("key", BinaryType()),
-        StructField("value", BinaryType()),
-        StructField("_quarantined_at", TimestampType()),
-        StructField("_batch_id", LongType()),
+        T.StructField(name, kind)
+        for name, kind in (
+            ("entity", T.StringType()),
+            ("reason", T.StringType()),
+            ("topic", T.StringType()),
+            ("partition", T.IntegerType()),
+            ("offset", T.LongType()),
+            ("key", T.BinaryType()),
+            ("value", T.BinaryType()),
+            ("_quarantined_at", T.TimestampType()),
+            ("_batch_id", T.LongType()),
+        )
     ]
 )
 
