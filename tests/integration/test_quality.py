@@ -18,6 +18,8 @@ Bronze's and gold's ``warn`` and bronze's ``drop`` ride in the same runs as silv
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,7 @@ import pytest
 from bs4 import BeautifulSoup
 from pyspark.sql import SparkSession
 
+from bronze.job import append_batch_by_topic
 from cdc.records import Record
 from cdc.sources import SourceSpec
 from core.config import PipelineConfig, QualityAction, QualitySpec, TableSpec
@@ -32,13 +35,13 @@ from core.delta_io import versions
 from core.errors import ExpectationFailedError
 from core.gold_tables import GoldTable, Measure, Window
 from core.layout import QUARANTINE_TABLE, Warehouse
-from expectations.checks import load_checks
+from expectations.checks import load_checks, load_layer_checks
 from lakehouse.audit import verify_warehouse
 from lakehouse.pipeline import run_once
 from silver.job import apply_batch, ensure_shared_tables, entity_tables
 from tests.browser import Browser, dump_dom, screenshot
 from tests.cli import run_cli
-from tests.helpers import bronze_frame
+from tests.helpers import bronze_frame, source_frame
 
 pytestmark = pytest.mark.integration
 
@@ -446,11 +449,45 @@ def test_more_expectations_run_no_more_spark_jobs(spark: SparkSession, tmp_path:
         tables = entity_tables(lake.warehouse, USERS)
         ensure_shared_tables(spark, lake.warehouse)
         frame = bronze_frame(spark, records)
-        group = f"quality-jobs-{kept}"
-        spark.sparkContext.setJobGroup(group, group)
-        try:
-            apply_batch(frame, 0, USERS, tables, "jobs-test", checks)
-        finally:
-            spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
-        jobs.append(len(spark.sparkContext.statusTracker().getJobIdsForGroup(group)))
+        run = partial(apply_batch, frame, 0, USERS, tables, "jobs-test", checks)
+        jobs.append(spark_jobs(spark, f"quality-jobs-{kept}", run))
     assert jobs[0] == jobs[1] > 0, jobs
+
+
+def test_bronze_expectations_run_no_more_spark_jobs(spark: SparkSession, tmp_path: Path) -> None:
+    """A bronze micro-batch runs as many Spark jobs without a suite as with a suite of another
+    topic's table, and as many with one expectation of its suite as with all: the counts come
+    from the job that counts the batch's records per topic."""
+    records = [user(0, 1, 30, "a@ex.com"), user(1, 2, 200, "b@ex.com")]
+    jobs = []
+    for name, table, kept in (
+        ("none", None, 0),
+        ("other", "other_topic", 2),
+        ("one", "app_users", 1),
+        ("all", "app_users", 2),
+    ):
+        lake = Lake(spark, tmp_path / name)
+        for path in (lake.suites / "bronze").iterdir():
+            path.unlink()
+        if table is not None:
+            rules = BRONZE_SUITE["expectations"][:kept]
+            suite = {"name": f"bronze.{table}", "expectations": rules}
+            (lake.suites / "bronze" / f"{table}.json").write_text(json.dumps(suite), "utf-8")
+        checks = load_layer_checks(spark, lake.config().quality, lake.warehouse, "bronze")
+        assert len(checks) == (table is not None)
+        append = append_batch_by_topic(lake.warehouse, "jobs-test", None, checks)
+        run = partial(append, source_frame(spark, records), 0)
+        jobs.append(spark_jobs(spark, f"bronze-jobs-{name}", run))
+        assert lake.rows(lake.bronze, "offset") == [(0,), (1,)]
+    assert jobs[0] == jobs[1] > 0, jobs
+    assert jobs[2] == jobs[3] > jobs[0], jobs  # the metrics' append: a few jobs more
+
+
+def spark_jobs(spark: SparkSession, group: str, run: Callable[[], object]) -> int:
+    """How many Spark jobs ``run`` starts."""
+    spark.sparkContext.setJobGroup(group, group)
+    try:
+        run()
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+    return len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
