@@ -4,16 +4,25 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
 from bronze.table import ensure_bronze_table, with_ingestion_metadata
+from core.config import QualitySpec
 from core.identifiers import bronze_tables_for_topics
-from core.layout import Warehouse
+from core.layout import QUARANTINE_TABLE, Warehouse
+from core.quarantine import ensure_quarantine, quarantine
 from core.streaming import Trigger, idempotent_write_options, query_app_id
+from expectations.checks import load_layer_checks
+from expectations.compile import Check
+from expectations.enforce import Outcome, TableChecks
+from expectations.metrics import record_outcomes
 
 BRONZE_QUERY = "bronze"
+#: Where a bronze record came from: the columns its quarantine row and error messages name.
+COORDINATES = ("topic", "partition", "offset")
+_REASON = "_reason"
 
 #: Told the records of each topic in each micro-batch the bronze query appended.
 TopicListener = Callable[[Mapping[str, int]], None]
@@ -24,42 +33,111 @@ def start_bronze(
     warehouse: Warehouse,
     trigger: Trigger,
     listener: TopicListener | None = None,
+    quality: QualitySpec | None = None,
 ) -> StreamingQuery:
     """Start streaming ``source`` (Kafka-shaped rows) into ``<warehouse>/bronze/<topic>``;
-    ``listener`` is told each micro-batch's records per topic (in this Python process)."""
+    ``listener`` is told each micro-batch's records per topic (in this Python process);
+    ``quality``: the suites whose bronze expectations each micro-batch enforces.
+
+    Raises:
+        ConfigError: a bronze suite is malformed or cannot run in a stream.
+    """
+    spark = source.sparkSession
     checkpoint = warehouse.checkpoint(BRONZE_QUERY)
+    checks = load_layer_checks(spark, quality, warehouse, "bronze") if quality else {}
+    if any(r.action == "drop" for c in checks.values() for r in c.suite.rules):
+        ensure_quarantine(spark, warehouse.table("silver", QUARANTINE_TABLE))
     writer = (
         source.writeStream.queryName(BRONZE_QUERY)
         .option("checkpointLocation", checkpoint)
         .foreachBatch(
-            append_batch_by_topic(
-                warehouse, query_app_id(source.sparkSession, checkpoint), listener
-            )
+            append_batch_by_topic(warehouse, query_app_id(spark, checkpoint), listener, checks)
         )
     )
     return trigger.apply(writer).start()
 
 
 def append_batch_by_topic(
-    warehouse: Warehouse, app_id: str, listener: TopicListener | None = None
+    warehouse: Warehouse,
+    app_id: str,
+    listener: TopicListener | None = None,
+    checks: Mapping[str, TableChecks] | None = None,
 ) -> Callable[[DataFrame, int], None]:
-    """A foreachBatch function appending each topic's rows to its bronze table exactly once."""
+    """A foreachBatch function appending each topic's rows to its bronze table exactly once.
 
+    ``checks`` (by bronze table name) are enforced on the rows of their table's topic, counted
+    in the job that counts the batch's records per topic: a ``fail`` expectation that breaks
+    stops the batch before anything is written; rows a ``drop`` expectation catches go to the
+    quarantine table instead of bronze; the counts go to the quality metrics table.
+
+    Raises:
+        ExpectationFailedError: a ``fail`` expectation broke (nothing of the batch is written).
+    """
     checked: set[str] = set()  # topics whose table was created or checked by this query
+    suites = dict(checks or {})
 
     def append(batch: DataFrame, batch_id: int) -> None:
         rows = with_ingestion_metadata(batch, batch_id).persist()
         try:
-            counts = {r.topic: int(r["count"]) for r in rows.groupBy("topic").count().collect()}
+            compiled = {table: c.compile(rows.schema) for table, c in suites.items()}
+            per_topic = {
+                r.topic: r
+                for r in rows.groupBy("topic")
+                .agg(
+                    F.count(F.lit(1)).alias("count"),
+                    *(F.struct(*TableChecks.totals(c)).alias(t) for t, c in compiled.items()),
+                )
+                .collect()
+            }
+            counts = {topic: int(r["count"]) for topic, r in per_topic.items()}
             tables = bronze_tables_for_topics(list(counts))
+            outcomes: list[Outcome] = []
+            dropping: dict[str, list[Check]] = {}
+            for topic in sorted(counts):
+                table = tables[topic]
+                if table not in suites:
+                    continue
+                found = suites[table].judge(
+                    compiled[table],
+                    per_topic[topic][table],
+                    rows.where(F.col("topic") == topic),
+                    (),
+                    batch_id,
+                    COORDINATES,
+                )
+                outcomes += found
+                dropped = sum(o.dropped for o in found)
+                if dropped:
+                    dropping[topic] = compiled[table]
+                    counts[topic] -= dropped
+            spark = rows.sparkSession
+            if outcomes:
+                metrics = next(iter(suites.values())).metrics
+                record_outcomes(spark, metrics, outcomes, app_id, batch_id)
+            kept = rows
+            if dropping:
+                kept = rows.withColumn(_REASON, _drop_reasons(dropping))
+                quarantine(
+                    kept.where(F.col(_REASON).isNotNull()),
+                    _table_of(dropping, tables),
+                    _REASON,
+                    COORDINATES,
+                    warehouse.table("silver", QUARANTINE_TABLE),
+                    f"{app_id}:quarantine",
+                    batch_id,
+                )
             for topic in sorted(counts):
                 path = warehouse.table("bronze", tables[topic])
                 if topic not in checked:
-                    ensure_bronze_table(rows.sparkSession, path, topic)
+                    ensure_bronze_table(spark, path, topic)
                     checked.add(topic)
+                records = kept.where(F.col("topic") == topic)
+                if topic in dropping:
+                    records = records.where(F.col(_REASON).isNull()).drop(_REASON)
+                elif dropping:
+                    records = records.drop(_REASON)
                 (
-                    rows.where(F.col("topic") == topic)
-                    .write.format("delta")
+                    records.write.format("delta")
                     .mode("append")
                     .options(**idempotent_write_options(app_id, batch_id))
                     .save(path)
@@ -70,3 +148,19 @@ def append_batch_by_topic(
             listener(counts)
 
     return append
+
+
+def _drop_reasons(dropping: Mapping[str, list[Check]]) -> Column:
+    """The drop reason of each record of the ``dropping`` topics (null: kept)."""
+    reasons = []
+    for topic, checks in dropping.items():
+        reason = TableChecks.drop_reason(checks)
+        assert reason is not None  # the topic dropped rows
+        reasons.append(F.when(F.col("topic") == topic, reason))
+    return F.coalesce(*reasons)
+
+
+def _table_of(dropping: Mapping[str, list[Check]], tables: Mapping[str, str]) -> Column:
+    """The bronze table name of each record's topic (the quarantine's ``entity`` of a record
+    a bronze expectation dropped)."""
+    return F.coalesce(*(F.when(F.col("topic") == t, F.lit(tables[t])) for t in dropping))

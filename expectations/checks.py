@@ -8,7 +8,7 @@ from core.config import QualitySpec
 from core.layout import Layer, Warehouse
 from expectations.enforce import TableChecks
 from expectations.metrics import ensure_quality_table
-from expectations.suites import load_suite
+from expectations.suites import load_suite, suite_names
 
 
 def load_checks(
@@ -27,3 +27,20 @@ def load_checks(
         return None
     ensure_quality_table(spark, warehouse.quality())
     return TableChecks(suite, warehouse.quality())
+
+
+def load_layer_checks(
+    spark: SparkSession, quality: QualitySpec, warehouse: Warehouse, layer: Layer
+) -> dict[str, TableChecks]:
+    """The checks of every table of ``layer`` that has a suite with a row-level expectation,
+    by table name (for a job that learns its tables as it runs: bronze, one per topic).
+
+    Raises:
+        ConfigError: a suite is malformed or cannot run in a stream (``load_suite``).
+    """
+    if not quality.enabled:
+        return {}
+    loaded = {
+        t: load_checks(spark, quality, warehouse, layer, t) for t in suite_names(quality, layer)
+    }
+    return {table: checks for table, checks in loaded.items() if checks is not None}

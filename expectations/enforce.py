@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from core.errors import ExpectationFailedError
 from expectations.compile import Check, compile_rule, holds
@@ -28,6 +29,8 @@ SCOPE = "_quality_scope"
 #: Quarantine reason of a row a ``drop`` expectation caught: ``expectation <suite>.<name>``.
 DROPPED_PREFIX = "expectation "
 DROP_REASON = DROPPED_PREFIX + "{}"
+#: The columns that say where a row's record is in bronze: topic, partition, offset.
+Coordinates = tuple[str, str, str]
 
 
 @dataclass(frozen=True)
@@ -48,23 +51,43 @@ class TableChecks:
     suite: TableSuite
     metrics: str  # path of the quality metrics table
 
-    def mark(self, rows: DataFrame, scope: Column, reason: str) -> tuple[DataFrame, list[Check]]:
-        """``rows`` with :data:`SCOPE` (``scope``: the rows the expectations apply to) and, on
-        rows in scope that a ``drop`` expectation catches, ``reason`` set to
-        :data:`DROP_REASON` of the first such expectation; and the compiled checks.
+    def compile(self, schema: StructType, scope: Column | None = None) -> list[Check]:
+        """The suite's checks over rows of ``schema``, each counting only the rows in ``scope``
+        (None: every row).
 
         Raises:
             ConfigError: a rule reads a column the rows do not have (see ``compile_rule``).
         """
-        checks = [compile_rule(rule, rows.schema) for rule in self.suite.rules]
-        marked = rows.withColumn(SCOPE, F.coalesce(scope, F.lit(False)))
+        checks = [compile_rule(rule, schema) for rule in self.suite.rules]
+        if scope is None:
+            return checks
+        return [Check(c.rule, scope & c.failed, scope & c.counted) for c in checks]
+
+    @staticmethod
+    def drop_reason(checks: Sequence[Check]) -> Column | None:
+        """:data:`DROP_REASON` of the first ``drop`` check a row breaks (null if none); None
+        if no check drops."""
         drops = [
-            F.when(F.col(SCOPE) & c.failed, F.lit(DROP_REASON.format(c.rule.qualified)))
+            F.when(c.failed, F.lit(DROP_REASON.format(c.rule.qualified)))
             for c in checks
             if c.rule.action == "drop"
         ]
-        if drops:
-            marked = marked.withColumn(reason, F.coalesce(F.col(reason), *drops))
+        return F.coalesce(*drops) if drops else None
+
+    def mark(self, rows: DataFrame, scope: Column, reason: str) -> tuple[DataFrame, list[Check]]:
+        """``rows`` with :data:`SCOPE` (``scope``: the rows the expectations apply to, kept as
+        a column, as ``reason`` changes) and, on rows in scope that a ``drop`` expectation
+        catches, ``reason`` set to :data:`DROP_REASON` of the first such expectation; and the
+        compiled checks, limited to the rows in scope.
+
+        Raises:
+            ConfigError: a rule reads a column the rows do not have (see ``compile_rule``).
+        """
+        checks = self.compile(rows.schema, F.col(SCOPE))
+        marked = rows.withColumn(SCOPE, F.coalesce(scope, F.lit(False)))
+        dropped = self.drop_reason(checks)
+        if dropped is not None:
+            marked = marked.withColumn(reason, F.coalesce(F.col(reason), dropped))
         return marked, checks
 
     @staticmethod
@@ -76,8 +99,8 @@ class TableChecks:
         """Aggregates of rows counted and failed per check, named ``_q<i>_counted``/``_failed``."""
         columns = []
         for i, check in enumerate(checks):
-            columns.append(F.count_if(F.col(SCOPE) & check.counted).alias(f"_q{i}_counted"))
-            columns.append(F.count_if(F.col(SCOPE) & check.failed).alias(f"_q{i}_failed"))
+            columns.append(F.count_if(check.counted).alias(f"_q{i}_counted"))
+            columns.append(F.count_if(check.failed).alias(f"_q{i}_failed"))
         return columns
 
     def judge(
@@ -87,14 +110,16 @@ class TableChecks:
         rows: DataFrame,
         shown: Sequence[str],
         batch_id: int,
+        coordinates: Coordinates | None = None,
     ) -> list[Outcome]:
         """The outcome of each check from the ``counts`` row of :meth:`totals`; warnings are
         logged for each broken ``warn`` or ``drop`` expectation.
 
         Raises:
             ExpectationFailedError: a ``fail`` expectation does not hold; the message names it,
-                the table and one failing row of ``rows`` (its ``shown`` columns and bronze
-                coordinates, read by one small Spark job).
+                the table and one failing row of ``rows`` (its ``shown`` columns and, if
+                given, the columns of its bronze ``coordinates``: topic, partition, offset;
+                read by one small Spark job).
         """
         outcomes = []
         for i, check in enumerate(checks):
@@ -106,7 +131,7 @@ class TableChecks:
             if held:
                 continue
             if rule.action == "fail":
-                example = _example(rows, check, shown)
+                example = _example(rows, check, shown, coordinates)
                 raise ExpectationFailedError(
                     f"Expectation {rule.name} ({rule.type}, action fail) of {rule.suite} broke "
                     f"in micro-batch {batch_id}: {failed} of {counted} rows, e.g. {example}. "
@@ -125,16 +150,17 @@ class TableChecks:
         return outcomes
 
 
-def _example(rows: DataFrame, check: Check, shown: Sequence[str]) -> str:
+def _example(
+    rows: DataFrame, check: Check, shown: Sequence[str], coordinates: Coordinates | None
+) -> str:
     columns = list(dict.fromkeys([*shown, check.rule.column]))
-    coordinates = ["_bronze_topic", "_bronze_partition", "_bronze_offset"]
-    row = rows.where(F.col(SCOPE) & check.failed).select(*columns, *coordinates).first()
+    row = rows.where(check.failed).select(*columns, *(coordinates or ())).first()
     if row is None:  # cannot happen: the counts said some row failed
         return "no row"
     values = ", ".join(
         f"{c}={row[c]!r}" if isinstance(row[c], str) else f"{c}={row[c]}" for c in columns
     )
-    return (
-        f"{values} (bronze {row._bronze_topic} partition {row._bronze_partition} "
-        f"offset {row._bronze_offset})"
-    )
+    if coordinates is None:
+        return values
+    topic, partition, offset = (row[c] for c in coordinates)
+    return f"{values} (bronze {topic} partition {partition} offset {offset})"

@@ -4,7 +4,7 @@ dropped (``_system/quality``, SQL name ``system.quality``)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -51,11 +51,12 @@ def record_outcomes(
     outcomes: Sequence[Outcome],
     app_id: str,
     batch_id: int,
-    at: datetime,
 ) -> None:
-    """Append one row per outcome (idempotent per ``app_id`` and ``batch_id``)."""
+    """Append one row per outcome, checked now, for micro-batch ``batch_id`` of the query
+    whose idempotency id is ``app_id`` (idempotent per query and batch)."""
     if not outcomes:
         return
+    at = datetime.now(UTC)
     rows = [
         (
             o.rule.suite,
@@ -72,7 +73,7 @@ def record_outcomes(
         )
         for o in outcomes
     ]
-    append(spark.createDataFrame(rows, QUALITY_SCHEMA), path, app_id, batch_id)
+    append(spark.createDataFrame(rows, QUALITY_SCHEMA), path, f"{app_id}:quality", batch_id)
 
 
 def quality_summary(spark: SparkSession, path: str) -> DataFrame | None:

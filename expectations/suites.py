@@ -212,6 +212,13 @@ def load_suite(quality: QualitySpec, layer: str, table: str) -> TableSuite | Non
         action = quality.action_for(qualified) or require_action(
             meta.get("action", "warn"), f"expectation {qualified} (meta.action)"
         )
+        if layer == "gold" and action == "drop":
+            raise ConfigError(
+                f"Expectation {qualified} has action drop, which a gold table cannot take: its "
+                "rows are derived from silver, and withholding one would make gold differ from "
+                "its declaration (lakehouse verify). Use warn or fail, or drop the rows at "
+                "silver (in the suite of the gold table's silver source)."
+            )
         rules.append(Rule(name, rule_name, kind, column, kwargs, action))
     _check_overrides(quality, name, rules)
     return TableSuite(name, str(path), tuple(rules), table_level)

@@ -25,13 +25,17 @@ from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import BooleanType, StructField, StructType, TimestampType
 
 from core import checkpoints
-from core.config import PipelineConfig
+from core.config import PipelineConfig, QualitySpec
 from core.delta_io import append, current_version, ensure_table, idempotent_dml
 from core.errors import ConfigError
+from core.frames import kept_with_totals
 from core.gold_tables import FINAL, FINALIZED_AT, LATE_EVENTS, GoldTable
 from core.layout import Warehouse
 from core.streaming import Trigger, query_app_id
 from core.widening import TypeWidening
+from expectations.checks import load_checks
+from expectations.enforce import TableChecks
+from expectations.metrics import record_outcomes
 from gold.aggregates import (
     ADDS,
     PRESENT,
@@ -111,13 +115,19 @@ def query_name(table: GoldTable) -> str:
 
 
 def start_gold(
-    spark: SparkSession, warehouse: Warehouse, trigger: Trigger, table: GoldTable
+    spark: SparkSession,
+    warehouse: Warehouse,
+    trigger: Trigger,
+    table: GoldTable,
+    quality: QualitySpec | None = None,
 ) -> StreamingQuery:
-    """Start the job that keeps ``gold.<table.name>`` equal to its declaration over silver.
+    """Start the job that keeps ``gold.<table.name>`` equal to its declaration over silver;
+    ``quality``: the suites whose expectations of ``gold.<table.name>`` each batch enforces.
 
     Raises:
         ConfigError: the declaration reads a column the silver table does not have; its join
-            names a missing entity or column, columns of different types, or not a key.
+            names a missing entity or column, columns of different types, or not a key; its
+            suite is malformed or reads a column the gold table does not have.
     """
     source = warehouse.table("silver", table.source)
     facts = spark.read.format("delta").load(source)
@@ -137,7 +147,10 @@ def start_gold(
         facts = enrich(facts, entity_rows(dimension, table.join), table.join)
     else:
         table.check_columns(facts.columns)
-    evaluate(facts, table)  # the filter's types, at start
+    declared = evaluate(facts, table)  # the filter's types, at start
+    checks = load_checks(spark, quality, warehouse, "gold", table.name) if quality else None
+    if checks is not None:
+        checks.compile(declared.schema)  # the suite's columns, at start
     paths = GoldPaths(
         source=source,
         gold=warehouse.table("gold", table.name),
@@ -153,7 +166,7 @@ def start_gold(
         query_name(table),
         source,
         trigger,
-        lambda app_id: _maintainer(paths, table, app_id),
+        lambda app_id: _maintainer(paths, table, app_id, checks),
         combine,
     )
 
@@ -222,8 +235,11 @@ class GoldPaths(NamedTuple):
 
 
 def _maintainer(
-    paths: GoldPaths, table: GoldTable, app_id: str
+    paths: GoldPaths, table: GoldTable, app_id: str, checks: TableChecks | None = None
 ) -> Callable[[DataFrame, int], None]:
+    """The foreachBatch function of ``table``'s job; ``checks``: its suite's row-level
+    expectations, enforced on the rows each batch writes."""
+
     def maintain(batch: DataFrame, batch_id: int) -> None:
         spark = batch.sparkSession
         silver = spark.read.format("delta").load(paths.source)
@@ -263,11 +279,8 @@ def _maintainer(
             return  # no row images: nothing changed
         # Writes in this order, each under the batch's transaction id, the watermark last:
         # a retried batch reads the watermark its first attempt read, so decides the same.
+        # The expectations are judged first: a broken ``fail`` one stops before any write.
         previous = watermark_of(before, table)
-        if previous is not None:
-            late = late_events(facts, table, previous).localCheckpoint()
-            if not late.isEmpty():
-                append(late, paths.late_events, app_id, batch_id)
         gold = spark.read.format("delta").load(paths.gold)
         existing = in_scope(gold, scope, scope_columns(table))
         changes = replacement(
@@ -277,14 +290,40 @@ def _maintainer(
             outside = out_of_scope(gold, scope, scope_columns(table), bool(keys))
             finals = newly_final(outside, table, watermark, batch_time)
             changes = changes.unionByName(finals.withColumn(PRESENT, F.lit(True)))
-        if keys or watermark != previous:
-            changes = changes.localCheckpoint()
+        merge = bool(keys) or watermark != previous
+        if merge:
+            changes = _checked(changes, checks, table, app_id, batch_id)
+        if previous is not None:
+            late = late_events(facts, table, previous).localCheckpoint()
+            if not late.isEmpty():
+                append(late, paths.late_events, app_id, batch_id)
+        if merge:
             with idempotent_dml(spark, app_id, batch_id):
                 replace_windows(spark, paths.gold, changes, table)
         if seen is not None and seen != before:
             record_seen(spark, paths.watermark, table, seen, app_id, batch_id)
 
     return maintain
+
+
+def _checked(
+    changes: DataFrame, checks: TableChecks | None, table: GoldTable, app_id: str, batch_id: int
+) -> DataFrame:
+    """``changes`` kept (a local checkpoint); with ``checks``, each is counted on the rows the
+    MERGE writes (inserted or updated) in the job that keeps them, judged, and its metrics
+    recorded.
+
+    Raises:
+        ExpectationFailedError: a ``fail`` expectation broke on a written row (nothing of the
+            batch is written).
+    """
+    if checks is None:
+        return changes.localCheckpoint()
+    compiled = checks.compile(changes.schema, F.col(PRESENT))
+    kept, counts = kept_with_totals(changes, *TableChecks.totals(compiled))
+    outcomes = checks.judge(compiled, counts, kept, scope_columns(table), batch_id)
+    record_outcomes(kept.sparkSession, checks.metrics, outcomes, app_id, batch_id)
+    return kept
 
 
 def replace_windows(spark: SparkSession, path: str, changes: DataFrame, table: GoldTable) -> None:
@@ -328,7 +367,7 @@ def gold_jobs(config: PipelineConfig) -> list[GoldJob]:
             table.name,
             table.source,
             f"{table.window.kind} windows into gold.{table.name}",
-            partial(start_gold, table=table),
+            partial(start_gold, table=table, quality=config.quality),
             () if table.join is None else (table.join.entity,),
         )
         for table in config.gold_declarations

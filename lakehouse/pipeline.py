@@ -71,6 +71,7 @@ def run_once(
     """
     started = time.monotonic()
     check_declared_schemas(config.tables)
+    check_overrides(config.quality)
     recover_and_say(spark, warehouse.root, progress)
     report = RunReport()
     with recording(spark, warehouse, report.summary, "once"):
@@ -81,6 +82,7 @@ def run_once(
             warehouse,
             Trigger(),
             report.summary.bronze_batch,
+            config.quality,
         )
         _finish(bronze, report, progress)
         silver_and_gold = run_from_bronze(
@@ -309,7 +311,8 @@ def _run_continuously(
             source_frame = read_source(spark, source, continuous=True)
             listener = summary.bronze_batch if summary else None
             running.start(
-                BRONZE_QUERY, lambda: start_bronze(source_frame, warehouse, trigger, listener)
+                BRONZE_QUERY,
+                lambda: start_bronze(source_frame, warehouse, trigger, listener, config.quality),
             )
             progress(f"bronze: streaming from {source.describe()} (Ctrl-C stops)")
             while not stop.is_set():

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
@@ -17,6 +16,7 @@ from core.delta_io import append, ensure_table, idempotent_dml
 from core.frames import kept_with_totals
 from core.identifiers import table_name_for_topic
 from core.layout import QUARANTINE_TABLE, Warehouse
+from core.quarantine import ensure_quarantine, quarantine
 from core.streaming import Trigger, query_app_id
 from core.widening import TypeWidening
 from expectations.compile import Check
@@ -26,6 +26,7 @@ from silver.changes import latest_per_key, newer_than
 from silver.evolution import read_batch
 from silver.history_job import apply_history, history_tables
 from silver.parse import (
+    BRONZE_COORDINATES,
     METADATA_COLUMNS,
     SCHEMA_HASH,
     RowLayout,
@@ -39,13 +40,11 @@ from silver.parse import (
 )
 from silver.settings import UPSERT_OPS, kept_layout, with_settings
 from silver.tables import (
-    QUARANTINE_COLUMNS,
     TOMBSTONE_METADATA,
     EntityTables,
     current_orders,
     data_columns,
     delete_older_than,
-    ensure_quarantine,
     latest_truncation,
     merge_silver,
     merge_tombstones,
@@ -201,15 +200,24 @@ def apply_batch(
     checks = checks if checks is not None and layout.columns else None
     outcomes: list[Outcome] = []
     if checks is not None:
-        outcomes = checks.judge(compiled, counts, events, layout.key_names, batch_id)
+        outcomes = checks.judge(
+            compiled, counts, events, layout.key_names, batch_id, BRONZE_COORDINATES
+        )
         events = TableChecks.unmark(events)
     reasons: tuple[tuple[str, int], ...] = ()
     if counts.quarantined:
-        _quarantine(events, spec, tables.quarantine, f"{app_id}:quarantine", batch_id)
+        quarantine(
+            events.where(F.col("_reason").isNotNull()),
+            F.lit(spec.name),
+            "_reason",
+            BRONZE_COORDINATES,
+            tables.quarantine,
+            f"{app_id}:quarantine",
+            batch_id,
+        )
         reasons = _reasons(events)
     if checks is not None:
-        at = datetime.now(UTC)
-        record_outcomes(spark, checks.metrics, outcomes, f"{app_id}:quality", batch_id, at)
+        record_outcomes(spark, checks.metrics, outcomes, app_id, batch_id)
     valid = events.where(F.col("_reason").isNull() & ~F.col("_tombstone"))
     changes = valid.where(F.col("_op") != "t")
     floor = state.floor
@@ -319,21 +327,6 @@ def _truncate(
         delete_older_than(spark, tables.silver, floor)
     with idempotent_dml(spark, f"{app_id}:truncate-tombstones", batch_id):
         delete_older_than(spark, tables.tombstones, floor)
-
-
-def _quarantine(events: DataFrame, spec: TableSpec, path: str, app_id: str, batch_id: int) -> None:
-    rows = events.where(F.col("_reason").isNotNull()).select(
-        F.lit(spec.name).alias("entity"),
-        F.col("_reason").alias("reason"),
-        F.col("_bronze_topic").alias("topic"),
-        F.col("_bronze_partition").alias("partition"),
-        F.col("_bronze_offset").alias("offset"),
-        "key",
-        "value",
-        F.current_timestamp().alias("_quarantined_at"),
-        F.lit(batch_id).cast("bigint").alias("_batch_id"),
-    )
-    append(rows.select(*QUARANTINE_COLUMNS), path, app_id, batch_id)
 
 
 def _reasons(events: DataFrame) -> tuple[tuple[str, int], ...]:

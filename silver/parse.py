@@ -54,6 +54,8 @@ METADATA_COLUMNS = (
     "_bronze_partition",
     "_bronze_offset",
 )
+#: The columns of a parsed event that say where its record is in bronze.
+BRONZE_COORDINATES = ("_bronze_topic", "_bronze_partition", "_bronze_offset")
 
 
 #: Debezium's JSON converter writes ``{"schema":{...},"payload":{...}}``: the text before

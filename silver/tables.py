@@ -11,17 +11,11 @@ from delta.tables import DeltaMergeBuilder, DeltaTable
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
-    BinaryType,
     DataType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
     StructType,
-    TimestampType,
 )
 
-from core.delta_io import ensure_table, session_setting, table_exists
+from core.delta_io import session_setting, table_exists
 from silver.changes import LAST_DELETE, fill_order, fill_value, first_value
 from silver.parse import METADATA_COLUMNS, order_of
 
@@ -32,21 +26,6 @@ Assignments = dict[str, str | Column]
 MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
 
 TOMBSTONE_METADATA = ("_sequence", "_bronze_partition", "_bronze_offset", "_source_ts")
-#: The quarantine table every entity's job appends to: the record, why, and where it was.
-QUARANTINE_SCHEMA = StructType(
-    [
-        StructField("entity", StringType()),
-        StructField("reason", StringType()),
-        StructField("topic", StringType()),
-        StructField("partition", IntegerType()),
-        StructField("offset", LongType()),
-        StructField("key", BinaryType()),
-        StructField("value", BinaryType()),
-        StructField("_quarantined_at", TimestampType()),
-        StructField("_batch_id", LongType()),
-    ]
-)
-QUARANTINE_COLUMNS = tuple(QUARANTINE_SCHEMA.fieldNames())
 
 
 @dataclass(frozen=True)
@@ -66,16 +45,6 @@ class EntityTables:
     truncations: str
     quarantine: str
     history: HistoryTables | None = None
-
-
-def ensure_quarantine(spark: SparkSession, path: str) -> None:
-    """Create the quarantine table at ``path`` unless it exists.
-
-    Every silver query appends to this one table; queries that start together must find it
-    made, or their first appends race to create it and all but one fail.
-    """
-    if not table_exists(spark, path):
-        ensure_table(spark, path, QUARANTINE_SCHEMA, change_feed=False)
 
 
 def data_columns(spark: SparkSession, path: str) -> StructType | None:

@@ -15,11 +15,15 @@ from cdc.records import Record
 from silver.reference import BronzeRecord
 
 
+def source_frame(spark: SparkSession, records: Iterable[Record]) -> DataFrame:
+    """Kafka-shaped source rows for ``records``, built through the real file-source parser."""
+    lines = [(record.to_line(), "test") for record in records]
+    return lines_to_records(spark.createDataFrame(lines, "value string, _source string"))
+
+
 def bronze_frame(spark: SparkSession, records: Iterable[Record], batch_id: int = 0) -> DataFrame:
     """Bronze rows for ``records``, built through the real file-source parser."""
-    lines = [(record.to_line(), "test") for record in records]
-    frame = spark.createDataFrame(lines, "value string, _source string")
-    return with_ingestion_metadata(lines_to_records(frame), batch_id)
+    return with_ingestion_metadata(source_frame(spark, records), batch_id)
 
 
 CUSTOMER_FIELDS: list[dict[str, Any]] = [

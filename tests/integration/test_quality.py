@@ -1,5 +1,5 @@
-"""Data-quality expectations inside the silver stream, one scenario per action, each a real
-pipeline run (files -> bronze -> silver) on a few rows:
+"""Data-quality expectations inside the bronze, silver and gold streams, one scenario per
+action, each a real pipeline run (files -> bronze -> silver -> gold) on a few rows:
 
 * warn: the row that breaks the expectation is counted and kept;
 * drop: the row goes to the quarantine table, the reason naming the expectation, with its
@@ -9,12 +9,17 @@ pipeline run (files -> bronze -> silver) on a few rows:
 * fail: the micro-batch commits nothing (silver and quarantine history unchanged, the
   checkpoint's commit log not advanced), ``lakehouse run`` ends with one error line naming the
   expectation, the table and a failing row; after the suite is relaxed the next run applies
-  the same batch.
+  the same batch; the same for a ``fail`` expectation of bronze (bronze's history and
+  checkpoint unchanged) and of gold (gold's).
+
+Bronze's and gold's ``warn`` and bronze's ``drop`` ride in the same runs as silver's.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,18 +27,21 @@ import pytest
 from bs4 import BeautifulSoup
 from pyspark.sql import SparkSession
 
+from bronze.job import append_batch_by_topic
 from cdc.records import Record
 from cdc.sources import SourceSpec
 from core.config import PipelineConfig, QualityAction, QualitySpec, TableSpec
 from core.delta_io import versions
+from core.errors import ExpectationFailedError
+from core.gold_tables import GoldTable, Measure, Window
 from core.layout import QUARANTINE_TABLE, Warehouse
-from expectations.checks import load_checks
+from expectations.checks import load_checks, load_layer_checks
 from lakehouse.audit import verify_warehouse
 from lakehouse.pipeline import run_once
 from silver.job import apply_batch, ensure_shared_tables, entity_tables
 from tests.browser import Browser, dump_dom, screenshot
 from tests.cli import run_cli
-from tests.helpers import bronze_frame
+from tests.helpers import bronze_frame, source_frame
 
 pytestmark = pytest.mark.integration
 
@@ -43,8 +51,48 @@ USERS = TableSpec(
     format="events",
     keys=("id",),
     sequence_by=("seq",),
-    schema="id bigint, seq bigint, age int, email string",
+    schema="id bigint, seq bigint, age int, email string, at timestamp",
 )
+#: A gold table over silver.users: users and the oldest age per minute of ``at``.
+PER_MINUTE = GoldTable(
+    "users_per_minute",
+    "users",
+    "at",
+    Window("tumbling", size="1 minute"),
+    (Measure("users", "count"), Measure("oldest", "max", "age")),
+)
+#: Each layer's table with a suite.
+TABLES = {"bronze": "app_users", "silver": "users", "gold": "users_per_minute"}
+GOLD_QUERY = "gold_users_per_minute"
+BRONZE_SUITE = {
+    "name": "bronze.app_users",
+    "expectations": [
+        {
+            "type": "expect_column_values_to_not_be_in_set",
+            "kwargs": {"column": "offset", "value_set": [4]},
+            "meta": {"name": "offset_not_4", "action": "drop"},
+        },
+        {
+            "type": "expect_column_values_to_be_in_set",
+            "kwargs": {"column": "partition", "value_set": [0]},
+            "meta": {"name": "partition_zero", "action": "warn"},
+        },
+        {
+            "type": "expect_compound_columns_to_be_unique",
+            "kwargs": {"column_list": ["topic", "partition", "offset"]},
+        },
+    ],
+}
+GOLD_SUITE = {
+    "name": "gold.users_per_minute",
+    "expectations": [
+        {
+            "type": "expect_column_values_to_be_between",
+            "kwargs": {"column": "oldest", "max_value": 150},
+            "meta": {"name": "oldest_at_most_150", "action": "warn"},
+        },
+    ],
+}
 SUITE = {
     "name": "silver.users",
     "expectations": [
@@ -67,21 +115,26 @@ SUITE = {
 }
 
 
-def user(offset: int, id_: int, age: int | None, email: str | None) -> Record:
-    value = {"id": id_, "seq": 1, "age": age, "email": email}
-    return Record(USERS.topic, 0, offset, 1_000 + offset, None, value)
+def user(offset: int, id_: int, age: int | None, email: str | None, partition: int = 0) -> Record:
+    value = {"id": id_, "seq": 1, "age": age, "email": email, "at": "2026-01-01T00:00:30"}
+    return Record(USERS.topic, partition, offset, 1_000 + offset, None, value)
 
 
 class Lake:
-    """A warehouse fed by JSON-lines files, with the suite above in a suites directory."""
+    """A warehouse fed by JSON-lines files, with the suites above in a suites directory."""
 
     def __init__(self, spark: SparkSession, root: Path) -> None:
         self.spark = spark
         self.source = root / "source"
         self.source.mkdir(parents=True)
         self.suites = root / "suites"
-        (self.suites / "silver").mkdir(parents=True)
-        (self.suites / "silver" / "users.json").write_text(json.dumps(SUITE), encoding="utf-8")
+        for layer, table, suite in (
+            ("bronze", "app_users", BRONZE_SUITE),
+            ("silver", "users", SUITE),
+            ("gold", "users_per_minute", GOLD_SUITE),
+        ):
+            (self.suites / layer).mkdir(parents=True, exist_ok=True)
+            (self.suites / layer / f"{table}.json").write_text(json.dumps(suite), encoding="utf-8")
         self.warehouse = Warehouse.from_path(root / "warehouse")
         self.files = 0
 
@@ -93,9 +146,15 @@ class Lake:
         self.files += 1
 
     def config(self, **actions: QualityAction) -> PipelineConfig:
-        overrides = tuple((f"silver.users.{name}", action) for name, action in actions.items())
-        quality = QualitySpec(suites=str(self.suites), actions=overrides)
-        return PipelineConfig(tables=(USERS,), quality=quality)
+        """The pipeline with the suites, ``actions`` overriding ``<layer>__<name>`` (silver
+        if no layer is named)."""
+        overrides = []
+        for name, action in actions.items():
+            layer, _, rule = name.rpartition("__")
+            layer = layer or "silver"
+            overrides.append((f"{layer}.{TABLES[layer]}.{rule}", action))
+        quality = QualitySpec(suites=str(self.suites), actions=tuple(overrides))
+        return PipelineConfig(tables=(USERS,), quality=quality, gold_tables=(PER_MINUTE,))
 
     def run(self, **actions: QualityAction) -> None:
         source = SourceSpec("files", str(self.source))
@@ -106,27 +165,41 @@ class Lake:
         return sorted(tuple(r) for r in frame.select(*columns).collect())
 
     @property
+    def bronze(self) -> str:
+        return self.warehouse.table("bronze", "app_users")
+
+    @property
     def silver(self) -> str:
         return self.warehouse.table("silver", "users")
+
+    @property
+    def gold(self) -> str:
+        return self.warehouse.table("gold", "users_per_minute")
 
     @property
     def quarantine(self) -> str:
         return self.warehouse.table("silver", QUARANTINE_TABLE)
 
-    def metrics(self) -> list[tuple[Any, ...]]:
-        return self.rows(
-            self.warehouse.quality(),
-            "batch_id",
-            "expectation",
-            "action",
-            "rows_counted",
-            "rows_failed",
-            "rows_dropped",
-            "held",
+    def metrics(self, table: str = "silver.users") -> list[tuple[Any, ...]]:
+        """The metrics rows of ``table``."""
+        frame = self.spark.read.format("delta").load(self.warehouse.quality())
+        return sorted(
+            tuple(r)
+            for r in frame.where(frame.table == table)
+            .select(
+                "batch_id",
+                "expectation",
+                "action",
+                "rows_counted",
+                "rows_failed",
+                "rows_dropped",
+                "held",
+            )
+            .collect()
         )
 
-    def commits(self) -> list[str]:
-        commits = Path(self.warehouse.checkpoint("silver_users"), "commits")
+    def commits(self, query: str = "silver_users") -> list[str]:
+        commits = Path(self.warehouse.checkpoint(query), "commits")
         return sorted(p.name for p in commits.iterdir() if p.name.isdigit())
 
 
@@ -139,23 +212,35 @@ def test_warn_keeps_and_drop_quarantines(
         user(1, 2, 200, "b@example.com"),  # too old: warn
         user(2, 3, 40, "not an email"),  # drop
         user(3, 4, None, None),  # nulls break neither
+        user(4, 5, 31, "e@example.com"),  # offset 4: dropped in bronze
+        user(0, 6, 32, "f@example.com", partition=1),  # not partition 0: bronze warns
     )
     lake.run()
 
-    assert lake.rows(lake.silver, "id", "age") == [(1, 30), (2, 200), (4, None)]
+    assert lake.rows(lake.bronze, "partition", "offset") == [(0, 0), (0, 1), (0, 2), (0, 3), (1, 0)]
+    assert lake.rows(lake.silver, "id", "age") == [(1, 30), (2, 200), (4, None), (6, 32)]
     assert lake.rows(lake.quarantine, "entity", "reason", "topic", "partition", "offset") == [
-        ("users", "expectation silver.users.email_format", "app.users", 0, 2)
+        ("app_users", "expectation bronze.app_users.offset_not_4", "app.users", 0, 4),
+        ("users", "expectation silver.users.email_format", "app.users", 0, 2),
+    ]
+    assert lake.rows(lake.gold, "users", "oldest") == [(4, 200)]  # gold's warn keeps the row
+    assert lake.metrics("bronze.app_users") == [
+        (0, "offset_not_4", "drop", 6, 1, 1, False),
+        (0, "partition_zero", "warn", 6, 1, 0, False),
     ]
     assert lake.metrics() == [
-        (0, "age_range", "warn", 3, 1, 0, False),
-        (0, "email_format", "drop", 3, 1, 1, False),
-        (0, "id_not_be_null", "warn", 4, 0, 0, True),
+        (0, "age_range", "warn", 4, 1, 0, False),
+        (0, "email_format", "drop", 4, 1, 1, False),
+        (0, "id_not_be_null", "warn", 5, 0, 0, True),
     ]
-    # verify leaves the dropped record out of the expected state: silver matches it.
+    assert lake.metrics("gold.users_per_minute") == [
+        (0, "oldest_at_most_150", "warn", 1, 1, 0, False)
+    ]
+    # verify leaves the dropped records out of the expected state: silver and gold match it.
     assert all(c.ok for c in verify_warehouse(spark, lake.warehouse, lake.config()))
     query = "SELECT sum(rows_failed) AS failed FROM system.quality"
     done = run_cli("sql", "--warehouse", lake.warehouse.root, "--format", "csv", query)
-    assert done.returncode == 0 and done.stdout == "failed\n2\n", done.stdout + done.stderr
+    assert done.returncode == 0 and done.stdout == "failed\n5\n", done.stdout + done.stderr
     status(lake)
     validate(lake, tmp_path, chromium)
 
@@ -167,7 +252,7 @@ def status(lake: Lake) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert json.loads(done.stdout)["quality"] == [
         {
-            "table": "silver.users",
+            "table": table,
             "expectation": name,
             "action": action,
             "checked": checked,
@@ -175,10 +260,13 @@ def status(lake: Lake) -> None:
             "dropped": dropped,
             "broken_batches": broken,
         }
-        for name, action, checked, failed, dropped, broken in (
-            ("age_range", "warn", 3, 1, 0, 1),
-            ("email_format", "drop", 3, 1, 1, 1),
-            ("id_not_be_null", "warn", 4, 0, 0, 0),
+        for table, name, action, checked, failed, dropped, broken in (
+            ("bronze.app_users", "offset_not_4", "drop", 6, 1, 1, 1),
+            ("bronze.app_users", "partition_zero", "warn", 6, 1, 0, 1),
+            ("gold.users_per_minute", "oldest_at_most_150", "warn", 1, 1, 0, 1),
+            ("silver.users", "age_range", "warn", 4, 1, 0, 1),
+            ("silver.users", "email_format", "drop", 4, 1, 1, 1),
+            ("silver.users", "id_not_be_null", "warn", 5, 0, 0, 0),
         )
     ]
     done = run_cli("status", "--warehouse", root)
@@ -186,7 +274,7 @@ def status(lake: Lake) -> None:
     rows = {
         tuple(cell.strip() for cell in line.split("│")[1:8]) for line in done.stdout.splitlines()
     }
-    assert ("silver.users", "email_format", "drop", "3", "1", "1", "1") in rows, done.stdout
+    assert ("silver.users", "email_format", "drop", "4", "1", "1", "1") in rows, done.stdout
 
 
 def validate(lake: Lake, tmp_path: Path, chromium: Browser) -> None:
@@ -213,6 +301,7 @@ def validate(lake: Lake, tmp_path: Path, chromium: Browser) -> None:
         ("silver.users", "age_range", "fail", "BROKEN"),
         ("silver.users", "email_format", "drop", "ok"),  # the bad email went to quarantine
         ("silver.users", "id_be_unique", "warn", "ok"),
+        ("bronze.app_users", "offset_not_4", "drop", "ok"),  # the record went to quarantine
     } <= verdicts
     assert "silver.users" in index.read_text(encoding="utf-8")
 
@@ -265,7 +354,7 @@ def test_fail_commits_nothing_and_a_relaxed_run_applies_the_batch(
     config.write_text(
         '[[tables]]\nname = "users"\ntopic = "app.users"\nformat = "events"\n'
         'keys = ["id"]\nsequence_by = ["seq"]\n'
-        'schema = "id bigint, seq bigint, age int, email string"\n'
+        'schema = "id bigint, seq bigint, age int, email string, at timestamp"\n'
         f"[quality]\nsuites = {json.dumps(str(lake.suites))}\n"
         '[quality.actions]\n"silver.users.age_range" = "fail"\n',
         encoding="utf-8",
@@ -300,6 +389,50 @@ def test_fail_commits_nothing_and_a_relaxed_run_applies_the_batch(
         (1, "id_not_be_null", "warn"),
     ]
 
+    # A fail expectation of bronze: nothing of the batch is in bronze, its checkpoint stays.
+    bronze_versions, bronze_commits = versions(spark, lake.bronze), lake.commits("bronze")
+    lake.arrive(user(0, 7, 31, "g@example.com", partition=1))
+    with pytest.raises(ExpectationFailedError) as failed:
+        lake.run(bronze__partition_zero="fail")
+    assert str(failed.value) == (
+        "Expectation partition_zero (expect_column_values_to_be_in_set, action fail) of "
+        "bronze.app_users broke in micro-batch 2: 1 of 1 rows, e.g. partition=1 "
+        "(bronze app.users partition 1 offset 0). Nothing of the batch was written; fix the "
+        f"data or relax the suite ({lake.suites / 'bronze' / 'app_users.json'}), then run again."
+    )
+    assert versions(spark, lake.bronze) == bronze_versions
+    assert lake.commits("bronze") == bronze_commits
+    assert [m[0] for m in lake.metrics("bronze.app_users")] == [0, 0, 1, 1]
+
+    # A fail expectation of gold: the window's row (oldest 200) breaks it; bronze and silver
+    # take the batch, gold's history and checkpoint stay.
+    gold_versions, gold_commits = versions(spark, lake.gold), lake.commits(GOLD_QUERY)
+    gold_metrics = lake.metrics("gold.users_per_minute")
+    with pytest.raises(
+        ExpectationFailedError,
+        match=r"^Expectation oldest_at_most_150 .* of "
+        r"gold\.users_per_minute broke in micro-batch \d+: 1 of 1 rows, e\.g\. "
+        r"window_start=.*, oldest=200\. Nothing of the batch was written",
+    ):
+        lake.run(gold__oldest_at_most_150="fail")
+    assert lake.rows(lake.silver, "id") == [(1,), (2,), (7,)]
+    assert versions(spark, lake.gold) == gold_versions
+    assert lake.commits(GOLD_QUERY) == gold_commits
+    assert lake.metrics("gold.users_per_minute") == gold_metrics
+
+    lake.run()  # relaxed: gold applies the batch
+    assert lake.rows(lake.bronze, "partition", "offset")[-1] == (1, 0)
+    assert lake.rows(lake.gold, "users", "oldest") == [(3, 200)]
+    assert len(lake.commits(GOLD_QUERY)) == len(gold_commits) + 1
+    assert lake.metrics("gold.users_per_minute")[-1][1:] == (
+        "oldest_at_most_150",
+        "warn",
+        1,
+        1,
+        0,
+        False,
+    )
+
 
 def test_more_expectations_run_no_more_spark_jobs(spark: SparkSession, tmp_path: Path) -> None:
     """The checks' counts come from the batch's own aggregate job: a micro-batch with one
@@ -316,11 +449,45 @@ def test_more_expectations_run_no_more_spark_jobs(spark: SparkSession, tmp_path:
         tables = entity_tables(lake.warehouse, USERS)
         ensure_shared_tables(spark, lake.warehouse)
         frame = bronze_frame(spark, records)
-        group = f"quality-jobs-{kept}"
-        spark.sparkContext.setJobGroup(group, group)
-        try:
-            apply_batch(frame, 0, USERS, tables, "jobs-test", checks)
-        finally:
-            spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
-        jobs.append(len(spark.sparkContext.statusTracker().getJobIdsForGroup(group)))
+        run = partial(apply_batch, frame, 0, USERS, tables, "jobs-test", checks)
+        jobs.append(spark_jobs(spark, f"quality-jobs-{kept}", run))
     assert jobs[0] == jobs[1] > 0, jobs
+
+
+def test_bronze_expectations_run_no_more_spark_jobs(spark: SparkSession, tmp_path: Path) -> None:
+    """A bronze micro-batch runs as many Spark jobs without a suite as with a suite of another
+    topic's table, and as many with one expectation of its suite as with all: the counts come
+    from the job that counts the batch's records per topic."""
+    records = [user(0, 1, 30, "a@ex.com"), user(1, 2, 200, "b@ex.com")]
+    jobs = []
+    for name, table, kept in (
+        ("none", None, 0),
+        ("other", "other_topic", 2),
+        ("one", "app_users", 1),
+        ("all", "app_users", 2),
+    ):
+        lake = Lake(spark, tmp_path / name)
+        for path in (lake.suites / "bronze").iterdir():
+            path.unlink()
+        if table is not None:
+            rules = BRONZE_SUITE["expectations"][:kept]
+            suite = {"name": f"bronze.{table}", "expectations": rules}
+            (lake.suites / "bronze" / f"{table}.json").write_text(json.dumps(suite), "utf-8")
+        checks = load_layer_checks(spark, lake.config().quality, lake.warehouse, "bronze")
+        assert len(checks) == (table is not None)
+        append = append_batch_by_topic(lake.warehouse, "jobs-test", None, checks)
+        run = partial(append, source_frame(spark, records), 0)
+        jobs.append(spark_jobs(spark, f"bronze-jobs-{name}", run))
+        assert lake.rows(lake.bronze, "offset") == [(0,), (1,)]
+    assert jobs[0] == jobs[1] > 0, jobs
+    assert jobs[2] == jobs[3] > jobs[0], jobs  # the metrics' append: a few jobs more
+
+
+def spark_jobs(spark: SparkSession, group: str, run: Callable[[], object]) -> int:
+    """How many Spark jobs ``run`` starts."""
+    spark.sparkContext.setJobGroup(group, group)
+    try:
+        run()
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+    return len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))

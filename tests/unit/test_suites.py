@@ -25,10 +25,12 @@ BETWEEN = {
 }
 
 
-def suites(tmp_path: Path, document: Any, table: str = "orders") -> QualitySpec:
-    (tmp_path / "silver").mkdir(exist_ok=True)
+def suites(
+    tmp_path: Path, document: Any, table: str = "orders", layer: str = "silver"
+) -> QualitySpec:
+    (tmp_path / layer).mkdir(exist_ok=True)
     text = document if isinstance(document, str) else json.dumps(document)
-    (tmp_path / "silver" / f"{table}.json").write_text(text, encoding="utf-8")
+    (tmp_path / layer / f"{table}.json").write_text(text, encoding="utf-8")
     return QualitySpec(suites=str(tmp_path))
 
 
@@ -58,6 +60,25 @@ def test_a_suite_is_read_with_its_actions_and_overrides(tmp_path: Path) -> None:
     suite = load_suite(overridden, "silver", "orders")
     assert suite is not None and suite.rules[1].action == "fail"
     assert read_suite(Path(suite.path), "silver.orders").name == "silver.orders"
+
+
+def test_a_gold_suite_cannot_drop(tmp_path: Path) -> None:
+    """A gold row withheld would make gold differ from its declaration: ``drop`` is refused
+    in a gold suite, in its meta or by ``[quality.actions]``; ``warn`` and ``fail`` load."""
+    document = {"name": "gold.revenue", "expectations": [{**BETWEEN, "meta": {"name": "n"}}]}
+    quality = suites(tmp_path, document, "revenue", "gold")
+    suite = load_suite(quality, "gold", "revenue")
+    assert suite is not None and suite.rules[0].action == "warn"
+    refusal = (
+        r"^Expectation gold\.revenue\.{} has action drop, which a gold table cannot take: "
+        r".*Use warn or fail, or drop the rows at silver"
+    )
+    overridden = QualitySpec(suites=str(tmp_path), actions=(("gold.revenue.n", "drop"),))
+    with pytest.raises(ConfigError, match=refusal.format("n")):
+        load_suite(overridden, "gold", "revenue")
+    quality = suites(tmp_path, {**document, "expectations": [BETWEEN]}, "revenue", "gold")
+    with pytest.raises(ConfigError, match=refusal.format("total_not_negative")):
+        load_suite(quality, "gold", "revenue")
 
 
 def test_packaged_suites_are_valid_gx_suites() -> None:
