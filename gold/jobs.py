@@ -129,10 +129,7 @@ def start_gold(
         entity = joined.entity
         combine = partial(joined_changes, entity=joined.history or entity, table=table)
         names = warehouse.table_names("silver", spark)
-        needed = [table.join.entity]
-        if joined.history is not None:
-            needed.append(f"{table.join.entity}{HISTORY_SUFFIX}")
-        missing = next((name for name in needed if name not in names), None)
+        missing = next((name for name in _joined_tables(table) if name not in names), None)
         if missing is not None:
             raise ConfigError(
                 f"Gold table {table.name!r} joins silver.{missing}, which does not exist: name "
@@ -371,6 +368,15 @@ class GoldJob(NamedTuple):
     joins: tuple[str, ...] = ()
 
 
+def _joined_tables(table: GoldTable) -> tuple[str, ...]:
+    """The silver tables ``table``'s join reads: its entity, and the entity's history table
+    for a join as of event time."""
+    join = table.join
+    if join is None:
+        return ()
+    return (join.entity, *((f"{join.entity}{HISTORY_SUFFIX}",) if join.at_event_time else ()))
+
+
 def gold_jobs(config: PipelineConfig) -> list[GoldJob]:
     """Every gold job of the pipeline (one per declared gold table) with the silver table it
     reads."""
@@ -381,7 +387,7 @@ def gold_jobs(config: PipelineConfig) -> list[GoldJob]:
             table.source,
             f"{table.window.kind} windows into gold.{table.name}",
             partial(start_gold, table=table),
-            () if table.join is None else (table.join.entity,),
+            _joined_tables(table),
         )
         for table in config.gold_declarations
     ]

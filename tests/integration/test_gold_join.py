@@ -97,14 +97,15 @@ DECLARED: tuple[GoldTable, ...] = (
         watermark_delay="20 minutes",
         join=JOIN,
     ),
+    # As of event time: the config finds that accounts keeps SCD type 2 history.
     GoldTable(
-        "by_account_name",
-        "sales",
-        "ts",
-        Window("tumbling", size="10 minutes"),
-        (Measure("n", "count"), Measure("total", "sum", "amount")),
-        group_by=("a_name",),
+        name="by_account_name",
+        source="sales",
+        event_time="ts",
         join=Join("accounts", (("user_id", "id"),), ("name",), prefix="a_"),
+        group_by=("a_name",),
+        window=Window("tumbling", size="10 minutes"),
+        measures=(Measure("n", "count"), Measure("total", "sum", "amount")),
     ),
 )
 CONFIG = PipelineConfig(tables=TABLES, gold_tables=DECLARED)
