@@ -326,7 +326,10 @@ def _joined_batch(
     assert join is not None
     spark = batch.sparkSession
     at = table.event_time if join.at_event_time else None
+    # Read three times below: as of event time, its versions are computed once.
     entity = joined_entity(spark, join, inputs)
+    if at is not None:
+        entity = entity.localCheckpoint()
     changes = batch.where(F.col(SIDE) == "entity").select("_change_type", f"{ENTITY}.*")
     if inputs.log is not None:
         log = spark.read.format("delta").load(inputs.log)
