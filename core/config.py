@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -367,6 +367,30 @@ class PipelineConfig:
             )
         for table in self.tables:
             _reject_history_name(self, table.name)
+        if self.gold_tables is not None:
+            resolved = tuple(self._resolve_as_of(t) for t in self.gold_tables)
+            object.__setattr__(self, "gold_tables", resolved)
+
+    def _resolve_as_of(self, table: GoldTable) -> GoldTable:
+        """``table`` with its join's ``as_of`` decided: event time when the entity keeps SCD
+        type 2 history with source commit times (Debezium), else current.
+
+        Raises:
+            ConfigError: ``as_of = "event_time"`` for an entity without such a history.
+        """
+        join = table.join
+        if join is None:
+            return table
+        spec = next((t for t in self.tables if t.name == join.entity), None)
+        timed = spec is not None and spec.history_name is not None and spec.format == "debezium"
+        if join.as_of == "event_time" and not timed:
+            raise ConfigError(
+                f"Gold table {table.name!r} joins {join.entity!r} as of event time, but it keeps "
+                "no SCD type 2 history with source commit times (a Debezium table with "
+                'stored_as_scd_type = 2): set as_of = "current" or declare that history.'
+            )
+        as_of = join.as_of or ("event_time" if timed else "current")
+        return replace(table, join=replace(join, as_of=as_of))
 
     @property
     def gold_declarations(self) -> tuple[GoldTable, ...]:

@@ -50,6 +50,8 @@ FINAL = "_final"
 FINALIZED_AT = "_finalized_at"
 #: The table (``gold.late_events``) that records each change landing in an already final window.
 LATE_EVENTS = "late_events"
+#: What an enrichment join's entity row is taken as of (see :class:`Join`).
+JOIN_AS_OF = ("event_time", "current")
 
 _DURATION_UNITS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
 
@@ -205,12 +207,18 @@ class Join:
     silver table ``entity`` whose key columns equal its own ``on`` columns (a left outer join:
     a row without a match keeps nulls). ``on`` pairs each source column with the entity's key
     column it equals; ``prefix`` is put before each joined column's name (so ``tier`` can be
-    ``customer_tier``). Joined columns can be grouped by, measured and filtered on."""
+    ``customer_tier``). Joined columns can be grouped by, measured and filtered on.
+
+    ``as_of``: ``"event_time"`` takes the entity's version in force at the source row's event
+    time (the entity must keep SCD type 2 history), ``"current"`` its current row; None (the
+    default) lets the pipeline config decide: event time when the entity keeps history with
+    source commit times (a Debezium table with ``stored_as_scd_type = 2``), else current."""
 
     entity: str
     on: tuple[tuple[str, str], ...]
     columns: tuple[str, ...]
     prefix: str = ""
+    as_of: str | None = None
 
     def __post_init__(self) -> None:
         require_identifier(self.entity, "entity of the join")
@@ -239,6 +247,16 @@ class Join:
             )
         if self.prefix:
             require_identifier(self.prefix, "prefix of the join")
+        if self.as_of is not None and self.as_of not in JOIN_AS_OF:
+            raise ConfigError(
+                f"Invalid as_of {self.as_of!r} in the join with {self.entity!r}. "
+                f"Must be one of {', '.join(JOIN_AS_OF)}."
+            )
+
+    @property
+    def at_event_time(self) -> bool:
+        """Whether each source row takes the entity's version in force at its event time."""
+        return self.as_of == "event_time"
 
     @property
     def outputs(self) -> tuple[str, ...]:
@@ -383,7 +401,7 @@ _GOLD_KEYS = {
     "watermark_delay",
     "join",
 }
-_JOIN_KEYS = {"entity", "on", "columns", "prefix"}
+_JOIN_KEYS = {"entity", "on", "columns", "prefix", "as_of"}
 _WINDOW_KEYS = {"kind", "size", "slide", "gap", "lookback", "count", "start_as", "end_as"}
 _MEASURE_KEYS = {"name", "fn", "column", "percentile"}
 
@@ -466,6 +484,7 @@ def _join_from(join: object, where: str) -> Join:
         on=pairs,
         columns=tuple(columns),
         prefix=_text(join, "prefix", f"the join of {where}") if "prefix" in join else "",
+        as_of=_text(join, "as_of", f"the join of {where}") if "as_of" in join else None,
     )
 
 

@@ -29,8 +29,8 @@ from core.config import PipelineConfig, QualitySpec
 from core.delta_io import append, current_version, ensure_table, idempotent_dml
 from core.errors import ConfigError
 from core.frames import kept_with_totals
-from core.gold_tables import FINAL, FINALIZED_AT, LATE_EVENTS, GoldTable
-from core.layout import Warehouse
+from core.gold_tables import FINAL, FINALIZED_AT, LATE_EVENTS, GoldTable, Join
+from core.layout import HISTORY_SUFFIX, Warehouse
 from core.streaming import Trigger, query_app_id
 from core.widening import TypeWidening
 from expectations.checks import load_checks
@@ -57,6 +57,8 @@ from gold.enrichment import (
     enrich,
     entity_columns,
     entity_rows,
+    entity_versions,
+    history_columns,
     scope_rows,
 )
 from gold.finality import LATE_EVENTS_SCHEMA, late_events, newly_final, with_finality
@@ -131,14 +133,17 @@ def start_gold(
     """
     source = warehouse.table("silver", table.source)
     facts = spark.read.format("delta").load(source)
-    entity, combine = None, None
+    joined, combine = None, None
     if table.join is not None:
-        entity = warehouse.table("silver", table.join.entity)
-        combine = partial(joined_changes, entity=entity, table=table)
-        if table.join.entity not in warehouse.table_names("silver", spark):
+        joined = join_inputs(warehouse, table.join)
+        entity = joined.entity
+        combine = partial(joined_changes, entity=joined.history or entity, table=table)
+        names = warehouse.table_names("silver", spark)
+        missing = next((name for name in _joined_tables(table) if name not in names), None)
+        if missing is not None:
             raise ConfigError(
-                f"Gold table {table.name!r} joins silver.{table.join.entity}, which does not "
-                "exist: name a silver table in join.entity (its entity must have had events)."
+                f"Gold table {table.name!r} joins silver.{missing}, which does not exist: name "
+                "a silver table in join.entity (its entity must have had events)."
             )
         dimension = spark.read.format("delta").load(entity)
         table.check_columns(facts.columns, dimension.columns)
@@ -156,7 +161,7 @@ def start_gold(
         gold=warehouse.table("gold", table.name),
         watermark=warehouse.watermark(table.name),
         late_events=warehouse.table("gold", LATE_EVENTS),
-        entity=entity,
+        joined=joined,
     )
     # Created before any query runs: the gold jobs of a pipeline append to it side by side.
     ensure_table(spark, paths.late_events, LATE_EVENTS_SCHEMA, change_feed=False)
@@ -174,20 +179,22 @@ def start_gold(
 def joined_changes(
     facts: DataFrame, spark: SparkSession, checkpoint: str, entity: str, table: GoldTable
 ) -> DataFrame:
-    """The change feed ``facts`` of a gold table's source and that of its joined entity (the
-    query's second input, from the entity's first version) as one stream: each row has
-    :data:`SIDE` ``source`` or ``entity``; an entity row has only ``_change_type``,
-    ``_commit_version``, ``_commit_timestamp`` and :data:`ENTITY` (its
-    :func:`~gold.enrichment.entity_columns` as a struct), a source row a null :data:`ENTITY`."""
+    """The change feed ``facts`` of a gold table's source and that of its joined entity at
+    ``entity`` (the query's second input, from its first version; the entity's history table
+    for a join as of event time) as one stream: each row has :data:`SIDE` ``source`` or
+    ``entity``; an entity row has only ``_change_type``, ``_commit_version``,
+    ``_commit_timestamp`` and :data:`ENTITY` (its :func:`~gold.enrichment.entity_columns`, or
+    :func:`~gold.enrichment.history_columns`, as a struct), a source row a null :data:`ENTITY`."""
     join = table.join
     assert join is not None
-    shape = spark.read.format("delta").load(entity).select(F.struct(*entity_columns(join)))
+    columns = history_columns(join) if join.at_event_time else entity_columns(join)
+    shape = spark.read.format("delta").load(entity).select(F.struct(*columns))
     kind = shape.schema.fields[0].dataType
     changes = silver_changes(spark, entity, checkpoint, 0, source=1).select(
         "_change_type",
         "_commit_version",
         "_commit_timestamp",
-        F.struct(*entity_columns(join)).alias(ENTITY),
+        F.struct(*columns).alias(ENTITY),
         F.lit("entity").alias(SIDE),
     )
     source = facts.withColumns({ENTITY: F.lit(None).cast(kind), SIDE: F.lit("source")})
@@ -223,15 +230,43 @@ def start_on_changes(
     return trigger.apply(writer).start()
 
 
+class JoinInputs(NamedTuple):
+    """Where a join's entity is read: its silver table, and for a join as of event time its
+    history table and history log (None otherwise)."""
+
+    entity: str
+    history: str | None = None
+    log: str | None = None
+
+
+def join_inputs(warehouse: Warehouse, join: Join) -> JoinInputs:
+    """The tables the ``join`` reads in ``warehouse``."""
+    entity = warehouse.table("silver", join.entity)
+    if not join.at_event_time:
+        return JoinInputs(entity)
+    history = warehouse.table("silver", f"{join.entity}{HISTORY_SUFFIX}")
+    return JoinInputs(entity, history, warehouse.history_log(join.entity))
+
+
+def joined_entity(spark: SparkSession, join: Join, inputs: JoinInputs) -> DataFrame:
+    """What the join takes its columns from: the entity's current rows
+    (:func:`~gold.enrichment.entity_rows`), or as of event time its history's versions
+    (:func:`~gold.enrichment.entity_versions`)."""
+    if inputs.history is None or inputs.log is None:
+        return entity_rows(spark.read.format("delta").load(inputs.entity), join)
+    history = spark.read.format("delta").load(inputs.history).select(*history_columns(join))
+    return entity_versions(history, spark.read.format("delta").load(inputs.log), join)
+
+
 class GoldPaths(NamedTuple):
     """Where a gold job reads and writes: its silver source, gold table, watermark state,
-    the shared ``gold.late_events`` and the joined entity's silver table (if any)."""
+    the shared ``gold.late_events`` and the joined entity's tables (if any)."""
 
     source: str
     gold: str
     watermark: str
     late_events: str
-    entity: str | None = None
+    joined: JoinInputs | None = None
 
 
 def _maintainer(
@@ -244,13 +279,8 @@ def _maintainer(
         spark = batch.sparkSession
         silver = spark.read.format("delta").load(paths.source)
         facts, touched = batch, None
-        if table.join is not None and paths.entity is not None:
-            entity = entity_rows(spark.read.format("delta").load(paths.entity), table.join)
-            changes = batch.where(F.col(SIDE) == "entity").select("_change_type", f"{ENTITY}.*")
-            facts = batch.where(F.col(SIDE) == "source").drop(SIDE, ENTITY)
-            touched = affected(scope_rows(facts, silver, changes, entity, table.join), table)
-            silver = enrich(silver, entity, table.join)
-            facts = enrich(facts, entity, table.join)
+        if paths.joined is not None:
+            facts, silver, touched = _joined_batch(batch, silver, table, paths.joined)
         images = batch.where(F.col("_change_type").isin(*ROW_IMAGES))
         newest = F.when(F.col("_change_type").isin(*ADDS), F.unix_micros(F.col(table.event_time)))
         stats = images.agg(
@@ -326,6 +356,28 @@ def _checked(
     return kept
 
 
+def _joined_batch(
+    batch: DataFrame, silver: DataFrame, table: GoldTable, inputs: JoinInputs
+) -> tuple[DataFrame, DataFrame, DataFrame]:
+    """A joined gold table's micro-batch (:func:`joined_changes`) as the source's change rows
+    and the current source rows, both enriched, and the scope the batch affects."""
+    join = table.join
+    assert join is not None
+    spark = batch.sparkSession
+    at = table.event_time if join.at_event_time else None
+    # Read three times below: as of event time, its versions are computed once.
+    entity = joined_entity(spark, join, inputs)
+    if at is not None:
+        entity = entity.localCheckpoint()
+    changes = batch.where(F.col(SIDE) == "entity").select("_change_type", f"{ENTITY}.*")
+    if inputs.log is not None:
+        log = spark.read.format("delta").load(inputs.log)
+        changes = entity_versions(changes, log, join, keep=("_change_type",))
+    facts = batch.where(F.col(SIDE) == "source").drop(SIDE, ENTITY)
+    touched = affected(scope_rows(facts, silver, changes, entity, join, at), table)
+    return enrich(facts, entity, join, at), enrich(silver, entity, join, at), touched
+
+
 def replace_windows(spark: SparkSession, path: str, changes: DataFrame, table: GoldTable) -> None:
     """Apply a :func:`gold.aggregates.replacement` to the gold table in one MERGE: rows marked
     absent are deleted, the others replace the row of their key or are inserted.
@@ -358,6 +410,15 @@ class GoldJob(NamedTuple):
     joins: tuple[str, ...] = ()
 
 
+def _joined_tables(table: GoldTable) -> tuple[str, ...]:
+    """The silver tables ``table``'s join reads: its entity, and the entity's history table
+    for a join as of event time."""
+    join = table.join
+    if join is None:
+        return ()
+    return (join.entity, *((f"{join.entity}{HISTORY_SUFFIX}",) if join.at_event_time else ()))
+
+
 def gold_jobs(config: PipelineConfig) -> list[GoldJob]:
     """Every gold job of the pipeline (one per declared gold table) with the silver table it
     reads."""
@@ -368,7 +429,7 @@ def gold_jobs(config: PipelineConfig) -> list[GoldJob]:
             table.source,
             f"{table.window.kind} windows into gold.{table.name}",
             partial(start_gold, table=table, quality=config.quality),
-            () if table.join is None else (table.join.entity,),
+            _joined_tables(table),
         )
         for table in config.gold_declarations
     ]

@@ -10,8 +10,9 @@ from pyspark.sql.types import DoubleType, FloatType
 
 from core.gold_tables import FINAL, GoldTable
 from gold.aggregates import evaluate
-from gold.enrichment import enrich, entity_rows
+from gold.enrichment import enrich
 from gold.finality import at_micros
+from gold.jobs import JoinInputs, joined_entity
 from gold.watermarks import seen_micros, watermark_of
 from silver.verify import MAX_REPORTED, TableCheck
 
@@ -25,19 +26,20 @@ def check_gold(
     gold: str,
     table: GoldTable,
     watermark: str,
-    entity: str | None = None,
+    joined: JoinInputs | None = None,
 ) -> TableCheck:
     """The rows of the gold table at ``gold`` that differ from ``table`` evaluated over the
-    silver table at ``silver`` (left-joined with the entity table at ``entity`` when the
-    declaration has a join), a row being final when its window ends at or before the
-    watermark state at ``watermark`` (each missing or unexpected row is one difference line)."""
+    silver table at ``silver`` (left-joined with the entity at ``joined`` when the
+    declaration has a join: its current rows, or as of event time its history's versions), a
+    row being final when its window ends at or before the watermark state at ``watermark``
+    (each missing or unexpected row is one difference line)."""
     mark = watermark_of(seen_micros(spark, watermark), table)
     end = F.col(table.window.end_as)
     final = F.lit(False) if mark is None else end <= at_micros(mark)
     rows = spark.read.format("delta").load(silver)
-    if table.join is not None and entity is not None:
-        joined = entity_rows(spark.read.format("delta").load(entity), table.join)
-        rows = enrich(rows, joined, table.join)
+    if table.join is not None and joined is not None:
+        at = table.event_time if table.join.at_event_time else None
+        rows = enrich(rows, joined_entity(spark, table.join, joined), table.join, at)
     evaluated = evaluate(rows, table)
     expected = _comparable(evaluated.withColumn(FINAL, final), table)
     stored = spark.read.format("delta").load(gold)

@@ -9,6 +9,7 @@ from core.config import PipelineConfig
 from core.delta_io import table_exists
 from core.identifiers import table_name_for_topic
 from core.layout import QUARANTINE_TABLE, Warehouse
+from gold.jobs import join_inputs
 from gold.verify import check_gold
 from lakehouse.entities import entity_specs
 from silver.verify import TableCheck, check_history, check_table
@@ -34,6 +35,6 @@ def verify_warehouse(
         silver, gold = warehouse.table("silver", table.source), warehouse.table("gold", table.name)
         if checks and table_exists(spark, silver) and table_exists(spark, gold):
             watermark = warehouse.watermark(table.name)
-            entity = None if table.join is None else warehouse.table("silver", table.join.entity)
-            checks.append(check_gold(spark, silver, gold, table, watermark, entity))
+            joined = None if table.join is None else join_inputs(warehouse, table.join)
+            checks.append(check_gold(spark, silver, gold, table, watermark, joined))
     return checks

@@ -26,14 +26,32 @@ Row = dict[str, Any]
 def joined(rows: Iterable[Row], table: GoldTable, entity: Iterable[Row]) -> list[Row]:
     """Each source row with the joined columns of the ``entity`` row (the joined silver
     table's rows) whose key columns equal its ``on`` columns, or None in each where there is no
-    such row (a null never equals anything)."""
+    such row (a null never equals anything).
+
+    For a join as of event time, ``entity`` holds the entity's versions instead, each with
+    ``valid_from`` (when it came into force), ``valid_to`` (when it stopped; None: still in
+    force) and ``order`` (its place in the key's history): a row takes the version whose
+    ``valid_from <= event time < valid_to``, of several the one with the greatest ``order``,
+    and None in each joined column where none holds it (or its event time is None)."""
     join = table.join
     assert join is not None
-    by_key = {tuple(e[column] for _, column in join.on): e for e in entity}
+    by_key: dict[tuple[Any, ...], list[Row]] = defaultdict(list)
+    for e in entity:
+        by_key[tuple(e[column] for _, column in join.on)].append(e)
     out = []
     for row in rows:
         key = tuple(row[column] for column, _ in join.on)
-        match = None if None in key else by_key.get(key)
+        candidates = [] if None in key else by_key.get(key, [])
+        if join.at_event_time:
+            moment = row[table.event_time]
+            candidates = [
+                v
+                for v in candidates
+                if moment is not None
+                and v["valid_from"] <= moment
+                and (v["valid_to"] is None or moment < v["valid_to"])
+            ]
+        match = max(candidates, key=lambda v: v.get("order", 0), default=None)
         extra = {join.prefix + c: None if match is None else match[c] for c in join.columns}
         out.append({**row, **extra})
     return out
@@ -41,7 +59,8 @@ def joined(rows: Iterable[Row], table: GoldTable, entity: Iterable[Row]) -> list
 
 def evaluate(rows: Iterable[Row], table: GoldTable, entity: Iterable[Row] = ()) -> list[Row]:
     """The gold rows of ``table`` over the silver ``rows`` (and, with a join, the rows of the
-    joined silver table, ``entity``)."""
+    joined silver table, ``entity``, or its versions for a join as of event time: see
+    :func:`joined`)."""
     if table.join is not None:
         rows = joined(rows, table, entity)
     counted = [

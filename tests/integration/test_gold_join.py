@@ -3,14 +3,19 @@ declaration evaluated by the plain-Python oracle over the current silver tables 
 (tests/gold_oracle.py); an entity change, early, late or in another micro-batch than the
 rows it enriches, corrects the gold rows it affects.
 
-Hypothesis draws small histories of a sales events table and of a users table (the joined
-entity: its segment and level change, users are deleted and come back) whose records are
-spread over a few micro-batches, duplicated at times; all histories run together through the
-real pipeline (file source -> bronze -> silver -> gold). Two declarations: tumbling windows
-grouped by and filtered on the joined segment, and sliding windows per user measuring the
-joined level. Then ``lakehouse verify`` agrees, ``lakehouse replay`` rebuilds gold equal, and
-a join that names a missing entity, column, a column of another type or not a key stops
-with one clear error. Reproduce with ``GOLD_JOIN_SEED=<seed>``.
+Hypothesis draws small histories of a sales events table, of a users table (the joined
+entity: its segment and level change, users are deleted and come back) and of a Debezium
+accounts table kept with SCD type 2 history (its name changes at source commit times, it is
+deleted), whose records are spread over a few micro-batches, duplicated at times, so an
+account change with an older commit time can arrive after newer ones; all histories run
+together through the real pipeline (file source -> bronze -> silver -> gold). Three
+declarations: tumbling windows grouped by and filtered on the joined segment, sliding windows
+per user measuring the joined level, and tumbling windows grouped by the account's name in
+force at the sale's time (an as-of join: its oracle takes the versions folded from the
+account events delivered so far, not from silver). Then ``lakehouse verify`` agrees,
+``lakehouse replay`` rebuilds gold equal, and a join that names a missing entity, column, a
+column of another type or not a key stops with one clear error. Reproduce with
+``GOLD_JOIN_SEED=<seed>``.
 """
 
 from __future__ import annotations
@@ -38,10 +43,11 @@ from lakehouse.pipeline import run_once
 from lakehouse.replay import replay
 from tests import gold_oracle
 from tests.draws import draw_examples, example_count, property_seed
+from tests.helpers import pg_envelope, pg_key
 
 pytestmark = pytest.mark.integration
 
-SALES, USERS = "test.sales", "test.users"
+SALES, USERS, ACCOUNTS = "test.sales", "test.users", "test.accounts"
 TABLES = (
     TableSpec(
         name="sales",
@@ -62,9 +68,10 @@ TABLES = (
         schema="user_id bigint, segment string, level bigint, seq bigint, deleted boolean",
         apply_as_deletes="deleted = true",
     ),
+    TableSpec(name="accounts", topic=ACCOUNTS, stored_as_scd_type=2),
 )
 JOIN = Join("users", (("user_id", "user_id"),), ("segment", "level"), prefix="u_")
-DECLARED = (
+DECLARED: tuple[GoldTable, ...] = (
     GoldTable(
         "by_segment",
         "sales",
@@ -90,14 +97,27 @@ DECLARED = (
         watermark_delay="20 minutes",
         join=JOIN,
     ),
+    # As of event time: the config finds that accounts keeps SCD type 2 history.
+    GoldTable(
+        name="by_account_name",
+        source="sales",
+        event_time="ts",
+        join=Join("accounts", (("user_id", "id"),), ("name",), prefix="a_"),
+        group_by=("a_name",),
+        window=Window("tumbling", size="10 minutes"),
+        measures=(Measure("n", "count"), Measure("total", "sum", "amount")),
+    ),
 )
 CONFIG = PipelineConfig(tables=TABLES, gold_tables=DECLARED)
+#: The declarations as the config resolved them (the accounts join is as of event time).
+DECLARED = CONFIG.gold_declarations
 EXAMPLES = example_count(12)
 BATCHES = 2
 KEY_SPACE = 100
 USER_SPACE = 3
 BASE = datetime(2026, 1, 1)
 SEGMENTS = ("a", "b", "skip", None)
+NAMES = ("x", "y", None)
 
 
 @dataclass(frozen=True)
@@ -120,7 +140,7 @@ def _batches(draw: st.DrawFn) -> tuple[int, ...]:
 
 
 @st.composite
-def history_strategy(draw: st.DrawFn) -> tuple[list[Change], list[Change]]:
+def history_strategy(draw: st.DrawFn) -> tuple[list[Change], list[Change], list[Change]]:
     sales = [
         Change(
             key=draw(st.integers(0, 4)),
@@ -147,19 +167,70 @@ def history_strategy(draw: st.DrawFn) -> tuple[list[Change], list[Change]]:
         )
         for _ in range(draw(st.integers(0, 6)))
     ]
-    return sales, users
+    accounts = [
+        Change(
+            key=draw(st.integers(0, USER_SPACE - 1)),
+            user=None,
+            minute=draw(st.integers(0, 90)),
+            amount=None,
+            segment=draw(st.sampled_from(NAMES)),
+            level=None,
+            deleted=draw(st.integers(0, 4)) == 0,
+            batches=_batches(draw),
+        )
+        for _ in range(draw(st.integers(1, 6)))
+    ]
+    return sales, users, accounts
 
 
-def batch_records(histories: list[tuple[list[Change], list[Change]]]) -> list[list[Record]]:
+Histories = list[tuple[list[Change], list[Change], list[Change]]]
+
+
+def account_events(histories: Histories) -> list[tuple[int, int, datetime, Change]]:
+    """Every account change as (account id, LSN, source commit time, change): the LSN follows
+    the commit time (ties: the order drawn), whatever the batch the change arrives in."""
+    events = []
+    for index, (_, _, accounts) in enumerate(histories):
+        for position, change in enumerate(accounts):
+            lsn = change.minute * 1000 + position + 1
+            moment = BASE + timedelta(minutes=change.minute)
+            events.append((index * USER_SPACE + change.key, lsn, moment, change))
+    return events
+
+
+def account_versions(histories: Histories, delivered: int) -> list[dict[str, Any]]:
+    """The accounts' SCD type 2 versions folded from the account changes delivered in batches
+    0 to ``delivered``: an upsert starts a version when the name differs from the version in
+    force or after a delete; a version is valid from its first upsert's commit time to that of
+    the next change of another name or of a delete."""
+    by_id: dict[int, dict[int, tuple[datetime, Change]]] = {}
+    for account, lsn, moment, change in account_events(histories):
+        if min(change.batches) <= delivered:
+            by_id.setdefault(account, {})[lsn] = (moment, change)
+    versions: list[dict[str, Any]] = []
+    for account, events in by_id.items():
+        current: dict[str, Any] | None = None
+        for lsn in sorted(events):
+            moment, change = events[lsn]
+            if current is not None and (change.deleted or change.segment != current["name"]):
+                current["valid_to"], current = moment, None
+            if current is None and not change.deleted:
+                current = {"id": account, "name": change.segment, "order": lsn}
+                current.update(valid_from=moment, valid_to=None)
+                versions.append(current)
+    return versions
+
+
+def batch_records(histories: Histories) -> list[list[Record]]:
     batches: list[list[Record]] = [[] for _ in range(BATCHES)]
-    offsets = {SALES: 0, USERS: 0}
+    offsets = {SALES: 0, USERS: 0, ACCOUNTS: 0}
 
     def add(topic: str, key: dict[str, Any], value: dict[str, Any], change: Change) -> None:
         for batch in change.batches:
             batches[batch].append(Record(topic, 0, offsets[topic], 0, key, value))
             offsets[topic] += 1
 
-    for index, (sales, users) in enumerate(histories):
+    for index, (sales, users, _) in enumerate(histories):
         for seq, change in enumerate(sales, start=1):
             event_id = index * KEY_SPACE + change.key
             moment = BASE + timedelta(minutes=change.minute)
@@ -182,6 +253,17 @@ def batch_records(histories: list[tuple[list[Change], list[Change]]]) -> list[li
                 "deleted": change.deleted,
             }
             add(USERS, {"user_id": user_id}, value, change)
+    for account, lsn, moment, change in account_events(histories):
+        row = {"id": account, "name": change.segment, "notes": None}
+        millis = round((moment - datetime(1970, 1, 1)).total_seconds() * 1000)
+        envelope = pg_envelope(
+            "d" if change.deleted else "u",
+            (lsn, lsn),
+            after=None if change.deleted else row,
+            before={**row, "name": None} if change.deleted else None,
+            ts_ms=millis,
+        )
+        add(ACCOUNTS, pg_key(account), envelope, change)
     return batches
 
 
@@ -210,11 +292,12 @@ def gold_state(spark: SparkSession, warehouse: Warehouse) -> dict[str, Counter[t
 def oracle_late(
     before: dict[Any, dict[str, Any]],
     now: dict[Any, dict[str, Any]],
-    entity: list[dict[str, Any]],
+    entities: dict[str, list[dict[str, Any]]],
     seen: datetime | None,
 ) -> list[tuple[Any, ...]]:
     """The oracle's late events of a batch that took the sales rows from ``before`` to
-    ``now``: its row images joined with the entity's rows after the batch."""
+    ``now``: its row images joined with the entity's rows (or versions) after the batch
+    (``entities``: per gold table)."""
     images: list[tuple[str, dict[str, Any]]] = []
     for key in sorted(set(before) | set(now)):
         old, new = before.get(key), now.get(key)
@@ -226,7 +309,7 @@ def oracle_late(
     found = []
     for table in DECLARED:
         mark = gold_oracle.watermark(seen, table)
-        enriched = gold_oracle.joined([r for _, r in images], table, entity)
+        enriched = gold_oracle.joined([r for _, r in images], table, entities[table.name])
         pairs = list(zip([kind for kind, _ in images], enriched, strict=True))
         found += [late_key(r) for r in gold_oracle.late_events(pairs, table, mark)]
     return found
@@ -254,19 +337,42 @@ def assert_join_mistakes_stop_the_job(spark: SparkSession, warehouse: Warehouse)
 
 
 SEED = property_seed("GOLD_JOIN_SEED")
+#: One fixed example: account 0 is x from minute 0 and y from minute 40; in the second batch
+#: come z from minute 20 (older than y: a late change) and its delete at minute 70. Its sales
+#: at minutes 10, 30, 50 and 80 take x, x then z, y, y then none.
+FIXED: tuple[list[Change], list[Change], list[Change]] = (
+    [Change(n, 0, minute, 1, None, None, False, (0,)) for n, minute in enumerate((10, 30, 50, 80))],
+    [],
+    [
+        Change(0, None, 0, None, "x", None, False, (0,)),
+        Change(0, None, 40, None, "y", None, False, (0,)),
+        Change(0, None, 20, None, "z", None, False, (1,)),
+        Change(0, None, 70, None, None, None, True, (1,)),
+    ],
+)
 
 
 def test_joined_gold_tables_equal_the_oracle_after_every_batch(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    histories = draw_examples(history_strategy(), SEED, EXAMPLES)
-    users = [c for _, h in histories for c in h]
+    histories = [*draw_examples(history_strategy(), SEED, EXAMPLES), FIXED]
+    users = [c for _, h, _ in histories for c in h]
     # Coverage guards: entity changes of every kind, some in a later batch than the sales.
     assert sum(c.deleted for c in users) >= 3 and sum(c.segment is None for c in users) >= 2
-    assert sum(len(h) - len({c.key for c in h}) for _, h in histories) >= 5
+    assert sum(len(h) - len({c.key for c in h}) for _, h, _ in histories) >= 5
     assert any(
-        min(u.batches) > min(s.batches) for sales, us in histories for s in sales for u in us
+        min(u.batches) > min(s.batches) for sales, us, _ in histories for s in sales for u in us
     )
+    accounts = [c for _, _, h in histories for c in h]
+    assert sum(c.deleted for c in accounts) >= 3
+    late_accounts = [
+        a
+        for _, _, h in histories
+        for a in h
+        for b in h
+        if a.key == b.key and a.minute < b.minute and min(a.batches) > min(b.batches)
+    ]
+    assert len(late_accounts) >= 2  # older commit times arriving after newer ones
 
     source = tmp_path / "source"
     source.mkdir()
@@ -284,9 +390,14 @@ def test_joined_gold_tables_equal_the_oracle_after_every_batch(
         hidden.rename(source / f"batch-{number}.jsonl")
         run_once(spark, spec, warehouse, CONFIG)
         sales = rows(spark, warehouse.table("silver", "sales"))
-        entity = rows(spark, warehouse.table("silver", "users"))
+        users_now = rows(spark, warehouse.table("silver", "users"))
+        versions = account_versions(histories, number)
+        entities = {
+            t.name: versions if t.join is not None and t.join.at_event_time else users_now
+            for t in DECLARED
+        }
         now = {r["event_id"]: r for r in sales}
-        late.update(oracle_late(before, now, entity, seen))
+        late.update(oracle_late(before, now, entities, seen))
         times = [r["ts"] for r in sales if r["ts"] is not None]
         seen = max([*times, *([seen] if seen else [])], default=None)
         before = now
@@ -298,7 +409,7 @@ def test_joined_gold_tables_equal_the_oracle_after_every_batch(
                     *(normalized(r[c]) for c in table.columns),
                     gold_oracle.is_final(r, table, mark),
                 )
-                for r in gold_oracle.evaluate(sales, table, entity)
+                for r in gold_oracle.evaluate(sales, table, entities[table.name])
             )
             missing, extra = want - got[table.name], got[table.name] - want
             assert not missing and not extra, (

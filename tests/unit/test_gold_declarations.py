@@ -235,11 +235,14 @@ def test_a_join_loads_as_the_python_declaration(tmp_path: Path) -> None:
     (table,) = load_config(
         toml(tmp_path, extra=JOIN.replace("] }", '], prefix = "customer_" }'))
     ).gold_declarations
-    assert table.join == Join("customers", (("customer_id", "id"),), ("tier",), "customer_")
+    expected = Join("customers", (("customer_id", "id"),), ("tier",), "customer_", "current")
+    assert table.join == expected
     assert table.join.outputs == ("customer_tier",)
     listed = 'join = { entity = "customers", on = ["customer_id"], columns = ["tier", "name"] }'
     (same_names,) = load_config(toml(tmp_path, extra=listed)).gold_declarations
-    assert same_names.join == Join("customers", (("customer_id", "customer_id"),), ("tier", "name"))
+    assert same_names.join == Join(
+        "customers", (("customer_id", "customer_id"),), ("tier", "name"), as_of="current"
+    )
 
 
 @pytest.mark.parametrize(
@@ -278,11 +281,54 @@ def test_a_join_loads_as_the_python_declaration(tmp_path: Path) -> None:
             'join = { entity = "orders", on = ["customer_id"], columns = ["tier"] }',
             r"joins silver.orders with itself",
         ),
+        (
+            'join = { entity = "customers", on = ["id"], columns = ["tier"], as_of = "now" }',
+            r"Invalid as_of 'now' in the join with 'customers'. Must be one of event_time, current",
+        ),
+        (
+            'join = { entity = "customers", on = ["id"], columns = ["t"], as_of = "event_time" }',
+            r"joins 'customers' as of event time, but it keeps no SCD type 2 history",
+        ),
     ],
 )
 def test_one_clear_error_per_join_mistake(tmp_path: Path, join: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         load_config(toml(tmp_path, extra=join))
+
+
+@pytest.mark.parametrize(
+    ("customers", "as_of", "resolved"),
+    [
+        (
+            '[[tables]]\nname = "customers"\ntopic = "shop.customers"\nstored_as_scd_type = 2',
+            None,
+            "event_time",
+        ),
+        (
+            '[[tables]]\nname = "customers"\ntopic = "shop.customers"\nstored_as_scd_type = 2',
+            "current",
+            "current",
+        ),
+        ('[[tables]]\nname = "customers"\ntopic = "shop.customers"', None, "current"),
+        ("", None, "current"),
+        (
+            '[[tables]]\nname = "customers"\ntopic = "shop.customers"\nformat = "events"\n'
+            'keys = ["id"]\nsequence_by = ["seq"]\nstored_as_scd_type = 2',
+            None,
+            "current",
+        ),
+    ],
+)
+def test_a_join_is_as_of_event_time_when_its_entity_keeps_timed_history(
+    tmp_path: Path, customers: str, as_of: str | None, resolved: str
+) -> None:
+    """Default: as of event time for a Debezium entity with SCD type 2 history (its versions
+    have source commit times), current otherwise; ``as_of`` says it explicitly."""
+    setting = "" if as_of is None else f', as_of = "{as_of}"'
+    path = toml(tmp_path, extra=JOIN.replace("] }", f"]{setting} }}"))
+    path.write_text(path.read_text(encoding="utf-8") + "\n" + customers + "\n", encoding="utf-8")
+    (table,) = load_config(path).gold_declarations
+    assert table.join is not None and table.join.as_of == resolved
 
 
 def test_joined_columns_are_checked_once_both_schemas_are_known() -> None:
