@@ -5,8 +5,9 @@ The tables searched are those the layout says can hold the entity's rows
 quarantine, its SCD type 2 history table and history log, and the rows of ``gold.late_events``
 about its records. Steps, each through the pipeline's own code or the DeltaTable API:
 
-1. find the key's bronze records (:func:`silver.keys.records_of_key`) and, if there are none,
-   whether any other of those tables holds the key: if nothing does, stop; nothing is changed;
+1. find the key's records (:func:`silver.keys.records_of_key`) in bronze and among those a
+   bronze expectation dropped to the quarantine and, if there are none, whether any other of
+   those tables holds the key: if nothing does, stop; nothing is changed;
 2. bring the entity's silver table and its gold tables up to date with bronze (so no stream
    still needs the files the deletion rewrites);
 3. delete the key's bronze records: ``delta.appendOnly`` is lifted for that one commit and
@@ -48,7 +49,8 @@ from core.delta_io import (
 )
 from core.errors import PipelineError
 from core.identifiers import table_name_for_topic
-from core.layout import KeyRows, Warehouse
+from core.layout import QUARANTINE_TABLE, KeyRows, Warehouse
+from expectations.enforce import DROPPED_PREFIX
 from lakehouse.entities import dependent_gold, resolve_entities
 from lakehouse.pipeline import Progress, run_from_bronze
 from lakehouse.replay import recover
@@ -120,8 +122,9 @@ def forget(
 
     progress(f"forget: looking for key {shown} in the tables of {table}")
     # Only the bronze job writes bronze, so the key's records are the same after the catch-up.
-    records = records_of_key(_load(spark, bronze_path), spec, key).collect()
-    coordinates = [(int(r.partition), int(r.offset)) for r in records]
+    bronze_records = _coordinates(records_of_key(_load(spark, bronze_path), spec, key))
+    dropped = _dropped_at_bronze(spark, warehouse, spec, bronze_path)
+    coordinates = bronze_records + _coordinates(records_of_key(dropped, spec, key))
     targets = _targets(warehouse, spec, key, coordinates)
     if not coordinates and not any(_holds(spark, t) for t in targets if t.match == "key"):
         report.held = False
@@ -129,15 +132,15 @@ def forget(
 
     progress(f"forget: bringing silver.{table} and its gold tables up to date with bronze")
     run_from_bronze(spark, warehouse, config, progress, [table])
-    progress(f"forget: {len(coordinates)} bronze records hold key {shown}")
+    progress(f"forget: {len(coordinates)} records hold key {shown}")
     bronze = next(target for target in targets if target.path == bronze_path)
     # Rows about the key's records go once gold is recomputed: retracting a row can add one.
     about = [target for target in targets if target.match == "record_refs"]
     others = [target for target in targets if target is not bronze and target not in about]
-    if coordinates:
+    if bronze_records:
         with rewritable(spark, bronze.path, message):
             DeltaTable.forPath(spark, bronze.path).delete(bronze.rows)
-    report.removed.append((bronze.name, len(coordinates)))
+    report.removed.append((bronze.name, len(bronze_records)))
     _delete_all(spark, others, message, report)
 
     touched = [(target.name, target.path) for target in targets]
@@ -159,6 +162,33 @@ def forget(
     if found:
         raise PipelineError(f"Key {shown} is still readable in {', '.join(found)}.")
     return report
+
+
+def _coordinates(records: DataFrame) -> list[tuple[int, int]]:
+    return [(int(r.partition), int(r.offset)) for r in records.collect()]
+
+
+def _dropped_at_bronze(
+    spark: SparkSession, warehouse: Warehouse, spec: TableSpec, bronze_path: str
+) -> DataFrame:
+    """The entity's records that a bronze expectation sent to the quarantine instead of bronze,
+    shaped as bronze rows (what the quarantine does not keep is null), so that the key's can be
+    found as in bronze."""
+    bronze = _load(spark, bronze_path)
+    path = warehouse.table("silver", QUARANTINE_TABLE)
+    if not table_exists(spark, path):
+        return bronze.limit(0)
+    quarantined = _load(spark, path).where(
+        (F.col("topic") == spec.topic) & F.col("reason").startswith(f"{DROPPED_PREFIX}bronze.")
+    )
+    return quarantined.select(
+        *(
+            (F.col(f.name) if f.name in quarantined.columns else F.lit(None))
+            .cast(f.dataType)
+            .alias(f.name)
+            for f in bronze.schema.fields
+        )
+    )
 
 
 def _targets(

@@ -37,6 +37,7 @@ from core.gold_tables import GoldTable, Measure, Window
 from core.layout import QUARANTINE_TABLE, Warehouse
 from expectations.checks import load_checks, load_layer_checks
 from lakehouse.audit import verify_warehouse
+from lakehouse.forget import forget
 from lakehouse.pipeline import run_once
 from silver.job import apply_batch, ensure_shared_tables, entity_tables
 from tests.browser import Browser, dump_dom, screenshot
@@ -243,6 +244,16 @@ def test_warn_keeps_and_drop_quarantines(
     assert done.returncode == 0 and done.stdout == "failed\n5\n", done.stdout + done.stderr
     status(lake)
     validate(lake, tmp_path, chromium)
+    forget_dropped(lake)
+
+
+def forget_dropped(lake: Lake) -> None:
+    """``forget`` finds a key whose only record a bronze expectation dropped to quarantine."""
+    report = forget(lake.spark, lake.warehouse, lake.config(), "users", {"id": 5})
+    assert report.held, report
+    assert ("silver.quarantine", 1) in report.removed, report.removed
+    assert lake.rows(lake.quarantine, "entity", "offset") == [("users", 2)]
+    assert lake.rows(lake.bronze, "partition", "offset") == [(0, 0), (0, 1), (0, 2), (0, 3), (1, 0)]
 
 
 def status(lake: Lake) -> None:
