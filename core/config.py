@@ -23,6 +23,7 @@ from core.gold_tables import (
     Measure,
     Window,
     check_gold_tables,
+    duration_micros,
     gold_table_from,
     require_duration,
 )
@@ -287,16 +288,28 @@ class QualitySpec:
     (None: no suites of the user's). ``packaged_suites``: also apply the suites shipped in
     ``expectations/suites`` (written for the demo shop); a user's suite of the same name wins.
     ``actions``: (``"<layer>.<table>.<expectation>"``, action) pairs that override the action
-    in an expectation's ``meta``.
+    in an expectation's ``meta``. ``validate_every``: how often a continuous run validates the
+    whole tables (table-level expectations included, as ``lakehouse validate`` does), e.g.
+    ``"1 hour"`` (None: only ``lakehouse validate`` does).
     """
 
     suites: str | None = None
     packaged_suites: bool = False
     actions: tuple[tuple[str, QualityAction], ...] = ()
+    validate_every: str | None = None
 
     def __post_init__(self) -> None:
         for name, action in self.actions:
             require_action(action, f"{name!r} in [quality.actions]")
+        if self.validate_every is not None:
+            require_duration(self.validate_every, "validate_every in [quality]")
+
+    @property
+    def validate_seconds(self) -> float | None:
+        """Seconds between two validations of a continuous run (None: never)."""
+        if self.validate_every is None:
+            return None
+        return duration_micros(self.validate_every) / 1_000_000
 
     @property
     def enabled(self) -> bool:
@@ -519,7 +532,9 @@ def _quality_from(settings: Any, base: Path) -> QualitySpec:
             "'quality' must be a table: write [quality] on its own line, then its settings "
             "(suites, packaged_suites, and a [quality.actions] table)."
         )
-    _reject_unknown(settings, {"suites", "packaged_suites", "actions"}, "[quality]")
+    _reject_unknown(
+        settings, {"suites", "packaged_suites", "actions", "validate_every"}, "[quality]"
+    )
     suites = settings.get("suites")
     if suites is not None:
         _require_type("suites", suites, str, "[quality]")
@@ -537,7 +552,8 @@ def _quality_from(settings: Any, base: Path) -> QualitySpec:
         (str(name), require_action(action, f"{name!r} in [quality.actions]"))
         for name, action in actions.items()
     )
-    return QualitySpec(suites=suites, packaged_suites=packaged, actions=pairs)
+    every = settings.get("validate_every")
+    return QualitySpec(suites=suites, packaged_suites=packaged, actions=pairs, validate_every=every)
 
 
 def _maintenance_from(settings: Any) -> MaintenanceSpec:

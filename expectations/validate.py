@@ -10,6 +10,8 @@ results are ``SUMMARY`` (a few example values per expectation, not all of them).
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ from pyspark.sql import SparkSession
 
 from core.config import QualityAction, QualitySpec, require_action
 from core.delta_io import table_exists
+from core.errors import ExpectationFailedError
 from core.layout import LAYERS, Warehouse
 from expectations.suites import default_name, read_suite, suite_names, suite_path
 
@@ -121,3 +124,44 @@ def _verdict(table: str, quality: QualitySpec, result: Any) -> Verdict:
     )
     unexpected = (result.result or {}).get("unexpected_count")
     return Verdict(table, name, configuration.type, action, bool(result.success), unexpected)
+
+
+class PeriodicValidation:
+    """The whole-table validations of a continuous run, one every
+    ``quality.validate_every`` (none if it is not set), the first one interval after start."""
+
+    def __init__(self, quality: QualitySpec) -> None:
+        self.quality = quality
+        self.every = quality.validate_seconds
+        self.due = None if self.every is None else time.monotonic() + self.every
+
+    def run_if_due(
+        self, spark: SparkSession, warehouse: Warehouse, progress: Callable[[str], None]
+    ) -> Validation | None:
+        """Validate the tables if the interval has passed, saying in one ``progress`` line how
+        many expectations held; the validation (None if it was not due).
+
+        Raises:
+            ExpectationFailedError: a ``fail`` expectation does not hold (the run stops; the
+                micro-batches it committed stay).
+        """
+        if self.due is None or self.every is None or time.monotonic() < self.due:
+            return None
+        validation = validate_warehouse(spark, warehouse, self.quality)
+        self.due = time.monotonic() + self.every
+        broke = [v for v in validation.verdicts if not v.success]
+        listed = ", ".join(f"{v.table}.{v.expectation} ({v.action})" for v in broke)
+        progress(
+            f"validate: {len(validation.verdicts) - len(broke)} of {len(validation.verdicts)} "
+            f"expectations hold{'; broke: ' + listed if broke else ''}"
+        )
+        failed = next((v for v in broke if v.action == "fail"), None)
+        if failed is not None:
+            raise ExpectationFailedError(
+                f"Expectation {failed.expectation} ({failed.type}, action fail) of "
+                f"{failed.table} broke in the validation run every {self.quality.validate_every}"
+                f" ({failed.unexpected if failed.unexpected is not None else 'some'} unexpected "
+                "rows). The run stopped; what it committed stays. Fix the data or relax the "
+                "suite, then run again."
+            )
+        return validation

@@ -30,6 +30,7 @@ from core.streaming import (
 )
 from expectations.checks import load_checks
 from expectations.suites import check_overrides
+from expectations.validate import PeriodicValidation
 from gold.alerts import alert_jobs
 from gold.jobs import gold_jobs
 from lakehouse.entities import entity_specs
@@ -315,10 +316,12 @@ def _run_continuously(
                 lambda: start_bronze(source_frame, warehouse, trigger, listener, config.quality),
             )
             progress(f"bronze: streaming from {source.describe()} (Ctrl-C stops)")
+            validations = PeriodicValidation(config.quality)
             while not stop.is_set():
                 start_ready(spark, warehouse, config, trigger, running, progress, summary)
                 running.check()
                 name_tables(spark, warehouse, config, progress, said)
+                validations.run_if_due(spark, warehouse, progress)
                 stop.wait(poll_seconds)
         except BaseException:
             running.stop()

@@ -18,7 +18,11 @@ Bronze's and gold's ``warn`` and bronze's ``drop`` ride in the same runs as silv
 from __future__ import annotations
 
 import json
+import os
+import signal
+import threading
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -35,10 +39,11 @@ from core.delta_io import versions
 from core.errors import ExpectationFailedError
 from core.gold_tables import GoldTable, Measure, Window
 from core.layout import QUARANTINE_TABLE, Warehouse
+from core.streaming import Trigger
 from expectations.checks import load_checks, load_layer_checks
 from lakehouse.audit import verify_warehouse
 from lakehouse.forget import forget
-from lakehouse.pipeline import run_once
+from lakehouse.pipeline import run_continuously, run_once
 from silver.job import apply_batch, ensure_shared_tables, entity_tables
 from tests.browser import Browser, dump_dom, screenshot
 from tests.cli import run_cli
@@ -502,3 +507,52 @@ def spark_jobs(spark: SparkSession, group: str, run: Callable[[], object]) -> in
     finally:
         spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
     return len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
+
+
+#: How long the continuous run of the periodic-validation test may take before it is stopped.
+CONTINUOUS_BUDGET_SECONDS = 300
+BROKE_IN_VALIDATION = r"at_most_one_user \(.*\) of silver\.users broke in the validation run"
+
+
+def test_a_continuous_run_validates_every_interval_and_stops_on_a_broken_fail(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """With ``validate_every``, a continuous run validates the whole tables (table-level
+    expectations too) at that interval, says so in one line, and stops with the expectation's
+    name once a ``fail`` one breaks (here: more users than the suite allows)."""
+    lake = Lake(spark, tmp_path)
+    at_most_one = {
+        "name": "silver.users",
+        "expectations": [
+            {
+                "type": "expect_table_row_count_to_be_between",
+                "kwargs": {"max_value": 1},
+                "meta": {"name": "at_most_one_user", "action": "fail"},
+            }
+        ],
+    }
+    (lake.suites / "silver" / "users.json").write_text(json.dumps(at_most_one), encoding="utf-8")
+    lake.arrive(user(0, 1, 30, "a@example.com"), user(1, 2, 31, "b@example.com"))
+    config = lake.config()
+    config = replace(config, quality=replace(config.quality, validate_every="2 seconds"))
+    said: list[str] = []
+    # A run that never stops by itself would hang the test: stop it as a user would.
+    stopper = threading.Timer(CONTINUOUS_BUDGET_SECONDS, os.kill, (os.getpid(), signal.SIGTERM))
+    stopper.start()
+    try:
+        with pytest.raises(ExpectationFailedError, match=BROKE_IN_VALIDATION):
+            run_continuously(
+                spark,
+                SourceSpec("files", str(lake.source)),
+                lake.warehouse,
+                config,
+                Trigger("1 second"),
+                said.append,
+                poll_seconds=1,
+            )
+    finally:
+        stopper.cancel()
+    validations = [line for line in said if line.startswith("validate: ")]
+    assert validations, said
+    assert "broke: silver.users.at_most_one_user (fail)" in validations[-1], validations
+    assert lake.rows(lake.silver, "id") == [(1,), (2,)]  # what was committed stays

@@ -199,7 +199,7 @@ def test_unknown_column_and_overrides_are_named(tmp_path: Path) -> None:
         (
             b"[quality]\nsuite = 'x'\n",
             r"^Unknown setting\(s\) suite in \[quality\]\. "
-            r"Allowed: actions, packaged_suites, suites\.$",
+            r"Allowed: actions, packaged_suites, suites, validate_every\.$",
         ),
         (
             b"[quality.actions]\n'silver.orders.x' = 'stop'\n",
@@ -207,8 +207,12 @@ def test_unknown_column_and_overrides_are_named(tmp_path: Path) -> None:
             r"Must be one of warn, drop, fail\.$",
         ),
         (b"[quality]\nactions = 5\n", r"^'actions' in \[quality\] must be a table"),
+        (
+            b"[quality]\nvalidate_every = 'hourly'\n",
+            r"^Invalid validate_every in \[quality\] 'hourly': write '<number> <unit>'",
+        ),
     ],
-    ids=["quality-int", "unknown", "action", "actions-int"],
+    ids=["quality-int", "unknown", "action", "actions-int", "validate-every"],
 )
 def test_quality_settings_mistakes_are_one_line(
     tmp_path: Path, content: bytes, message: str
@@ -227,6 +231,13 @@ def test_quality_settings_are_read_relative_to_the_config(tmp_path: Path) -> Non
     quality = load_config(path).quality
     assert quality == QualitySpec(str(tmp_path / "quality"), False, (("silver.orders.x", "fail"),))
     assert not load_config(None).quality.enabled
+
+
+def test_validate_every_is_read_as_seconds(tmp_path: Path) -> None:
+    path = tmp_path / "pipeline.toml"
+    path.write_text("[quality]\npackaged_suites = true\nvalidate_every = '2 minutes'\n")
+    assert load_config(path).quality.validate_seconds == 120
+    assert QualitySpec().validate_seconds is None
 
 
 def test_validate_without_suites_is_one_line(tmp_path: Path) -> None:
