@@ -157,11 +157,11 @@ class PeriodicValidation:
         )
         failed = next((v for v in broke if v.action == "fail"), None)
         if failed is not None:
+            rows = "" if failed.unexpected is None else f" ({failed.unexpected} unexpected rows)"
             raise ExpectationFailedError(
                 f"Expectation {failed.expectation} ({failed.type}, action fail) of "
-                f"{failed.table} broke in the validation run every {self.quality.validate_every}"
-                f" ({failed.unexpected if failed.unexpected is not None else 'some'} unexpected "
-                "rows). The run stopped; what it committed stays. Fix the data or relax the "
-                "suite, then run again."
+                f"{failed.table} broke in the validation run every "
+                f"{self.quality.validate_every}{rows}. The run stopped; what it committed stays. "
+                "Fix the data or relax the suite, then run again."
             )
         return validation
