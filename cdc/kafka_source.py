@@ -65,6 +65,10 @@ _REDACTION_CONF = "spark.sql.redaction.options.regex"
 def register_kafka_source(spark: SparkSession) -> str:
     """Register the source with ``spark`` (again is harmless) and return its format name.
 
+    ``spark`` becomes this thread's active session first: Spark resolves a Python data source's
+    name through the active session, so registering while another session that knows the name
+    is active fails with ``DATA_SOURCE_ALREADY_EXISTS``, and reading finds no source.
+
     Also extends the session's ``spark.sql.redaction.options.regex`` with
     :data:`REDACTED_OPTIONS`, so plan strings never show a secret ``kafka.*`` option.
     """
@@ -73,8 +77,18 @@ def register_kafka_source(spark: SparkSession) -> str:
         spark.conf.set(
             _REDACTION_CONF, f"{current}|{REDACTED_OPTIONS}" if current else REDACTED_OPTIONS
         )
+    _make_active(spark)
     spark.dataSource.register(KafkaDataSource)
     return KAFKA_FORMAT
+
+
+def _make_active(spark: SparkSession) -> None:
+    """Make ``spark`` the active session, in Python and on this thread in the JVM, as PySpark's
+    own ``createDataFrame`` does."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+    SparkSession._activeSession = spark
 
 
 def read_kafka_stream(spark: SparkSession, options: Mapping[str, str]) -> DataFrame:

@@ -128,6 +128,20 @@ def test_schema_is_spark_kafka_source_schema(spark: SparkSession, kafka_bootstra
     assert with_headers.schema == KAFKA_SCHEMA
 
 
+def test_reading_works_while_another_session_that_knows_the_source_is_active(
+    spark: SparkSession, kafka_bootstrap: str
+) -> None:
+    """A notebook or an earlier run may leave another session active (PySpark's
+    ``createDataFrame`` activates its session); Spark then resolved the source's name through
+    that session and refused to register it again (``DATA_SOURCE_ALREADY_EXISTS``)."""
+    other = spark.newSession()
+    read_kafka_stream(other, options(kafka_bootstrap, subscribe="any"))
+    other.createDataFrame([(1,)], "n int").collect()  # ``other`` is now the active session
+    frame = read_kafka_stream(spark, options(kafka_bootstrap, subscribe="any"))
+    assert frame.schema == SPARK_KAFKA_SCHEMA
+    assert SparkSession.getActiveSession() is spark
+
+
 def test_rows_are_exactly_what_was_produced(
     spark: SparkSession, kafka_bootstrap: str, admin: AdminClient, tmp_path: Path
 ) -> None:
