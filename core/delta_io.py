@@ -164,6 +164,16 @@ def change_feed_readable(spark: SparkSession, path: str, version: int) -> bool:
     return all(storage.exists(spark, _in_table(path, file)) for file in changes)
 
 
+def change_feed_complete(spark: SparkSession, path: str) -> bool:
+    """Whether the change feed of every version of the table at ``path`` can still be read:
+    its log still begins at version 0 and it was never vacuumed (VACUUM deletes the files the
+    older versions' changes are read from; Delta logs every VACUUM in the table's history)."""
+    if not storage.exists(spark, f"{path}/_delta_log/{0:020d}.json"):
+        return False
+    history = DeltaTable.forPath(spark, path).history().select("operation")
+    return history.where(F.col("operation").startswith("VACUUM")).isEmpty()
+
+
 def _in_table(table: str, file: str) -> str:
     """The location of a file a Delta log names: an absolute URI as is, a relative (URL-encoded)
     path under the table's directory."""

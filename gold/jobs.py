@@ -24,9 +24,15 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import BooleanType, StructField, StructType, TimestampType
 
-from core import checkpoints
+from core import checkpoints, storage
 from core.config import PipelineConfig, QualitySpec
-from core.delta_io import append, current_version, ensure_table, idempotent_dml
+from core.delta_io import (
+    append,
+    change_feed_complete,
+    current_version,
+    ensure_table,
+    idempotent_dml,
+)
 from core.errors import ConfigError
 from core.frames import kept_with_totals
 from core.gold_tables import FINAL, FINALIZED_AT, LATE_EVENTS, GoldTable, Join
@@ -80,6 +86,11 @@ def silver_changes(
     """The change feed of a silver table as a stream, from ``starting_version`` (its first
     version, unless a replay installed a gold table that already holds the earlier ones).
 
+    A new query (no batch in its ``checkpoint`` yet) of a table whose early changes can no
+    longer be read (vacuumed, or its log cleaned up: a gold table declared on a warehouse that
+    has run for a while) starts from the table's current rows instead, as inserts, and reads
+    the changes after them: what the gold engine needs, as it recomputes each scope from silver.
+
     With the query's ``checkpoint``, the stream follows silver's schema changes: Delta keeps a
     schema log under the checkpoint and reads each version with the schema it was written
     with. A new column or a widened type stops the query once with Delta's
@@ -89,26 +100,32 @@ def silver_changes(
     is first pointed at the checkpoint's current place, in case it was moved (replay, copy).
     ``source`` is the input's number in its query (each input has its own schema log).
     """
-    start = starting_version
+    start: int | None = starting_version
     if starting_version > 0:
         start = min(starting_version, current_version(spark, path))
-    reader = (
-        spark.readStream.format("delta")
-        .option("readChangeFeed", "true")
-        .option("startingVersion", start)
-    )
+    elif not _has_batches(spark, checkpoint) and not change_feed_complete(spark, path):
+        start = None  # Delta's default: the current rows, then the changes after them
+    reader = spark.readStream.format("delta").option("readChangeFeed", "true")
+    if start is not None:
+        reader = reader.option("startingVersion", start)
     if checkpoint is not None:
         rebase_schema_log(checkpoint, source)
         reader = reader.option(
             "schemaTrackingLocation", schema_log_location(checkpoint, source)
         ).option("allowSourceColumnTypeChange", "always")
     changes = reader.load(path)
-    if start < starting_version:
+    if start is not None and start < starting_version:
         # A replay's pointer names the version after the one it installed, and silver has not
         # written that one yet (Delta cannot start there): read from the installed version and
         # leave its changes out, as the rebuilt gold table holds them.
         changes = changes.where(F.col("_commit_version") >= starting_version)
     return changes
+
+
+def _has_batches(spark: SparkSession, checkpoint: str | None) -> bool:
+    """Whether the query of ``checkpoint`` has planned a batch (it then ignores where a new
+    query would start)."""
+    return checkpoint is not None and bool(storage.names(spark, f"{checkpoint}/offsets"))
 
 
 def query_name(table: GoldTable) -> str:

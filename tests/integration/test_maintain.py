@@ -4,7 +4,7 @@ expire by age, and bronze retention drops old records only when silver does not 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -18,9 +18,11 @@ from cdc.generator import write_files
 from cdc.records import Record
 from cdc.sources import SourceSpec
 from core.config import SHOP_CONFIG, MaintenanceSpec, PipelineConfig, TableSpec, load_config
-from core.delta_io import FileStats, file_stats
+from core.delta_io import FileStats, change_feed_complete, file_stats
 from core.errors import ConfigError
+from core.gold_tables import GoldTable, Measure, Window
 from core.layout import Warehouse
+from gold.verify import check_gold
 from lakehouse.maintenance import (
     MaintenanceReport,
     Trimmed,
@@ -28,7 +30,7 @@ from lakehouse.maintenance import (
     maintained_tables,
     trim_bronze,
 )
-from lakehouse.pipeline import run_once
+from lakehouse.pipeline import run_from_bronze, run_once
 from lakehouse.replay import replay
 from tests.helpers import pg_envelope, pg_key
 from tests.warehouses import (
@@ -126,6 +128,31 @@ def test_data_is_unchanged(spark: SparkSession, maintained: Maintained) -> None:
     assert_same_tables(
         spark, maintained.pristine, maintained.warehouse, ("bronze", "silver", "gold")
     )
+
+
+def test_a_gold_table_declared_after_a_vacuum_starts_from_the_current_silver(
+    spark: SparkSession, maintained: Maintained, tmp_path: Path
+) -> None:
+    """The vacuum removed the files of silver's early changes, so a new gold job cannot read
+    the change feed from version 0: it starts from silver's current rows, and its table equals
+    its declaration (on the code before, the run failed reading a vacuumed file)."""
+    warehouse = copy_warehouse(Path(maintained.warehouse.root), tmp_path / "wh")
+    orders = warehouse.table("silver", "orders")
+    assert not change_feed_complete(spark, orders)
+    added = GoldTable(
+        name="orders_per_customer",
+        source="orders",
+        event_time="created_at",
+        window=Window("tumbling", size="1 hour"),
+        group_by=("customer_id",),
+        measures=(Measure("orders", "count"), Measure("biggest", "max", "total")),
+    )
+    config = replace(SHOP_CONFIG, gold_tables=(*SHOP_CONFIG.gold_declarations, added))
+    run_from_bronze(spark, warehouse, config)
+    gold = warehouse.table("gold", added.name)
+    assert spark.read.format("delta").load(gold).count() > 0
+    check = check_gold(spark, orders, gold, added, warehouse.watermark(added.name))
+    assert check.ok, check.differences[:5]
 
 
 def test_tombstones_older_than_their_retention_are_dropped(
