@@ -39,22 +39,45 @@ DEMO_ALERT = AlertSpec(
     threshold=5.0,
     min_history=5,
 )
-#: Revenue per minute by the tier of the order's customer: the demo's enrichment join.
+#: Revenue of the last 5 minutes, every minute, by the tier of the order's customer: the
+#: demo's enrichment join, on hopping windows.
 REVENUE_BY_TIER = GoldTable(
     name="revenue_by_tier",
     source="orders",
     event_time="created_at",
-    window=Window("tumbling", size="1 minute"),
+    window=Window("hopping", size="5 minutes", slide="1 minute"),
     measures=(Measure("revenue", "sum", "total"), Measure("orders", "count")),
     group_by=("customer_tier",),
     join=Join("customers", (("customer_id", "id"),), ("tier",), prefix="customer_"),
 )
-#: The shop pipeline with the suites shipped in expectations/suites, its alert and the join.
+#: Each order time of a customer with their spend in the hour up to it: a sliding window.
+SPEND_LAST_HOUR = GoldTable(
+    name="spend_last_hour",
+    source="orders",
+    event_time="created_at",
+    window=Window("sliding", lookback="1 hour"),
+    measures=(Measure("spend", "sum", "total"), Measure("orders", "count")),
+    group_by=("customer_id",),
+)
+#: Every 3 orders of a customer, in order time: a count window.
+ORDER_BLOCKS = GoldTable(
+    name="order_blocks",
+    source="orders",
+    event_time="created_at",
+    window=Window("count", count=3),
+    measures=(
+        Measure("median_total", "approx_percentile", "total"),
+        Measure("biggest", "max", "total"),
+    ),
+    group_by=("customer_id",),
+)
+#: The shop pipeline with the suites shipped in expectations/suites, its alert, and gold
+#: tables of every window kind (tumbling and session: the shop's own two).
 DEMO_CONFIG = replace(
     SHOP_CONFIG,
     quality=QualitySpec(packaged_suites=True),
     alerts=(DEMO_ALERT,),
-    gold_tables=(*SHOP_CONFIG.gold_declarations, REVENUE_BY_TIER),
+    gold_tables=(*SHOP_CONFIG.gold_declarations, REVENUE_BY_TIER, SPEND_LAST_HOUR, ORDER_BLOCKS),
 )
 LATE_QUERY = (
     "SELECT gold_table, count(*) AS changes, round(max(late_by_seconds) / 60) AS max_minutes "
