@@ -59,7 +59,8 @@ def earliest_window(micros: Column, table: GoldTable) -> tuple[Column, Column]:
     """Start and end (epoch µs) of the earliest-ending window an event at ``micros`` can fall
     in: tumbling and hopping, the earliest-ending window holding it; session, the session of
     the event alone (``[t, t + gap)``); sliding, the event's own row (``[t - lookback, t]``);
-    count, the event time itself."""
+    row (a stream join's source row), its own row (``[t - within, t]``); count, the event
+    time itself."""
     window = table.window
     if window.kind in ("tumbling", "hopping"):
         assert window.size is not None
@@ -75,6 +76,9 @@ def earliest_window(micros: Column, table: GoldTable) -> tuple[Column, Column]:
     if window.kind == "sliding":
         assert window.lookback is not None
         return micros - F.lit(duration_micros(window.lookback)), micros
+    if window.kind == "row":
+        assert table.stream_join is not None
+        return micros - F.lit(table.stream_join.within_micros), micros
     return micros, micros
 
 
