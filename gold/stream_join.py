@@ -52,12 +52,11 @@ def other_columns(table: GoldTable, available: Collection[str]) -> list[str]:
 
 def _renamed(rows: DataFrame, table: GoldTable) -> DataFrame:
     """``rows`` of the other table as the join reads them: each column it reads prefixed,
-    the event time as :data:`_TIME`; rows without an event time are left out."""
-    joined = _stream_join(table)
-    columns = [c for c in table.other_columns if c != joined.event_time]
-    return rows.where(F.col(joined.event_time).isNotNull()).select(
-        *(F.col(c).alias(f"{_PREFIX}{c}") for c in columns),
-        F.col(joined.event_time).alias(_TIME),
+    and the event time also as :data:`_TIME`; rows without an event time are left out."""
+    time = _stream_join(table).event_time
+    return rows.where(F.col(time).isNotNull()).select(
+        *(F.col(c).alias(f"{_PREFIX}{c}") for c in table.other_columns),
+        F.col(time).alias(_TIME),
     )
 
 

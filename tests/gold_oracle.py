@@ -80,8 +80,82 @@ def evaluate(rows: Iterable[Row], table: GoldTable, entity: Iterable[Row] = ()) 
             result.update(extra)
             result[window.start_as], result[window.end_as] = bounds
             for measure in table.measures:
-                result[measure.name] = measure_value(measure, chosen)
+                result[measure.name] = measure_value(measure, chosen, table.event_time)
             out.append(result)
+    return out
+
+
+def stream_joined(rows: Iterable[Row], table: GoldTable, other: Iterable[Row]) -> list[Row]:
+    """The gold rows of a stream-join declaration: one per distinct group-by values and event
+    time t of the counted source ``rows``, with window ``[t - within, t]`` and the measures
+    over the ``other`` table's rows whose ``on`` columns equal the row's (None equals
+    nothing) and whose event time lies in the window (count 0 where there is none)."""
+    joined = table.stream_join
+    assert joined is not None
+    within = timedelta(microseconds=duration_micros(joined.within))
+    window = table.window
+    points = {
+        (tuple(row[g] for g in table.group_by), row[table.event_time])
+        for row in rows
+        if row[table.event_time] is not None
+        and (table.condition is None or holds(table.condition, row) is True)
+    }
+    candidates = [o for o in other if o[joined.event_time] is not None]
+    out: list[Row] = []
+    for group, moment in points:
+        values = dict(zip(table.group_by, group, strict=True))
+        matched = [
+            o
+            for o in candidates
+            if all(values[s] is not None and values[s] == o[c] for s, c in joined.on)
+            and moment - within <= o[joined.event_time] <= moment
+        ]
+        result: Row = {**values, window.start_as: moment - within, window.end_as: moment}
+        for measure in table.measures:
+            result[measure.name] = measure_value(measure, matched, joined.event_time)
+        out.append(result)
+    return out
+
+
+def stream_late_events(
+    images: Iterable[tuple[str, Row]],
+    before: Iterable[Row],
+    table: GoldTable,
+    mark: datetime | None,
+) -> list[Row]:
+    """The late-event rows of one micro-batch's other-side row images (change type, row of
+    the stream-joined table): one per image and gold row it lands in, of the gold rows
+    ``before`` the batch, whose window ended at or before the watermark ``mark`` in force
+    before it."""
+    joined = table.stream_join
+    assert joined is not None
+    window = table.window
+    out: list[Row] = []
+    if mark is None:
+        return out
+    final = [g for g in before if g[window.end_as] <= mark]
+    for change_type, row in images:
+        moment = row[joined.event_time]
+        if moment is None:
+            continue
+        for gold in final:
+            same = all(gold[s] is not None and gold[s] == row[c] for s, c in joined.on)
+            if not same or not gold[window.start_as] <= moment <= gold[window.end_as]:
+                continue
+            out.append(
+                {
+                    "gold_table": table.name,
+                    "window_start": gold[window.start_as],
+                    "window_end": gold[window.end_as],
+                    "group_values": {
+                        g: None if gold[g] is None else str(gold[g]) for g in table.group_by
+                    },
+                    "change_type": change_type,
+                    "event_time": moment,
+                    "bronze_offset": row["_bronze_offset"],
+                    "late_by_seconds": (_micros(mark) - _micros(moment)) / 1_000_000,
+                }
+            )
     return out
 
 
@@ -159,6 +233,9 @@ def earliest_window(moment: datetime, table: GoldTable) -> tuple[datetime, datet
     if window.kind == "sliding":
         assert window.lookback is not None
         return _time(t - duration_micros(window.lookback)), moment
+    if window.kind == "row":
+        assert table.stream_join is not None
+        return _time(t - duration_micros(table.stream_join.within)), moment
     return moment, moment
 
 
@@ -200,12 +277,20 @@ def _session_bounds(session: list[Row], time: str, gap: int) -> tuple[datetime, 
     return session[0][time], _time(_micros(session[-1][time]) + gap)
 
 
-def measure_value(measure: Measure, rows: Sequence[Row]) -> Any:
-    """One measure over the rows of a window."""
+def measure_value(measure: Measure, rows: Sequence[Row], time: str) -> Any:
+    """One measure over the rows of a window (``time``: their event-time column, which
+    orders them for ``last``)."""
     if measure.column is None:
         return len(rows)
-    values = [r[measure.column] for r in rows if r[measure.column] is not None]
     fn = measure.fn
+    column = measure.column
+    if fn == "last":
+        # The value of the latest row; of several at that time the greatest (a None lowest).
+        latest = max((r[time] for r in rows), default=None)
+        return max(
+            (r[column] for r in rows if r[time] == latest and r[column] is not None), default=None
+        )
+    values = [r[column] for r in rows if r[column] is not None]
     if fn == "count":
         return len(values)
     if fn == "count_distinct":
