@@ -15,21 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from core.conditions import Condition, condition_columns, parse_condition
 from core.errors import ConfigError
 from core.identifiers import require_identifier
 
 WindowKind = Literal["tumbling", "hopping", "session", "sliding", "count", "row"]
-WINDOW_KINDS: tuple[WindowKind, ...] = (
-    "tumbling",
-    "hopping",
-    "session",
-    "sliding",
-    "count",
-    "row",
-)
+WINDOW_KINDS: tuple[WindowKind, ...] = get_args(WindowKind)
 #: The window settings each kind needs (all others must be left out).
 WINDOW_SETTINGS: Mapping[str, tuple[str, ...]] = {
     "tumbling": ("size",),
@@ -50,17 +43,7 @@ MeasureFn = Literal[
     "span_seconds",
     "last",
 ]
-MEASURE_FNS: tuple[MeasureFn, ...] = (
-    "count",
-    "sum",
-    "avg",
-    "min",
-    "max",
-    "count_distinct",
-    "approx_percentile",
-    "span_seconds",
-    "last",
-)
+MEASURE_FNS: tuple[MeasureFn, ...] = get_args(MeasureFn)
 #: The columns a gold table has besides its group-by columns and measures.
 WINDOW_INDEX = "window_index"
 #: Finality columns of every gold table: whether the window ended at or before the table's

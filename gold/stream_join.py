@@ -26,7 +26,7 @@ from pyspark.sql.types import NumericType, StructType
 from core.errors import ConfigError
 from core.gold_tables import GoldTable, StreamJoin
 from gold.aggregates import ROW_IMAGES, counted_rows, in_scope, measure_column, scope_columns
-from gold.finality import BRONZE_COORDINATES, LATE_EVENTS_SCHEMA, at_micros
+from gold.finality import BRONZE_COORDINATES, at_micros, late_rows
 
 #: Column of a stream-join job's stream: the other table's change row (:func:`other_columns`
 #: as a struct); null on a source change row.
@@ -201,38 +201,15 @@ def late_matches(
     before ``watermark`` (epoch µs, in force before the batch)."""
     window = table.window
     images = changes.where(F.col("_change_type").isin(*ROW_IMAGES))
-    present = set(images.columns)
     final = existing.where(F.col(window.end_as) <= at_micros(watermark))
     joined = _stream_join(table)
     same = reduce(
         Column.__and__, [F.col(f"g.{s}") == F.col(f"c.{o}") for s, o in joined.on]
     ) & _in_bound(F.col(f"g.{window.end_as}"), F.col(f"c.{joined.event_time}"), table)
-    groups = [part for g in table.group_by for part in (F.lit(g), F.col(f"g.{g}").cast("string"))]
-
-    def bronze(column: str, kind: str) -> Column:
-        return (F.col(f"c.{column}") if column in present else F.lit(None)).cast(kind)
-
-    micros = F.unix_micros(F.col(f"c.{joined.event_time}"))
-    late = (
-        final.alias("g")
-        .join(images.alias("c"), same)
-        .select(
-            F.lit(table.name).alias("gold_table"),
-            F.col(f"g.{window.start_as}").alias("window_start"),
-            F.col(f"g.{window.end_as}").alias("window_end"),
-            F.create_map(*groups).cast("map<string,string>").alias("group_values"),
-            F.col("c._change_type").alias("change_type"),
-            F.col(f"c.{joined.event_time}").cast("timestamp").alias("event_time"),
-            bronze("_bronze_topic", "string").alias("bronze_topic"),
-            bronze("_bronze_partition", "int").alias("bronze_partition"),
-            bronze("_bronze_offset", "bigint").alias("bronze_offset"),
-            F.col("c._commit_version").alias("silver_version"),
-            at_micros(watermark).alias("watermark"),
-            ((F.lit(watermark) - micros) / F.lit(1_000_000)).alias("late_by_seconds"),
-            F.col("c._commit_timestamp").alias("changed_at"),
-        )
-    )
-    return late.select(*(F.col(f.name).cast(f.dataType) for f in LATE_EVENTS_SCHEMA.fields))
+    late = final.alias("g").join(images.alias("c"), same)
+    bounds = (F.col(f"g.{window.start_as}"), F.col(f"g.{window.end_as}"))
+    groups = {g: F.col(f"g.{g}") for g in table.group_by}
+    return late_rows(late, table, watermark, bounds, groups, joined.event_time, prefix="c.")
 
 
 def check_stream_join(table: GoldTable, source: StructType, other: StructType) -> None:

@@ -142,20 +142,8 @@ def stream_late_events(
             same = all(gold[s] is not None and gold[s] == row[c] for s, c in joined.on)
             if not same or not gold[window.start_as] <= moment <= gold[window.end_as]:
                 continue
-            out.append(
-                {
-                    "gold_table": table.name,
-                    "window_start": gold[window.start_as],
-                    "window_end": gold[window.end_as],
-                    "group_values": {
-                        g: None if gold[g] is None else str(gold[g]) for g in table.group_by
-                    },
-                    "change_type": change_type,
-                    "event_time": moment,
-                    "bronze_offset": row["_bronze_offset"],
-                    "late_by_seconds": (_micros(mark) - _micros(moment)) / 1_000_000,
-                }
-            )
+            bounds = (gold[window.start_as], gold[window.end_as])
+            out.append(_late_row(table, bounds, gold, change_type, row, moment, mark))
     return out
 
 
@@ -204,6 +192,20 @@ def _windows(
             members = ordered[index * window.count : (index + 1) * window.count]
             bounds = (members[0][time], members[-1][time])
             yield bounds, {"window_index": index}, members
+
+
+def row_images(before: dict[Any, Row], now: dict[Any, Row]) -> list[tuple[str, Row]]:
+    """The change-feed row images (change type, row) that take a table's rows, by key, from
+    ``before`` to ``now``: an insert, a delete, or an update's old and new value."""
+    found: list[tuple[str, Row]] = []
+    for key in sorted(set(before) | set(now)):
+        old, new = before.get(key), now.get(key)
+        if old != new:
+            if old is not None:
+                found.append(("delete" if new is None else "update_preimage", old))
+            if new is not None:
+                found.append(("insert" if old is None else "update_postimage", new))
+    return found
 
 
 def watermark(seen: datetime | None, table: GoldTable) -> datetime | None:
@@ -256,21 +258,31 @@ def late_events(
         start, end = earliest_window(moment, table)
         if end > mark:
             continue
-        out.append(
-            {
-                "gold_table": table.name,
-                "window_start": start,
-                "window_end": end,
-                "group_values": {
-                    g: None if row[g] is None else str(row[g]) for g in table.group_by
-                },
-                "change_type": change_type,
-                "event_time": moment,
-                "bronze_offset": row["_bronze_offset"],
-                "late_by_seconds": (_micros(mark) - _micros(moment)) / 1_000_000,
-            }
-        )
+        out.append(_late_row(table, (start, end), row, change_type, row, moment, mark))
     return out
+
+
+def _late_row(
+    table: GoldTable,
+    bounds: tuple[datetime, datetime],
+    group: Row,
+    change_type: str,
+    image: Row,
+    moment: datetime,
+    mark: datetime,
+) -> Row:
+    """One late-event row: the gold row's window ``bounds`` and ``group`` values, the row
+    ``image``'s change type, event time ``moment`` and bronze offset, and the watermark."""
+    return {
+        "gold_table": table.name,
+        "window_start": bounds[0],
+        "window_end": bounds[1],
+        "group_values": {g: None if group[g] is None else str(group[g]) for g in table.group_by},
+        "change_type": change_type,
+        "event_time": moment,
+        "bronze_offset": image["_bronze_offset"],
+        "late_by_seconds": (_micros(mark) - _micros(moment)) / 1_000_000,
+    }
 
 
 def _session_bounds(session: list[Row], time: str, gap: int) -> tuple[datetime, datetime]:

@@ -42,7 +42,7 @@ from lakehouse.audit import verify_warehouse
 from lakehouse.pipeline import run_once
 from lakehouse.replay import replay
 from tests import gold_oracle
-from tests.draws import draw_examples, example_count, property_seed
+from tests.draws import delivery, draw_examples, example_count, property_seed
 from tests.helpers import pg_envelope, pg_key
 
 pytestmark = pytest.mark.integration
@@ -135,8 +135,7 @@ class Change:
 
 
 def _batches(draw: st.DrawFn) -> tuple[int, ...]:
-    first = draw(st.integers(0, BATCHES - 1))
-    return (first, *draw(st.sampled_from([(), (), (), (), (0,), (BATCHES - 1,)])))
+    return delivery(draw, BATCHES)
 
 
 @st.composite
@@ -298,14 +297,7 @@ def oracle_late(
     """The oracle's late events of a batch that took the sales rows from ``before`` to
     ``now``: its row images joined with the entity's rows (or versions) after the batch
     (``entities``: per gold table)."""
-    images: list[tuple[str, dict[str, Any]]] = []
-    for key in sorted(set(before) | set(now)):
-        old, new = before.get(key), now.get(key)
-        if old != new:
-            if old is not None:
-                images.append(("delete" if new is None else "update_preimage", old))
-            if new is not None:
-                images.append(("insert" if old is None else "update_postimage", new))
+    images = gold_oracle.row_images(before, now)
     found = []
     for table in DECLARED:
         mark = gold_oracle.watermark(seen, table)
