@@ -41,6 +41,7 @@ from lakehouse.pipeline import run_once
 from lakehouse.replay import replay
 from tests import gold_oracle
 from tests.draws import delivery, draw_examples, example_count, property_seed
+from tests.helpers import deliver, table_rows
 
 pytestmark = pytest.mark.integration
 
@@ -186,12 +187,8 @@ def batch_records(histories: Histories) -> list[list[Record]]:
     return batches
 
 
-def rows(spark: SparkSession, path: str) -> list[dict[str, Any]]:
-    return [r.asDict() for r in spark.read.format("delta").load(path).collect()]
-
-
 def gold_state(spark: SparkSession, warehouse: Warehouse) -> Counter[tuple[Any, ...]]:
-    found = rows(spark, warehouse.table("gold", TABLE.name))
+    found = table_rows(spark, warehouse.table("gold", TABLE.name))
     return Counter(tuple(r[c] for c in (*TABLE.columns, FINAL)) for r in found)
 
 
@@ -303,13 +300,10 @@ def test_stream_joined_gold_table_equals_the_oracle_after_every_batch(
     changed = 0
     previous: Counter[tuple[Any, ...]] = Counter()
     for number, records in enumerate(batch_records(histories)):
-        lines = "".join(record.to_line() + "\n" for record in records)
-        hidden = source / f".batch-{number}.jsonl"
-        hidden.write_text(lines, encoding="utf-8")
-        hidden.rename(source / f"batch-{number}.jsonl")
+        deliver(source, number, records)
         run_once(spark, spec, warehouse, CONFIG)
-        orders = {r["order_id"]: r for r in rows(spark, warehouse.table("silver", "orders"))}
-        clicks = {r["click_id"]: r for r in rows(spark, warehouse.table("silver", "clicks"))}
+        orders = {r["order_id"]: r for r in table_rows(spark, warehouse.table("silver", "orders"))}
+        clicks = {r["click_id"]: r for r in table_rows(spark, warehouse.table("silver", "clicks"))}
         mark = gold_oracle.watermark(seen, TABLE)
         late.update(
             late_key(r)
@@ -340,7 +334,7 @@ def test_stream_joined_gold_table_equals_the_oracle_after_every_batch(
         changed += previous != got
         recorded = Counter(
             late_key(r)
-            for r in rows(spark, warehouse.table("gold", LATE_EVENTS))
+            for r in table_rows(spark, warehouse.table("gold", LATE_EVENTS))
             if r["gold_table"] == TABLE.name
         )
         assert recorded == late, (number, recorded - late, late - recorded)
