@@ -2,8 +2,10 @@
 
 A :class:`GoldTable` names its silver source, the event-time column, a :class:`Window`, the
 group-by columns, the :class:`Measure` s, an optional filter in the safe condition grammar
-(:mod:`core.conditions`, never SQL text) and an optional enrichment :class:`Join` with another
-silver table. The same declaration comes from a ``[[gold]]`` entry
+(:mod:`core.conditions`, never SQL text), an optional enrichment :class:`Join` with another
+silver table, or a time-bounded :class:`StreamJoin` (a ``row`` window: one gold row per
+source row, measuring another silver table's rows in a lookback before it). The same
+declaration comes from a ``[[gold]]`` entry
 of the pipeline TOML (:func:`gold_table_from`) or from Python. Every mistake found at load
 raises one :class:`~core.errors.ConfigError` naming it and the fix; columns are checked
 against the source's schema once it is known (:meth:`GoldTable.check_columns`).
@@ -13,14 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from core.conditions import Condition, condition_columns, parse_condition
 from core.errors import ConfigError
 from core.identifiers import require_identifier
 
-WindowKind = Literal["tumbling", "hopping", "session", "sliding", "count"]
-WINDOW_KINDS: tuple[WindowKind, ...] = ("tumbling", "hopping", "session", "sliding", "count")
+WindowKind = Literal["tumbling", "hopping", "session", "sliding", "count", "row"]
+WINDOW_KINDS: tuple[WindowKind, ...] = get_args(WindowKind)
 #: The window settings each kind needs (all others must be left out).
 WINDOW_SETTINGS: Mapping[str, tuple[str, ...]] = {
     "tumbling": ("size",),
@@ -28,11 +30,9 @@ WINDOW_SETTINGS: Mapping[str, tuple[str, ...]] = {
     "session": ("gap",),
     "sliding": ("lookback",),
     "count": ("count",),
+    "row": (),
 }
 MeasureFn = Literal[
-    "count", "sum", "avg", "min", "max", "count_distinct", "approx_percentile", "span_seconds"
-]
-MEASURE_FNS: tuple[MeasureFn, ...] = (
     "count",
     "sum",
     "avg",
@@ -41,7 +41,9 @@ MEASURE_FNS: tuple[MeasureFn, ...] = (
     "count_distinct",
     "approx_percentile",
     "span_seconds",
-)
+    "last",
+]
+MEASURE_FNS: tuple[MeasureFn, ...] = get_args(MeasureFn)
 #: The columns a gold table has besides its group-by columns and measures.
 WINDOW_INDEX = "window_index"
 #: Finality columns of every gold table: whether the window ended at or before the table's
@@ -87,9 +89,11 @@ def duration_micros(text: str) -> int:
 class Window:
     """An event-time window: ``tumbling`` (size), ``hopping`` (size, slide), ``session``
     (gap: a group's session ends after that long without an event), ``sliding`` (lookback:
-    for each event time of a group, the events of the lookback before it) or ``count`` (every
-    ``count`` events of a group in event-time order). ``start_as``/``end_as`` name the
-    columns that hold the window's bounds."""
+    for each event time of a group, the events of the lookback before it), ``count`` (every
+    ``count`` events of a group in event-time order) or ``row`` (only with a
+    :class:`StreamJoin`: one window per source row, ``[t - within, t]`` before its event time
+    t; it takes no settings). ``start_as``/``end_as`` name the columns that hold the window's
+    bounds."""
 
     kind: WindowKind
     size: str | None = None
@@ -108,6 +112,11 @@ class Window:
         needed = WINDOW_SETTINGS[self.kind]
         for setting in ("size", "slide", "gap", "lookback", "count"):
             value = getattr(self, setting)
+            if not needed and value is not None:
+                raise ConfigError(
+                    f"A {self.kind} window takes no settings (its bound is the stream join's "
+                    f"within): remove {setting}."
+                )
             if setting in needed and value is None:
                 raise ConfigError(
                     f"A {self.kind} window needs {' and '.join(needed)}: add "
@@ -151,7 +160,7 @@ class Window:
         """The column that, with the group-by columns, identifies a row of the gold table."""
         if self.kind == "count":
             return WINDOW_INDEX
-        return self.end_as if self.kind == "sliding" else self.start_as
+        return self.end_as if self.kind in ("sliding", "row") else self.start_as
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -164,7 +173,9 @@ class Window:
 class Measure:
     """One aggregate column: ``name`` = ``fn(column)``. ``count`` without a column counts
     rows; ``approx_percentile`` takes ``percentile`` (0 to 1, default 0.5); ``span_seconds``
-    is the whole seconds between the earliest and latest value of a timestamp column."""
+    is the whole seconds between the earliest and latest value of a timestamp column; ``last``
+    is the column's value in the row with the latest event time (of several at that time, the
+    greatest value, nulls lowest)."""
 
     name: str
     fn: MeasureFn
@@ -270,10 +281,47 @@ class Join:
 
 
 @dataclass(frozen=True)
+class StreamJoin:
+    """A time-bounded stream-stream join: each source row (its group-by values and event time
+    t) with the rows of silver table ``source`` whose ``event_time`` lies in
+    ``[t - within, t]`` and whose ``on`` columns equal its own (``on`` pairs each column of
+    the gold table's source with the other table's column it equals). The gold table's
+    measures are taken over those rows (a row without any keeps count 0 and nulls)."""
+
+    source: str
+    on: tuple[tuple[str, str], ...]
+    event_time: str
+    within: str
+
+    def __post_init__(self) -> None:
+        require_identifier(self.source, "source of the stream join")
+        object.__setattr__(self, "on", tuple((str(a), str(b)) for a, b in self.on))
+        if not self.on:
+            raise ConfigError(
+                f"The stream join with {self.source!r} has no 'on' columns: name the source "
+                f"column that equals one of {self.source!r}, e.g. on = {{ customer_id = "
+                '"user_id" }.'
+            )
+        for source_column, other_column in self.on:
+            require_identifier(source_column, "source column of the stream join's 'on'")
+            require_identifier(other_column, f"column of {self.source!r} in the stream join's 'on'")
+        require_identifier(self.event_time, f"event_time of the stream join with {self.source!r}")
+        require_duration(self.within, f"within of the stream join with {self.source!r}")
+
+    @property
+    def within_micros(self) -> int:
+        """The lookback ``within`` in microseconds."""
+        return duration_micros(self.within)
+
+
+@dataclass(frozen=True)
 class GoldTable:
     """One declared gold table (``gold.<name>``): ``measures`` of the ``source`` silver table's
     rows (those matching ``filter``, with an ``event_time``) per ``group_by`` values and
     ``window``; with a ``join``, each source row first takes the joined entity's columns.
+    With a ``stream_join`` (and a ``row`` window), the table has one row per distinct
+    ``group_by`` values and event time of the source's rows, and ``measures`` are taken over
+    the stream-joined table's rows in its lookback (their columns are that table's).
     ``watermark_delay`` is how far behind the newest event time seen a window counts as final
     (its rows get ``_final``; a later change to it is a late event)."""
 
@@ -286,6 +334,7 @@ class GoldTable:
     filter: str | None = None
     watermark_delay: str = "10 minutes"
     join: Join | None = None
+    stream_join: StreamJoin | None = None
     condition: Condition | None = field(default=None, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -329,6 +378,42 @@ class GoldTable:
                 f"Gold table {self.name!r} joins silver.{self.source} with itself: name "
                 "another entity in join (a self-join is not supported)."
             )
+        self._check_stream_join()
+
+    def _check_stream_join(self) -> None:
+        """Raise ConfigError if the stream join and the window do not fit each other."""
+        joined, rows = self.stream_join, self.window.kind == "row"
+        if joined is None:
+            if rows:
+                raise ConfigError(
+                    f"Gold table {self.name!r} has a row window but no stream join: add a "
+                    "[gold.stream_join] table (source, on, event_time, within) or pick "
+                    "another window kind."
+                )
+            return
+        if not rows:
+            raise ConfigError(
+                f"Gold table {self.name!r} has a stream join, so one row per source row: set "
+                'window = { kind = "row" } (or leave window out), not a '
+                f"{self.window.kind} window."
+            )
+        if self.join is not None:
+            raise ConfigError(
+                f"Gold table {self.name!r} has both a join and a stream join: declare one "
+                "(enrich the source in another gold table)."
+            )
+        if joined.source == self.source:
+            raise ConfigError(
+                f"Gold table {self.name!r} stream-joins silver.{self.source} with itself: name "
+                "another silver table in stream_join.source."
+            )
+        for source_column, _ in joined.on:
+            if source_column not in self.group_by:
+                raise ConfigError(
+                    f"Gold table {self.name!r}: the stream join's 'on' column "
+                    f"{source_column!r} is not in group_by (each row needs one join key): add "
+                    f"{source_column!r} to group_by."
+                )
 
     @property
     def delay_micros(self) -> int:
@@ -350,7 +435,8 @@ class GoldTable:
     def source_columns(self) -> tuple[str, ...]:
         """Every source column the declaration reads (a joined column is the entity's)."""
         read = [self.event_time, *self.group_by]
-        read += [m.column for m in self.measures if m.column is not None]
+        if self.stream_join is None:
+            read += [m.column for m in self.measures if m.column is not None]
         if self.condition is not None:
             read += condition_columns(self.condition)
         joined = self.join.outputs if self.join is not None else ()
@@ -359,19 +445,38 @@ class GoldTable:
             read += [source_column for source_column, _ in self.join.on]
         return tuple(dict.fromkeys(read))
 
+    @property
+    def other_columns(self) -> tuple[str, ...]:
+        """Every column of the stream-joined table the declaration reads (none without one)."""
+        joined = self.stream_join
+        if joined is None:
+            return ()
+        read = [*(o for _, o in joined.on), joined.event_time]
+        read += [m.column for m in self.measures if m.column is not None]
+        return tuple(dict.fromkeys(read))
+
     def check_columns(
         self, available: Collection[str], entity: Collection[str] | None = None
     ) -> None:
         """Raise ConfigError naming the first column the declaration reads that the source
         lacks (``available``: the source's columns), and with a join, the first ``on`` or
         joined column the joined entity lacks (``entity``: its columns) or a joined name the
-        source already has."""
+        source already has; with a stream join, the first column it reads that the other
+        table (``entity``: its columns) lacks."""
         for column in self.source_columns:
             if column not in available:
                 raise ConfigError(
                     f"Gold table {self.name!r} reads column {column!r}, which silver."
                     f"{self.source} does not have. Columns: {', '.join(sorted(available))}."
                 )
+        if self.stream_join is not None and entity is not None:
+            for column in self.other_columns:
+                if column not in entity:
+                    raise ConfigError(
+                        f"Gold table {self.name!r} stream-joins column {column!r}, which "
+                        f"silver.{self.stream_join.source} does not have. Columns: "
+                        f"{', '.join(sorted(entity))}."
+                    )
         if self.join is None or entity is None:
             return
         join = self.join
@@ -400,7 +505,9 @@ _GOLD_KEYS = {
     "filter",
     "watermark_delay",
     "join",
+    "stream_join",
 }
+_STREAM_JOIN_KEYS = {"source", "on", "event_time", "within"}
 _JOIN_KEYS = {"entity", "on", "columns", "prefix", "as_of"}
 _WINDOW_KEYS = {"kind", "size", "slide", "gap", "lookback", "count", "start_as", "end_as"}
 _MEASURE_KEYS = {"name", "fn", "column", "percentile"}
@@ -415,12 +522,13 @@ def gold_table_from(entry: Mapping[str, Any]) -> GoldTable:
     where = f"[[gold]] {entry.get('name', '')!r}".replace(" ''", "")
     _known(entry, _GOLD_KEYS, where)
     for required in ("name", "source", "event_time", "window", "measures"):
-        if required not in entry:
+        if required not in entry and not (required == "window" and "stream_join" in entry):
             raise ConfigError(
                 f"{where} needs {required!r}; a gold table names name, source, event_time, "
-                "window and measures (group_by, filter, join, watermark_delay are optional)."
+                "window and measures (group_by, filter, join, stream_join, watermark_delay "
+                "are optional; with stream_join, window is too)."
             )
-    window = entry["window"]
+    window = entry.get("window", {"kind": "row"})
     if not isinstance(window, Mapping):
         raise ConfigError(
             f"'window' of {where} must be a table, e.g. "
@@ -454,6 +562,40 @@ def gold_table_from(entry: Mapping[str, Any]) -> GoldTable:
         if "watermark_delay" in entry
         else "10 minutes",
         join=_join_from(entry["join"], where) if "join" in entry else None,
+        stream_join=_stream_join_from(entry["stream_join"], where)
+        if "stream_join" in entry
+        else None,
+    )
+
+
+def _stream_join_from(joined: object, where: str) -> StreamJoin:
+    """The :class:`StreamJoin` of a ``[gold.stream_join]`` table."""
+    example = (
+        'stream_join = { source = "clickstream", on = { customer_id = "user_id" }, '
+        'event_time = "ts", within = "30 minutes" }'
+    )
+    if not isinstance(joined, Mapping):
+        raise ConfigError(f"'stream_join' of {where} must be a table, e.g. {example}.")
+    what = f"the stream join of {where}"
+    _known(joined, _STREAM_JOIN_KEYS, what)
+    for required in ("source", "on", "event_time", "within"):
+        if required not in joined:
+            raise ConfigError(f"The stream join of {where} needs {required!r}, e.g. {example}.")
+    on = joined["on"]
+    if isinstance(on, list) and all(isinstance(c, str) for c in on):
+        pairs = tuple((c, c) for c in on)
+    elif isinstance(on, Mapping) and all(isinstance(c, str) for c in on.values()):
+        pairs = tuple((str(s), o) for s, o in on.items())
+    else:
+        raise ConfigError(
+            f"'on' of {what} must map each source column to the other table's column, e.g. "
+            'on = { customer_id = "user_id" } (or list names both sides share).'
+        )
+    return StreamJoin(
+        source=_text(joined, "source", what),
+        on=pairs,
+        event_time=_text(joined, "event_time", what),
+        within=_text(joined, "within", what),
     )
 
 

@@ -32,8 +32,9 @@ _ANCHOR = "_anchor"
 _WINDOW = "_window"
 
 
-def measure_column(measure: Measure) -> Column:
-    """The aggregate expression of one measure, named after it."""
+def measure_column(measure: Measure, event_time: str) -> Column:
+    """The aggregate expression of one measure, named after it (``event_time``: the column
+    that orders the rows for ``last``)."""
     column = F.col(measure.column) if measure.column is not None else None
     if measure.fn == "count":
         aggregate = F.count(F.lit(1) if column is None else column)
@@ -51,6 +52,12 @@ def measure_column(measure: Measure) -> Column:
         aggregate = F.count_distinct(column)
     elif measure.fn == "approx_percentile":
         aggregate = F.percentile_approx(column, F.lit(measure.percentile))
+    elif measure.fn == "last":
+        # Greatest (time, value): the latest row's value; of equal times the greatest value
+        # (a null value orders lowest). Rows without a time (a join's unmatched side) are out.
+        time = F.col(event_time)
+        latest = F.max(F.when(time.isNotNull(), F.struct(time.alias("t"), column.alias("v"))))
+        aggregate = latest.getField("v")
     else:
         aggregate = F.unix_timestamp(F.max(column)) - F.unix_timestamp(F.min(column))
     return aggregate.alias(measure.name)
@@ -97,7 +104,7 @@ def _time_windows(rows: DataFrame, table: GoldTable) -> DataFrame:
         bucket = F.window(time, window.size, window.slide or window.size)
     return (
         rows.groupBy(*table.group_by, bucket.alias(_WINDOW))
-        .agg(*(measure_column(m) for m in table.measures))
+        .agg(*(measure_column(m, table.event_time) for m in table.measures))
         .withColumn(window.start_as, F.col(f"{_WINDOW}.start"))
         .withColumn(window.end_as, F.col(f"{_WINDOW}.end"))
     )
@@ -124,7 +131,7 @@ def _sliding_windows(rows: DataFrame, table: GoldTable) -> DataFrame:
     )
     return (
         joined.groupBy(*(F.col(f"_a_{g}").alias(g) for g in table.group_by), F.col(_ANCHOR))
-        .agg(*(measure_column(m) for m in table.measures))
+        .agg(*(measure_column(m, table.event_time) for m in table.measures))
         .withColumn(window.start_as, F.timestamp_micros(anchor - F.lit(lookback)))
         .withColumn(window.end_as, F.col(_ANCHOR))
     )
@@ -142,7 +149,7 @@ def _count_windows(rows: DataFrame, table: GoldTable) -> DataFrame:
     return (
         numbered.groupBy(*table.group_by, WINDOW_INDEX)
         .agg(
-            *(measure_column(m) for m in table.measures),
+            *(measure_column(m, table.event_time) for m in table.measures),
             F.min(table.event_time).alias(window.start_as),
             F.max(table.event_time).alias(window.end_as),
             F.count(F.lit(1)).alias("_rows"),

@@ -59,7 +59,8 @@ def earliest_window(micros: Column, table: GoldTable) -> tuple[Column, Column]:
     """Start and end (epoch µs) of the earliest-ending window an event at ``micros`` can fall
     in: tumbling and hopping, the earliest-ending window holding it; session, the session of
     the event alone (``[t, t + gap)``); sliding, the event's own row (``[t - lookback, t]``);
-    count, the event time itself."""
+    row (a stream join's source row), its own row (``[t - within, t]``); count, the event
+    time itself."""
     window = table.window
     if window.kind in ("tumbling", "hopping"):
         assert window.size is not None
@@ -75,6 +76,9 @@ def earliest_window(micros: Column, table: GoldTable) -> tuple[Column, Column]:
     if window.kind == "sliding":
         assert window.lookback is not None
         return micros - F.lit(duration_micros(window.lookback)), micros
+    if window.kind == "row":
+        assert table.stream_join is not None
+        return micros - F.lit(table.stream_join.within_micros), micros
     return micros, micros
 
 
@@ -86,28 +90,51 @@ def late_events(changes: DataFrame, table: GoldTable, watermark: int) -> DataFra
     images = counted_rows(changes.where(F.col("_change_type").isin(*ROW_IMAGES)), table)
     micros = F.unix_micros(F.col(table.event_time))
     start, end = earliest_window(micros, table)
-    groups = [part for g in table.group_by for part in (F.lit(g), F.col(g).cast("string"))]
-    present = set(changes.columns)
+    late = images.where(end <= F.lit(watermark))
+    window = (F.timestamp_micros(start), F.timestamp_micros(end))
+    groups = {g: F.col(g) for g in table.group_by}
+    return late_rows(late, table, watermark, window, groups, table.event_time)
+
+
+def late_rows(
+    late: DataFrame,
+    table: GoldTable,
+    watermark: int,
+    window: tuple[Column, Column],
+    groups: dict[str, Column],
+    event_time: str,
+    prefix: str = "",
+) -> DataFrame:
+    """``gold.late_events`` rows of ``late`` (late change-feed row images, their columns named
+    ``prefix`` + name): the gold row's ``window`` (start, end) and ``groups`` (group-by column
+    to value), the image's change type, ``event_time`` column, bronze coordinates (null where
+    it has none), silver version and commit time, and ``watermark`` (epoch µs, in force)."""
+    present = set(late.columns)
+
+    def change(column: str) -> Column:
+        return F.col(f"{prefix}{column}")
 
     def bronze(column: str, kind: str) -> Column:
-        return (F.col(column) if column in present else F.lit(None)).cast(kind)
+        return (change(column) if column in present else F.lit(None)).cast(kind)
 
-    late = images.where(end <= F.lit(watermark)).select(
+    micros = F.unix_micros(change(event_time))
+    values = [part for g, value in groups.items() for part in (F.lit(g), value.cast("string"))]
+    rows = late.select(
         F.lit(table.name).alias("gold_table"),
-        F.timestamp_micros(start).alias("window_start"),
-        F.timestamp_micros(end).alias("window_end"),
-        F.create_map(*groups).cast("map<string,string>").alias("group_values"),
-        F.col("_change_type").alias("change_type"),
-        F.col(table.event_time).cast("timestamp").alias("event_time"),
+        window[0].alias("window_start"),
+        window[1].alias("window_end"),
+        F.create_map(*values).cast("map<string,string>").alias("group_values"),
+        change("_change_type").alias("change_type"),
+        change(event_time).cast("timestamp").alias("event_time"),
         bronze("_bronze_topic", "string").alias("bronze_topic"),
         bronze("_bronze_partition", "int").alias("bronze_partition"),
         bronze("_bronze_offset", "bigint").alias("bronze_offset"),
-        F.col("_commit_version").alias("silver_version"),
+        change("_commit_version").alias("silver_version"),
         at_micros(watermark).alias("watermark"),
         ((F.lit(watermark) - micros) / F.lit(1_000_000)).alias("late_by_seconds"),
-        F.col("_commit_timestamp").alias("changed_at"),
+        change("_commit_timestamp").alias("changed_at"),
     )
-    return late.select(*(F.col(f.name).cast(f.dataType) for f in LATE_EVENTS_SCHEMA.fields))
+    return rows.select(*(F.col(f.name).cast(f.dataType) for f in LATE_EVENTS_SCHEMA.fields))
 
 
 def with_finality(

@@ -10,6 +10,9 @@ whatever the order, updates, deletes or split of the changes.
 A gold table with an enrichment join reads the joined entity's change feed in the same query
 (the two feeds as one stream, :func:`joined_changes`), so one writer keeps the table and an
 entity change recomputes the scope of the source rows with its key (:mod:`gold.enrichment`).
+A gold table with a stream join reads the other table's change feed the same way
+(:func:`streamed_changes`); a change on either side recomputes the source rows whose lookback
+it falls in (:mod:`gold.stream_join`).
 """
 
 from __future__ import annotations
@@ -69,6 +72,17 @@ from gold.enrichment import (
 )
 from gold.finality import LATE_EVENTS_SCHEMA, late_events, newly_final, with_finality
 from gold.schema_log import rebase_schema_log, schema_log_location
+from gold.stream_join import (
+    OTHER,
+    check_stream_join,
+    evaluate_joined,
+    late_matches,
+    other_changes,
+    other_columns,
+    recompute_rows,
+    time_range,
+)
+from gold.stream_join import touched as touched_rows
 from gold.watermarks import record_seen, seen_micros, watermark_of
 
 #: Gold tables are small and read by BI tools: a wider type rewrites them, so every Delta
@@ -150,8 +164,22 @@ def start_gold(
     """
     source = warehouse.table("silver", table.source)
     facts = spark.read.format("delta").load(source)
-    joined, combine = None, None
-    if table.join is not None:
+    joined, combine, other = None, None, None
+    declared: DataFrame | None = None
+    if table.stream_join is not None:
+        other = warehouse.table("silver", table.stream_join.source)
+        if table.stream_join.source not in warehouse.table_names("silver", spark):
+            raise ConfigError(
+                f"Gold table {table.name!r} stream-joins silver.{table.stream_join.source}, "
+                "which does not exist: name a silver table in stream_join.source (its "
+                "entity must have had events)."
+            )
+        others = spark.read.format("delta").load(other)
+        table.check_columns(facts.columns, others.columns)
+        check_stream_join(table, facts.schema, others.schema)
+        combine = partial(streamed_changes, other=other, table=table)
+        declared = evaluate_joined(facts, others, table)
+    elif table.join is not None:
         joined = join_inputs(warehouse, table.join)
         entity = joined.entity
         combine = partial(joined_changes, entity=joined.history or entity, table=table)
@@ -169,7 +197,8 @@ def start_gold(
         facts = enrich(facts, entity_rows(dimension, table.join), table.join)
     else:
         table.check_columns(facts.columns)
-    declared = evaluate(facts, table)  # the filter's types, at start
+    if declared is None:
+        declared = evaluate(facts, table)  # the filter's types, at start
     checks = load_checks(spark, quality, warehouse, "gold", table.name) if quality else None
     if checks is not None:
         checks.compile(declared.schema)  # the suite's columns, at start
@@ -179,6 +208,7 @@ def start_gold(
         watermark=warehouse.watermark(table.name),
         late_events=warehouse.table("gold", LATE_EVENTS),
         joined=joined,
+        other=other,
     )
     # Created before any query runs: the gold jobs of a pipeline append to it side by side.
     ensure_table(spark, paths.late_events, LATE_EVENTS_SCHEMA, change_feed=False)
@@ -215,6 +245,25 @@ def joined_changes(
         F.lit("entity").alias(SIDE),
     )
     source = facts.withColumns({ENTITY: F.lit(None).cast(kind), SIDE: F.lit("source")})
+    return source.unionByName(changes, allowMissingColumns=True)
+
+
+def streamed_changes(
+    facts: DataFrame, spark: SparkSession, checkpoint: str, other: str, table: GoldTable
+) -> DataFrame:
+    """The change feed ``facts`` of a stream-join table's source and that of the other silver
+    table at ``other`` (the query's second input, from its first version) as one stream: an
+    other-side row has only ``_change_type``, ``_commit_version``, ``_commit_timestamp`` and
+    :data:`~gold.stream_join.OTHER` (its :func:`~gold.stream_join.other_columns` as a struct),
+    a source row a null :data:`~gold.stream_join.OTHER`."""
+    available = spark.read.format("delta").load(other).columns
+    columns = other_columns(table, available)
+    shape = spark.read.format("delta").load(other).select(F.struct(*columns))
+    kind = shape.schema.fields[0].dataType
+    changes = silver_changes(spark, other, checkpoint, 0, source=1).select(
+        "_change_type", "_commit_version", "_commit_timestamp", F.struct(*columns).alias(OTHER)
+    )
+    source = facts.withColumn(OTHER, F.lit(None).cast(kind))
     return source.unionByName(changes, allowMissingColumns=True)
 
 
@@ -284,6 +333,8 @@ class GoldPaths(NamedTuple):
     watermark: str
     late_events: str
     joined: JoinInputs | None = None
+    #: The stream-joined silver table (if any).
+    other: str | None = None
 
 
 def _maintainer(
@@ -295,9 +346,7 @@ def _maintainer(
     def maintain(batch: DataFrame, batch_id: int) -> None:
         spark = batch.sparkSession
         silver = spark.read.format("delta").load(paths.source)
-        facts, touched = batch, None
-        if paths.joined is not None:
-            facts, silver, touched = _joined_batch(batch, silver, table, paths.joined)
+        facts, silver, touched, others = _scoped_batch(batch, silver, table, paths)
         images = batch.where(F.col("_change_type").isin(*ROW_IMAGES))
         newest = F.when(F.col("_change_type").isin(*ADDS), F.unix_micros(F.col(table.event_time)))
         stats = images.agg(
@@ -308,12 +357,15 @@ def _maintainer(
         seen = max((s for s in (before, stats["seen"]) if s is not None), default=None)
         watermark = watermark_of(seen, table)
         batch_time = stats["at"]
-        touched = touched if touched is not None else affected(batch, table)
         keys = touched.collect()  # distinct (group, window) keys: as small as the change
         scope = spark.createDataFrame(keys, touched.schema)
         starts = [] if table.window.per_group else [k[table.window.key_column] for k in keys]
         first, last = (min(starts), max(starts)) if starts else (None, None)
-        recomputed = recompute(silver, scope, table, first, last)
+        if paths.other is not None:
+            other = spark.read.format("delta").load(paths.other)
+            recomputed = recompute_rows(silver, other, scope, table, first, last)
+        else:
+            recomputed = recompute(silver, scope, table, first, last)
         schema = StructType(
             [
                 *recomputed.schema.fields,
@@ -341,7 +393,10 @@ def _maintainer(
         if merge:
             changes = _checked(changes, checks, table, app_id, batch_id)
         if previous is not None:
-            late = late_events(facts, table, previous).localCheckpoint()
+            late = late_events(facts, table, previous)
+            if others is not None:
+                late = late.unionByName(late_matches(others, existing, table, previous))
+            late = late.localCheckpoint()
             if not late.isEmpty():
                 append(late, paths.late_events, app_id, batch_id)
         if merge:
@@ -371,6 +426,22 @@ def _checked(
     outcomes = checks.judge(compiled, counts, kept, scope_columns(table), batch_id)
     record_outcomes(kept.sparkSession, checks.metrics, outcomes, app_id, batch_id)
     return kept
+
+
+def _scoped_batch(
+    batch: DataFrame, silver: DataFrame, table: GoldTable, paths: GoldPaths
+) -> tuple[DataFrame, DataFrame, DataFrame, DataFrame | None]:
+    """A micro-batch's source change rows, the current source rows (both enriched for a
+    join), the scope the batch affects and, for a stream join, its other-side change rows."""
+    if paths.joined is not None:
+        facts, silver, touched = _joined_batch(batch, silver, table, paths.joined)
+        return facts, silver, touched, None
+    if paths.other is not None:
+        facts = batch.where(F.col(OTHER).isNull()).drop(OTHER)
+        others = other_changes(batch)
+        span = time_range(others, table)
+        return facts, silver, touched_rows(facts, silver, others, table, *span), others
+    return batch, silver, affected(batch, table), None
 
 
 def _joined_batch(
@@ -429,7 +500,9 @@ class GoldJob(NamedTuple):
 
 def _joined_tables(table: GoldTable) -> tuple[str, ...]:
     """The silver tables ``table``'s join reads: its entity, and the entity's history table
-    for a join as of event time."""
+    for a join as of event time; or its stream join's other table."""
+    if table.stream_join is not None:
+        return (table.stream_join.source,)
     join = table.join
     if join is None:
         return ()
@@ -444,7 +517,9 @@ def gold_jobs(config: PipelineConfig) -> list[GoldJob]:
             query_name(table),
             table.name,
             table.source,
-            f"{table.window.kind} windows into gold.{table.name}",
+            f"stream join with silver.{table.stream_join.source} into gold.{table.name}"
+            if table.stream_join is not None
+            else f"{table.window.kind} windows into gold.{table.name}",
             partial(start_gold, table=table, quality=config.quality),
             _joined_tables(table),
         )

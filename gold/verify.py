@@ -13,6 +13,7 @@ from gold.aggregates import evaluate
 from gold.enrichment import enrich
 from gold.finality import at_micros
 from gold.jobs import JoinInputs, joined_entity
+from gold.stream_join import evaluate_joined
 from gold.watermarks import seen_micros, watermark_of
 from silver.verify import MAX_REPORTED, TableCheck
 
@@ -27,10 +28,12 @@ def check_gold(
     table: GoldTable,
     watermark: str,
     joined: JoinInputs | None = None,
+    other: str | None = None,
 ) -> TableCheck:
     """The rows of the gold table at ``gold`` that differ from ``table`` evaluated over the
     silver table at ``silver`` (left-joined with the entity at ``joined`` when the
-    declaration has a join: its current rows, or as of event time its history's versions), a
+    declaration has a join: its current rows, or as of event time its history's versions;
+    with a stream join, the other silver table at ``other``), a
     row being final when its window ends at or before the watermark state at ``watermark``
     (each missing or unexpected row is one difference line)."""
     mark = watermark_of(seen_micros(spark, watermark), table)
@@ -40,7 +43,10 @@ def check_gold(
     if table.join is not None and joined is not None:
         at = table.event_time if table.join.at_event_time else None
         rows = enrich(rows, joined_entity(spark, table.join, joined), table.join, at)
-    evaluated = evaluate(rows, table)
+    if table.stream_join is not None and other is not None:
+        evaluated = evaluate_joined(rows, spark.read.format("delta").load(other), table)
+    else:
+        evaluated = evaluate(rows, table)
     expected = _comparable(evaluated.withColumn(FINAL, final), table)
     stored = spark.read.format("delta").load(gold)
     if FINAL not in stored.columns:

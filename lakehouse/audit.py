@@ -36,5 +36,10 @@ def verify_warehouse(
         if checks and table_exists(spark, silver) and table_exists(spark, gold):
             watermark = warehouse.watermark(table.name)
             joined = None if table.join is None else join_inputs(warehouse, table.join)
-            checks.append(check_gold(spark, silver, gold, table, watermark, joined))
+            other = None
+            if table.stream_join is not None:
+                other = warehouse.table("silver", table.stream_join.source)
+                if not table_exists(spark, other):
+                    continue
+            checks.append(check_gold(spark, silver, gold, table, watermark, joined, other))
     return checks

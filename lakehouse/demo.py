@@ -17,7 +17,7 @@ from core.alerting import AlertSpec
 from core.catalog import run_sql
 from core.config import SHOP_CONFIG, PipelineConfig, QualitySpec
 from core.delta_io import table_exists
-from core.gold_tables import LATE_EVENTS, GoldTable, Join, Measure, Window
+from core.gold_tables import LATE_EVENTS, GoldTable, Join, Measure, StreamJoin, Window
 from core.layout import LAYERS, Warehouse
 from core.streaming import Trigger, run_to_end
 from expectations.metrics import quality_summary
@@ -71,13 +71,37 @@ ORDER_BLOCKS = GoldTable(
     ),
     group_by=("customer_id",),
 )
-#: The shop pipeline with the suites shipped in expectations/suites, its alert, and gold
-#: tables of every window kind (tumbling and session: the shop's own two).
+#: Each order with its customer's clicks of the 30 minutes before it: the demo's stream join.
+#: The clickstream has no session id; the last action and the first click's time stand for
+#: the session that led to the order.
+ORDER_ATTRIBUTION = GoldTable(
+    name="order_attribution",
+    source="orders",
+    event_time="created_at",
+    window=Window("row", start_as="lookback_start", end_as="ordered_at"),
+    measures=(
+        Measure("clicks", "count"),
+        Measure("pages", "count_distinct", "page"),
+        Measure("last_page", "last", "page"),
+        Measure("last_action", "last", "action"),
+        Measure("first_click_at", "min", "ts"),
+    ),
+    group_by=("id", "customer_id"),
+    stream_join=StreamJoin("clickstream", (("customer_id", "user_id"),), "ts", "30 minutes"),
+)
+#: The shop pipeline with the suites shipped in expectations/suites, its alert, gold tables
+#: of every window kind (tumbling and session: the shop's own two) and both joins.
 DEMO_CONFIG = replace(
     SHOP_CONFIG,
     quality=QualitySpec(packaged_suites=True),
     alerts=(DEMO_ALERT,),
-    gold_tables=(*SHOP_CONFIG.gold_declarations, REVENUE_BY_TIER, SPEND_LAST_HOUR, ORDER_BLOCKS),
+    gold_tables=(
+        *SHOP_CONFIG.gold_declarations,
+        REVENUE_BY_TIER,
+        SPEND_LAST_HOUR,
+        ORDER_BLOCKS,
+        ORDER_ATTRIBUTION,
+    ),
 )
 LATE_QUERY = (
     "SELECT gold_table, count(*) AS changes, round(max(late_by_seconds) / 60) AS max_minutes "

@@ -54,3 +54,10 @@ def draw_examples(strategy: st.SearchStrategy[T], seed_value: int, count: int) -
 
     collect()
     return drawn
+
+
+def delivery(draw: st.DrawFn, batches: int) -> tuple[int, ...]:
+    """The micro-batches (of ``batches``) a drawn record is delivered in: one, sometimes again
+    in the first or the last (an at-least-once duplicate, possibly before the first)."""
+    first = draw(st.integers(0, batches - 1))
+    return (first, *draw(st.sampled_from([(), (), (), (), (0,), (batches - 1,)])))

@@ -80,8 +80,70 @@ def evaluate(rows: Iterable[Row], table: GoldTable, entity: Iterable[Row] = ()) 
             result.update(extra)
             result[window.start_as], result[window.end_as] = bounds
             for measure in table.measures:
-                result[measure.name] = measure_value(measure, chosen)
+                result[measure.name] = measure_value(measure, chosen, table.event_time)
             out.append(result)
+    return out
+
+
+def stream_joined(rows: Iterable[Row], table: GoldTable, other: Iterable[Row]) -> list[Row]:
+    """The gold rows of a stream-join declaration: one per distinct group-by values and event
+    time t of the counted source ``rows``, with window ``[t - within, t]`` and the measures
+    over the ``other`` table's rows whose ``on`` columns equal the row's (None equals
+    nothing) and whose event time lies in the window (count 0 where there is none)."""
+    joined = table.stream_join
+    assert joined is not None
+    within = timedelta(microseconds=duration_micros(joined.within))
+    window = table.window
+    points = {
+        (tuple(row[g] for g in table.group_by), row[table.event_time])
+        for row in rows
+        if row[table.event_time] is not None
+        and (table.condition is None or holds(table.condition, row) is True)
+    }
+    candidates = [o for o in other if o[joined.event_time] is not None]
+    out: list[Row] = []
+    for group, moment in points:
+        values = dict(zip(table.group_by, group, strict=True))
+        matched = [
+            o
+            for o in candidates
+            if all(values[s] is not None and values[s] == o[c] for s, c in joined.on)
+            and moment - within <= o[joined.event_time] <= moment
+        ]
+        result: Row = {**values, window.start_as: moment - within, window.end_as: moment}
+        for measure in table.measures:
+            result[measure.name] = measure_value(measure, matched, joined.event_time)
+        out.append(result)
+    return out
+
+
+def stream_late_events(
+    images: Iterable[tuple[str, Row]],
+    before: Iterable[Row],
+    table: GoldTable,
+    mark: datetime | None,
+) -> list[Row]:
+    """The late-event rows of one micro-batch's other-side row images (change type, row of
+    the stream-joined table): one per image and gold row it lands in, of the gold rows
+    ``before`` the batch, whose window ended at or before the watermark ``mark`` in force
+    before it."""
+    joined = table.stream_join
+    assert joined is not None
+    window = table.window
+    out: list[Row] = []
+    if mark is None:
+        return out
+    final = [g for g in before if g[window.end_as] <= mark]
+    for change_type, row in images:
+        moment = row[joined.event_time]
+        if moment is None:
+            continue
+        for gold in final:
+            same = all(gold[s] is not None and gold[s] == row[c] for s, c in joined.on)
+            if not same or not gold[window.start_as] <= moment <= gold[window.end_as]:
+                continue
+            bounds = (gold[window.start_as], gold[window.end_as])
+            out.append(_late_row(table, bounds, gold, change_type, row, moment, mark))
     return out
 
 
@@ -132,6 +194,20 @@ def _windows(
             yield bounds, {"window_index": index}, members
 
 
+def row_images(before: dict[Any, Row], now: dict[Any, Row]) -> list[tuple[str, Row]]:
+    """The change-feed row images (change type, row) that take a table's rows, by key, from
+    ``before`` to ``now``: an insert, a delete, or an update's old and new value."""
+    found: list[tuple[str, Row]] = []
+    for key in sorted(set(before) | set(now)):
+        old, new = before.get(key), now.get(key)
+        if old != new:
+            if old is not None:
+                found.append(("delete" if new is None else "update_preimage", old))
+            if new is not None:
+                found.append(("insert" if old is None else "update_postimage", new))
+    return found
+
+
 def watermark(seen: datetime | None, table: GoldTable) -> datetime | None:
     """The watermark after the latest event time ``seen``: that time minus the delay."""
     if seen is None:
@@ -159,6 +235,9 @@ def earliest_window(moment: datetime, table: GoldTable) -> tuple[datetime, datet
     if window.kind == "sliding":
         assert window.lookback is not None
         return _time(t - duration_micros(window.lookback)), moment
+    if window.kind == "row":
+        assert table.stream_join is not None
+        return _time(t - duration_micros(table.stream_join.within)), moment
     return moment, moment
 
 
@@ -179,33 +258,51 @@ def late_events(
         start, end = earliest_window(moment, table)
         if end > mark:
             continue
-        out.append(
-            {
-                "gold_table": table.name,
-                "window_start": start,
-                "window_end": end,
-                "group_values": {
-                    g: None if row[g] is None else str(row[g]) for g in table.group_by
-                },
-                "change_type": change_type,
-                "event_time": moment,
-                "bronze_offset": row["_bronze_offset"],
-                "late_by_seconds": (_micros(mark) - _micros(moment)) / 1_000_000,
-            }
-        )
+        out.append(_late_row(table, (start, end), row, change_type, row, moment, mark))
     return out
+
+
+def _late_row(
+    table: GoldTable,
+    bounds: tuple[datetime, datetime],
+    group: Row,
+    change_type: str,
+    image: Row,
+    moment: datetime,
+    mark: datetime,
+) -> Row:
+    """One late-event row: the gold row's window ``bounds`` and ``group`` values, the row
+    ``image``'s change type, event time ``moment`` and bronze offset, and the watermark."""
+    return {
+        "gold_table": table.name,
+        "window_start": bounds[0],
+        "window_end": bounds[1],
+        "group_values": {g: None if group[g] is None else str(group[g]) for g in table.group_by},
+        "change_type": change_type,
+        "event_time": moment,
+        "bronze_offset": image["_bronze_offset"],
+        "late_by_seconds": (_micros(mark) - _micros(moment)) / 1_000_000,
+    }
 
 
 def _session_bounds(session: list[Row], time: str, gap: int) -> tuple[datetime, datetime]:
     return session[0][time], _time(_micros(session[-1][time]) + gap)
 
 
-def measure_value(measure: Measure, rows: Sequence[Row]) -> Any:
-    """One measure over the rows of a window."""
+def measure_value(measure: Measure, rows: Sequence[Row], time: str) -> Any:
+    """One measure over the rows of a window (``time``: their event-time column, which
+    orders them for ``last``)."""
     if measure.column is None:
         return len(rows)
-    values = [r[measure.column] for r in rows if r[measure.column] is not None]
     fn = measure.fn
+    column = measure.column
+    if fn == "last":
+        # The value of the latest row; of several at that time the greatest (a None lowest).
+        latest = max((r[time] for r in rows), default=None)
+        return max(
+            (r[column] for r in rows if r[time] == latest and r[column] is not None), default=None
+        )
+    values = [r[column] for r in rows if r[column] is not None]
     if fn == "count":
         return len(values)
     if fn == "count_distinct":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -19,6 +20,19 @@ def source_frame(spark: SparkSession, records: Iterable[Record]) -> DataFrame:
     """Kafka-shaped source rows for ``records``, built through the real file-source parser."""
     lines = [(record.to_line(), "test") for record in records]
     return lines_to_records(spark.createDataFrame(lines, "value string, _source string"))
+
+
+def deliver(source: Path, number: int, records: Iterable[Record]) -> None:
+    """Write ``records`` as micro-batch ``number``'s file into the file source's folder
+    ``source``: under a hidden name first, then renamed, so the source reads it whole."""
+    hidden = source / f".batch-{number}.jsonl"
+    hidden.write_text("".join(record.to_line() + "\n" for record in records), encoding="utf-8")
+    hidden.rename(source / f"batch-{number}.jsonl")
+
+
+def table_rows(spark: SparkSession, path: str) -> list[dict[str, Any]]:
+    """Every row of the Delta table at ``path``, as dicts."""
+    return [r.asDict() for r in spark.read.format("delta").load(path).collect()]
 
 
 def bronze_frame(spark: SparkSession, records: Iterable[Record], batch_id: int = 0) -> DataFrame:

@@ -113,6 +113,23 @@ def test_sql_counts_gold_sessions(demo: tuple[Path, subprocess.CompletedProcess[
     assert len(cells) == 1 and cells[0][0].isdigit() and int(cells[0][0]) > 0, sql.stdout
 
 
+def test_sql_attributes_orders_to_their_clicks(
+    demo: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    """gold.order_attribution (the demo's stream join, checked by verify with the others):
+    orders follow a checkout click of their customer, so most have clicks before them."""
+    root, result = demo
+    assert result.returncode == 0
+    query = (
+        "SELECT count(*) AS n, count_if(clicks > 0 AND last_page IS NOT NULL) AS attributed "
+        "FROM gold.order_attribution"
+    )
+    sql = run_cli("sql", "--warehouse", root / "warehouse", "--format", "table", query)
+    assert sql.returncode == 0, sql.stdout + sql.stderr
+    (cells,) = table_cells(sql.stdout)
+    assert 0 < int(cells[1]) <= int(cells[0]), sql.stdout
+
+
 def test_every_table_opens_with_delta_rs(
     spark: SparkSession, demo: tuple[Path, subprocess.CompletedProcess[str]]
 ) -> None:

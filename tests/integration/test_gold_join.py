@@ -42,8 +42,8 @@ from lakehouse.audit import verify_warehouse
 from lakehouse.pipeline import run_once
 from lakehouse.replay import replay
 from tests import gold_oracle
-from tests.draws import draw_examples, example_count, property_seed
-from tests.helpers import pg_envelope, pg_key
+from tests.draws import delivery, draw_examples, example_count, property_seed
+from tests.helpers import deliver, pg_envelope, pg_key, table_rows
 
 pytestmark = pytest.mark.integration
 
@@ -135,8 +135,7 @@ class Change:
 
 
 def _batches(draw: st.DrawFn) -> tuple[int, ...]:
-    first = draw(st.integers(0, BATCHES - 1))
-    return (first, *draw(st.sampled_from([(), (), (), (), (0,), (BATCHES - 1,)])))
+    return delivery(draw, BATCHES)
 
 
 @st.composite
@@ -271,10 +270,6 @@ def normalized(value: Any) -> Any:
     return round(float(value), 6) if isinstance(value, float) else value
 
 
-def rows(spark: SparkSession, path: str) -> list[dict[str, Any]]:
-    return [r.asDict() for r in spark.read.format("delta").load(path).collect()]
-
-
 def late_key(row: dict[str, Any]) -> tuple[Any, ...]:
     groups = tuple(sorted((row["group_values"] or {}).items()))
     return (row["gold_table"], row["window_start"], groups, row["change_type"], row["event_time"])
@@ -283,7 +278,7 @@ def late_key(row: dict[str, Any]) -> tuple[Any, ...]:
 def gold_state(spark: SparkSession, warehouse: Warehouse) -> dict[str, Counter[tuple[Any, ...]]]:
     state = {}
     for table in DECLARED:
-        found = rows(spark, warehouse.table("gold", table.name))
+        found = table_rows(spark, warehouse.table("gold", table.name))
         columns = (*table.columns, FINAL)
         state[table.name] = Counter(tuple(normalized(r[c]) for c in columns) for r in found)
     return state
@@ -298,14 +293,7 @@ def oracle_late(
     """The oracle's late events of a batch that took the sales rows from ``before`` to
     ``now``: its row images joined with the entity's rows (or versions) after the batch
     (``entities``: per gold table)."""
-    images: list[tuple[str, dict[str, Any]]] = []
-    for key in sorted(set(before) | set(now)):
-        old, new = before.get(key), now.get(key)
-        if old != new:
-            if old is not None:
-                images.append(("delete" if new is None else "update_preimage", old))
-            if new is not None:
-                images.append(("insert" if old is None else "update_postimage", new))
+    images = gold_oracle.row_images(before, now)
     found = []
     for table in DECLARED:
         mark = gold_oracle.watermark(seen, table)
@@ -384,13 +372,10 @@ def test_joined_gold_tables_equal_the_oracle_after_every_batch(
     changed_groups = 0
     previous: dict[str, Counter[tuple[Any, ...]]] = {}
     for number, records in enumerate(batch_records(histories)):
-        lines = "".join(record.to_line() + "\n" for record in records)
-        hidden = source / f".batch-{number}.jsonl"
-        hidden.write_text(lines, encoding="utf-8")
-        hidden.rename(source / f"batch-{number}.jsonl")
+        deliver(source, number, records)
         run_once(spark, spec, warehouse, CONFIG)
-        sales = rows(spark, warehouse.table("silver", "sales"))
-        users_now = rows(spark, warehouse.table("silver", "users"))
+        sales = table_rows(spark, warehouse.table("silver", "sales"))
+        users_now = table_rows(spark, warehouse.table("silver", "users"))
         versions = account_versions(histories, number)
         entities = {
             t.name: versions if t.join is not None and t.join.at_event_time else users_now
@@ -421,7 +406,7 @@ def test_joined_gold_tables_equal_the_oracle_after_every_batch(
         previous = got
         recorded = Counter(
             late_key(r)
-            for r in rows(spark, warehouse.table("gold", LATE_EVENTS))
+            for r in table_rows(spark, warehouse.table("gold", LATE_EVENTS))
             if r["gold_table"] in {t.name for t in DECLARED}
         )
         assert recorded == late, (number, recorded - late, late - recorded)

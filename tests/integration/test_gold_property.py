@@ -64,6 +64,7 @@ EVERY_MEASURE = (
     Measure("pages", "count_distinct", "page"),
     Measure("p75", "approx_percentile", "amount", 0.75),
     Measure("span", "span_seconds", "ts"),
+    Measure("last_page", "last", "page"),
 )
 SOME = (Measure("n", "count"), Measure("total", "sum", "amount"), Measure("high", "max", "amount"))
 DECLARED = (

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from core.config import SHOP_CONFIG, GoldSpec, load_config
 from core.errors import ConfigError
-from core.gold_tables import GoldTable, Join, Measure, Window
+from core.gold_tables import GoldTable, Join, Measure, StreamJoin, Window
 from tests.cli import run_cli
 
 pytestmark = pytest.mark.unit
@@ -357,3 +358,184 @@ def test_joined_columns_are_checked_once_both_schemas_are_known() -> None:
         "Gold table 'by_tier': joined column 'tier' of silver.customers would hide "
         "silver.orders's own 'tier': set a prefix in the join, e.g. prefix = \"customers_\"."
     )
+
+
+STREAM_ENTRY = """
+[[gold]]
+name = "order_attribution"
+source = "orders"
+event_time = "created_at"
+group_by = ["id", "customer_id"]
+measures = [{measures}]
+{window}
+{stream_join}
+"""
+STREAM_MEASURES = (
+    '{ name = "clicks", fn = "count" }, { name = "last_page", fn = "last", column = "page" }'
+)
+STREAM_JOIN = (
+    '[gold.stream_join]\nsource = "clickstream"\non = { customer_id = "user_id" }\n'
+    'event_time = "ts"\nwithin = "30 minutes"'
+)
+ATTRIBUTION = GoldTable(
+    name="order_attribution",
+    source="orders",
+    event_time="created_at",
+    window=Window("row"),
+    measures=(Measure("clicks", "count"), Measure("last_page", "last", "page")),
+    group_by=("id", "customer_id"),
+    stream_join=StreamJoin("clickstream", (("customer_id", "user_id"),), "ts", "30 minutes"),
+)
+
+
+def stream_toml(
+    tmp_path: Path,
+    stream_join: str = STREAM_JOIN,
+    window: str = "",
+    measures: str = STREAM_MEASURES,
+) -> Path:
+    path = tmp_path / "pipeline.toml"
+    text = STREAM_ENTRY.format(measures=measures, window=window, stream_join=stream_join)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_a_stream_join_loads_as_the_python_declaration(tmp_path: Path) -> None:
+    (table,) = load_config(stream_toml(tmp_path)).gold_declarations
+    assert table == ATTRIBUTION
+    assert table.columns == (
+        "id",
+        "customer_id",
+        "window_start",
+        "window_end",
+        "clicks",
+        "last_page",
+    )
+    assert table.key == ("id", "customer_id", "window_end")
+    assert table.source_columns == ("created_at", "id", "customer_id")
+    assert table.other_columns == ("user_id", "ts", "page")
+    explicit = stream_toml(tmp_path, window='window = { kind = "row" }')
+    assert load_config(explicit).gold_declarations == (ATTRIBUTION,)
+    inline = (
+        'stream_join = { source = "clickstream", on = ["customer_id"], event_time = "ts", '
+        'within = "1 hour" }'
+    )
+    (same_names,) = load_config(stream_toml(tmp_path, inline)).gold_declarations
+    assert same_names.stream_join == StreamJoin(
+        "clickstream", (("customer_id", "customer_id"),), "ts", "1 hour"
+    )
+
+
+@pytest.mark.parametrize(
+    ("stream_join", "window", "measures", "message"),
+    [
+        (
+            'stream_join = "clickstream"',
+            "",
+            STREAM_MEASURES,
+            r"'stream_join' of \[\[gold\]\] 'order_attribution' must be a table",
+        ),
+        (
+            STREAM_JOIN.replace('within = "30 minutes"', ""),
+            "",
+            STREAM_MEASURES,
+            r"The stream join of \[\[gold\]\] 'order_attribution' needs 'within', e\.g\.",
+        ),
+        (
+            STREAM_JOIN + '\nlag = "1 minute"',
+            "",
+            STREAM_MEASURES,
+            r"Unknown setting\(s\) lag in the stream join of \[\[gold\]\] 'order_attribution'",
+        ),
+        (
+            STREAM_JOIN.replace('"30 minutes"', '"half an hour"'),
+            "",
+            STREAM_MEASURES,
+            r"Invalid within of the stream join with 'clickstream' 'half an hour'",
+        ),
+        (
+            STREAM_JOIN.replace('{ customer_id = "user_id" }', '"customer_id"'),
+            "",
+            STREAM_MEASURES,
+            r"'on' of the stream join of \[\[gold\]\] 'order_attribution' must map each source",
+        ),
+        (
+            STREAM_JOIN.replace('{ customer_id = "user_id" }', "[]"),
+            "",
+            STREAM_MEASURES,
+            r"The stream join with 'clickstream' has no 'on' columns",
+        ),
+        (
+            STREAM_JOIN.replace('{ customer_id = "user_id" }', '{ email = "user_id" }'),
+            "",
+            STREAM_MEASURES,
+            r"the stream join's 'on' column 'email' is not in group_by .* add 'email' to",
+        ),
+        (
+            STREAM_JOIN.replace('"clickstream"', '"orders"'),
+            "",
+            STREAM_MEASURES,
+            r"stream-joins silver\.orders with itself",
+        ),
+        (
+            STREAM_JOIN,
+            f"window = {{ {GOOD_WINDOW} }}",
+            STREAM_MEASURES,
+            r"has a stream join, so one row per source row: set window = \{ kind = \"row\" \}",
+        ),
+        (
+            STREAM_JOIN,
+            'window = { kind = "row", size = "1 hour" }',
+            STREAM_MEASURES,
+            r"A row window takes no settings \(its bound is the stream join's within\): remove",
+        ),
+        (
+            "",
+            'window = { kind = "row" }',
+            STREAM_MEASURES,
+            r"has a row window but no stream join: add a \[gold\.stream_join\] table",
+        ),
+        (
+            "",
+            "",
+            STREAM_MEASURES,
+            r"\[\[gold\]\] 'order_attribution' needs 'window'",
+        ),
+        (
+            STREAM_JOIN,
+            "",
+            '{ name = "last_page", fn = "last" }',
+            r"Measure 'last_page' \(last\) needs a column",
+        ),
+        (
+            STREAM_JOIN,
+            "",
+            '{ name = "clicks", fn = "first", column = "page" }',
+            r"Unknown measure function 'first' for measure 'clicks'\..*span_seconds, last\.",
+        ),
+    ],
+)
+def test_one_clear_error_per_stream_join_mistake(
+    tmp_path: Path, stream_join: str, window: str, measures: str, message: str
+) -> None:
+    path = stream_toml(tmp_path, stream_join, window, measures)
+    with pytest.raises(ConfigError, match=message):
+        load_config(path)
+
+
+def test_a_stream_join_and_a_join_do_not_mix() -> None:
+    with pytest.raises(ConfigError, match="has both a join and a stream join: declare one"):
+        replace(ATTRIBUTION, join=Join("customers", (("customer_id", "id"),), ("tier",)))
+
+
+def test_stream_joined_columns_are_checked_once_both_schemas_are_known() -> None:
+    orders = ["id", "customer_id", "created_at", "total"]
+    ATTRIBUTION.check_columns(orders, ["user_id", "ts", "page"])
+    with pytest.raises(ConfigError) as raised:
+        ATTRIBUTION.check_columns(orders, ["user_id", "ts", "url"])
+    assert str(raised.value) == (
+        "Gold table 'order_attribution' stream-joins column 'page', which silver.clickstream "
+        "does not have. Columns: ts, url, user_id."
+    )
+    with pytest.raises(ConfigError, match=r"reads column 'customer_id', which silver\.orders"):
+        ATTRIBUTION.check_columns(["id", "created_at"], ["user_id", "ts", "page"])
