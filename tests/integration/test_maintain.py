@@ -148,7 +148,7 @@ def test_a_gold_table_declared_after_a_vacuum_starts_from_the_current_silver(
         measures=(Measure("orders", "count"), Measure("biggest", "max", "total")),
     )
     config = replace(SHOP_CONFIG, gold_tables=(*SHOP_CONFIG.gold_declarations, added))
-    run_from_bronze(spark, warehouse, config)
+    run_from_bronze(spark, warehouse, config, entities=["orders"])
     gold = warehouse.table("gold", added.name)
     assert spark.read.format("delta").load(gold).count() > 0
     check = check_gold(spark, orders, gold, added, warehouse.watermark(added.name))
