@@ -17,7 +17,7 @@ it falls in (:mod:`gold.stream_join`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import NamedTuple
 
@@ -235,17 +235,10 @@ def joined_changes(
     join = table.join
     assert join is not None
     columns = history_columns(join) if join.at_event_time else entity_columns(join)
-    shape = spark.read.format("delta").load(entity).select(F.struct(*columns))
-    kind = shape.schema.fields[0].dataType
-    changes = silver_changes(spark, entity, checkpoint, 0, source=1).select(
-        "_change_type",
-        "_commit_version",
-        "_commit_timestamp",
-        F.struct(*columns).alias(ENTITY),
-        F.lit("entity").alias(SIDE),
-    )
-    source = facts.withColumns({ENTITY: F.lit(None).cast(kind), SIDE: F.lit("source")})
-    return source.unionByName(changes, allowMissingColumns=True)
+    changes, none = _second_feed(spark, checkpoint, entity, columns, ENTITY)
+    source = facts.withColumns({ENTITY: none, SIDE: F.lit("source")})
+    entity_side = changes.withColumn(SIDE, F.lit("entity"))
+    return source.unionByName(entity_side, allowMissingColumns=True)
 
 
 def streamed_changes(
@@ -256,15 +249,28 @@ def streamed_changes(
     other-side row has only ``_change_type``, ``_commit_version``, ``_commit_timestamp`` and
     :data:`~gold.stream_join.OTHER` (its :func:`~gold.stream_join.other_columns` as a struct),
     a source row a null :data:`~gold.stream_join.OTHER`."""
-    available = spark.read.format("delta").load(other).columns
-    columns = other_columns(table, available)
-    shape = spark.read.format("delta").load(other).select(F.struct(*columns))
-    kind = shape.schema.fields[0].dataType
-    changes = silver_changes(spark, other, checkpoint, 0, source=1).select(
-        "_change_type", "_commit_version", "_commit_timestamp", F.struct(*columns).alias(OTHER)
+    columns = other_columns(table, spark.read.format("delta").load(other).columns)
+    changes, none = _second_feed(spark, checkpoint, other, columns, OTHER)
+    return facts.withColumn(OTHER, none).unionByName(changes, allowMissingColumns=True)
+
+
+def _second_feed(
+    spark: SparkSession,
+    checkpoint: str,
+    path: str,
+    columns: Sequence[str | Column],
+    into: str,
+) -> tuple[DataFrame, Column]:
+    """The change feed of a query's second input, the silver table at ``path`` (from its
+    first version): ``_change_type``, ``_commit_version``, ``_commit_timestamp`` and
+    ``columns`` as the struct ``into``; and a null of that struct's type, for the first input's
+    rows."""
+    shape = spark.read.format("delta").load(path).select(F.struct(*columns))
+    none = F.lit(None).cast(shape.schema.fields[0].dataType)
+    changes = silver_changes(spark, path, checkpoint, 0, source=1).select(
+        "_change_type", "_commit_version", "_commit_timestamp", F.struct(*columns).alias(into)
     )
-    source = facts.withColumn(OTHER, F.lit(None).cast(kind))
-    return source.unionByName(changes, allowMissingColumns=True)
+    return changes, none
 
 
 def start_on_changes(
