@@ -10,8 +10,14 @@ from pyspark.sql import SparkSession
 
 from core.spark import get_spark
 from lakehouse.broker import LocalBroker, free_port
-from tests import objstore
+from tests import objstore, sessions
 from tests.browser import Browser, install_chromium
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Commands, kernels and servers run as processes start their sessions as the tests' own
+    (:mod:`tests.sessions`)."""
+    os.environ.setdefault("PYSPARK_SUBMIT_ARGS", sessions.submit_args())
 
 
 @pytest.fixture(scope="session")
@@ -20,7 +26,8 @@ def spark() -> Iterator[SparkSession]:
         mode="local-jars",
         master="local[2]",
         app_name="cdc-lakehouse-tests",
-        extra_conf=objstore.session_settings(),  # the objstore:// scheme of the tests
+        # the objstore:// scheme of the tests, and no generated code (tests.sessions)
+        extra_conf={**objstore.session_settings(), **sessions.INTERPRETED},
     )
     session.sparkContext.setLogLevel("ERROR")
     yield session

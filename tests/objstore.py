@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pyspark
 
+from tests import sessions
+
 SOURCE = Path(__file__).with_name("objstore") / "ObjStoreFileSystem.java"
 CLASS = "lakehouse.tests.ObjStoreFileSystem"
 SCHEME = "objstore"
@@ -69,8 +71,7 @@ def session_settings() -> dict[str, str]:
 def submit_args() -> str:
     """``PYSPARK_SUBMIT_ARGS`` that give a command's own local session the scheme: the jar on
     the driver's classpath (local mode runs its executors there) and the scheme's settings."""
-    settings = " ".join(f"--conf {key}={value}" for key, value in SETTINGS.items())
-    return f"--driver-class-path {objstore_jar()} {settings} pyspark-shell"
+    return sessions.submit_args(SETTINGS, driver_class_path=str(objstore_jar()))
 
 
 def objstore_uri(local: Path, bucket: str = "bucket") -> str:
