@@ -17,7 +17,7 @@ it falls in (:mod:`gold.stream_join`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from functools import partial
 from typing import NamedTuple
 
@@ -502,17 +502,29 @@ class GoldJob(NamedTuple):
     start: Callable[[SparkSession, Warehouse, Trigger], StreamingQuery]
     #: The silver tables it joins (they must exist before it starts).
     joins: tuple[str, ...] = ()
+    #: The entities whose silver tables it reads: its input's, and its join's.
+    entities: frozenset[str] = frozenset()
+
+    def reads_any(self, entities: Collection[str]) -> bool:
+        """True if it reads the silver table (or history table) of one of ``entities``."""
+        return not self.entities.isdisjoint(entities)
+
+
+def _joined_entity(table: GoldTable) -> str | None:
+    """The entity whose silver table ``table``'s join or stream join reads, if any."""
+    if table.stream_join is not None:
+        return table.stream_join.source
+    return table.join.entity if table.join is not None else None
 
 
 def _joined_tables(table: GoldTable) -> tuple[str, ...]:
     """The silver tables ``table``'s join reads: its entity, and the entity's history table
     for a join as of event time; or its stream join's other table."""
-    if table.stream_join is not None:
-        return (table.stream_join.source,)
-    join = table.join
-    if join is None:
+    entity = _joined_entity(table)
+    if entity is None:
         return ()
-    return (join.entity, *((f"{join.entity}{HISTORY_SUFFIX}",) if join.at_event_time else ()))
+    at_event_time = table.join is not None and table.join.at_event_time
+    return (entity, *((f"{entity}{HISTORY_SUFFIX}",) if at_event_time else ()))
 
 
 def gold_jobs(config: PipelineConfig) -> list[GoldJob]:
@@ -528,6 +540,7 @@ def gold_jobs(config: PipelineConfig) -> list[GoldJob]:
             else f"{table.window.kind} windows into gold.{table.name}",
             partial(start_gold, table=table, quality=config.quality),
             _joined_tables(table),
+            frozenset(filter(None, (table.source, _joined_entity(table)))),
         )
         for table in config.gold_declarations
     ]

@@ -35,7 +35,17 @@ def resolve_entities(
     Raises:
         TableNotFoundError: the warehouse has no bronze tables, or none feeds ``table``.
     """
-    specs = entity_specs(spark, warehouse, config)
+    return chosen_entities(entity_specs(spark, warehouse, config), warehouse, table)
+
+
+def chosen_entities(
+    specs: list[TableSpec], warehouse: Warehouse, table: str | None
+) -> list[TableSpec]:
+    """``specs`` (the warehouse's entities), or only ``table``'s.
+
+    Raises:
+        TableNotFoundError: ``specs`` is empty, or none is ``table``.
+    """
     if not specs:
         raise TableNotFoundError(
             f"No bronze tables in {warehouse.root}: point --warehouse at a warehouse that "
@@ -54,8 +64,25 @@ def resolve_entities(
 
 
 def dependent_gold(config: PipelineConfig, entities: Collection[str]) -> list[GoldJob]:
-    """The gold jobs that read one of ``entities``."""
-    return [job for job in gold_jobs(config) if job.input in entities]
+    """The gold jobs that read one of ``entities`` (as their input or through a join)."""
+    return [job for job in gold_jobs(config) if job.reads_any(entities)]
+
+
+def rebuilt_together(
+    config: PipelineConfig, entities: Collection[str], present: Collection[str]
+) -> list[str]:
+    """``entities`` and the ``present`` entities a rebuild must take with them: a gold table
+    that joins a rebuilt entity is rebuilt, and so are the other silver tables it reads (its
+    checkpoint holds versions of each)."""
+    chosen = set(entities)
+    while True:
+        wanted = set().union(
+            chosen, *(job.entities for job in gold_jobs(config) if job.reads_any(chosen))
+        )
+        wanted &= {*present, *chosen}
+        if wanted == chosen:
+            return [name for name in present if name in chosen]
+        chosen = wanted
 
 
 def derived_paths(

@@ -392,12 +392,12 @@ def _gold_jobs(
     running: set[str],
     inputs: Collection[str] | None = None,
 ) -> list[tuple[str, Callable[[], StreamingQuery]]]:
-    """The gold jobs whose silver input (and joined entity) exists (and is in ``inputs``, if
-    given) and that are not running yet: (name, starter)."""
+    """The gold jobs whose silver input (and joined entity) exists (and that read one of
+    ``inputs``, if given) and that are not running yet: (name, starter)."""
     silver = set(warehouse.table_names("silver", spark))
     ready: list[tuple[str, Callable[[], StreamingQuery]]] = []
     for job in gold_jobs(config):
-        wanted = inputs is None or job.input in inputs
+        wanted = inputs is None or job.reads_any(inputs)
         joined = all(entity in silver for entity in job.joins)
         if wanted and job.input in silver and joined and job.query not in running:
             progress(f"gold: {job.what} from silver.{job.input}")

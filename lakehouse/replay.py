@@ -31,7 +31,13 @@ from core.layout import QUARANTINE_TABLE, Warehouse, is_uri
 from core.storage import delete_tree
 from gold.watermarks import carry_over
 from lakehouse import commit_swap, recovery, swap
-from lakehouse.entities import dependent_gold, derived_paths, resolve_entities
+from lakehouse.entities import (
+    chosen_entities,
+    dependent_gold,
+    derived_paths,
+    entity_specs,
+    rebuilt_together,
+)
 from lakehouse.pipeline import Progress, run_from_bronze
 
 
@@ -51,7 +57,8 @@ def replay(
     table: str | None = None,
     progress: Progress = lambda _: None,
 ) -> ReplayReport:
-    """Rebuild every silver entity (or only ``table``) and the gold tables that read it.
+    """Rebuild every silver entity (or only ``table``, with the entities a gold table reads
+    together with it) and the gold tables that read them.
 
     Raises:
         TableNotFoundError: no bronze tables, or ``table`` is not an entity of the warehouse.
@@ -60,7 +67,13 @@ def replay(
     started = time.monotonic()
     on_object_store = is_uri(warehouse.root)
     recovery.recover_and_say(spark, warehouse.root, progress)
-    entities = [spec.name for spec in resolve_entities(spark, warehouse, config, table)]
+    specs = entity_specs(spark, warehouse, config)
+    present = [spec.name for spec in specs]
+    chosen = [spec.name for spec in chosen_entities(specs, warehouse, table)]
+    entities = rebuilt_together(config, chosen, present)
+    if entities != chosen:
+        joined = ", ".join(name for name in entities if name not in chosen)
+        progress(f"replay: rebuilding {joined} too: a gold table reads it with {table}")
     report = ReplayReport(entities=entities)
     if on_object_store:
         staging = commit_swap.prepare(spark, warehouse.root)

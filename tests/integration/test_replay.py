@@ -4,16 +4,20 @@ produced (silver, gold and quarantine), for the whole warehouse and for one tabl
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
+from cdc.generator import WorkloadConfig, generate, write_files
+from cdc.sources import SourceSpec
 from core.config import SHOP_CONFIG
 from core.errors import TableNotFoundError
 from core.layout import QUARANTINE_TABLE, Warehouse
 from lakehouse import swap
-from lakehouse.pipeline import run_from_bronze
+from lakehouse.demo import REVENUE_BY_TIER
+from lakehouse.pipeline import run_from_bronze, run_once
 from lakehouse.replay import replay
 from tests.cli import run_cli
 from tests.warehouses import (
@@ -107,6 +111,35 @@ def test_replay_of_one_table_through_the_command_line(
     for path, identity in rebuilt.items():
         assert table_identity(spark, path)[0] != identity[0], f"{path} was not rebuilt"
     assert_same_tables(spark, pristine, warehouse)
+
+
+def test_replay_of_a_joined_entity_rebuilds_the_gold_tables_that_join_it(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """``replay --table customers`` where ``gold.revenue_by_tier`` joins orders with customers:
+    orders and that table are rebuilt with customers, and the pipeline carries on from the
+    replayed warehouse as from the incremental one."""
+    config = replace(SHOP_CONFIG, gold_tables=(*SHOP_CONFIG.gold_declarations, REVENUE_BY_TIER))
+    records = generate(WorkloadConfig(events=200, seed=13))
+    parts = write_files(records, tmp_path / "parts", lines_per_file=100)
+    source = SourceSpec("files", str(tmp_path / "source"))
+    (tmp_path / "source").mkdir()
+    kept = Warehouse.from_path(tmp_path / "kept")
+    parts[0].rename(tmp_path / "source" / parts[0].name)
+    run_once(spark, source, kept, config)
+    replayed = copy_warehouse(Path(kept.root), tmp_path / "replayed")
+
+    report = replay(spark, replayed, config, table="customers")
+
+    assert report.entities == ["customers", "orders"]
+    assert {"silver.customers", "silver.orders", "gold.revenue_by_tier"} <= {
+        name for name, _ in report.tables
+    }
+    assert_same_tables(spark, kept, replayed)
+    parts[1].rename(tmp_path / "source" / parts[1].name)
+    for warehouse in (kept, replayed):
+        run_once(spark, source, warehouse, config)
+    assert_same_tables(spark, kept, replayed)
 
 
 def test_a_failed_replay_leaves_the_warehouse_as_it_was(
