@@ -74,11 +74,10 @@ def rebuilt_together(
     """``entities`` and the ``present`` entities a rebuild must take with them: a gold table
     that joins a rebuilt entity is rebuilt, and so are the other silver tables it reads (its
     checkpoint holds versions of each)."""
+    jobs = gold_jobs(config)
     chosen = set(entities)
     while True:
-        wanted = set().union(
-            chosen, *(job.entities for job in gold_jobs(config) if job.reads_any(chosen))
-        )
+        wanted = set().union(chosen, *(job.entities for job in jobs if job.reads_any(chosen)))
         wanted &= {*present, *chosen}
         if wanted == chosen:
             return [name for name in present if name in chosen]
