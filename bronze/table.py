@@ -8,6 +8,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType, TimestampType
 
 from cdc.files import SOURCED_KAFKA_SCHEMA
+from core.delta_io import table_property
 from core.errors import ConfigError
 from core.identifiers import table_name_for_topic, topic_collision_message
 
@@ -47,9 +48,7 @@ def ensure_bronze_table(spark: SparkSession, path: str, topic: str) -> None:
 
 def bronze_topic(spark: SparkSession, path: str) -> str:
     """The topic a bronze table holds (from its table property)."""
-    detail = DeltaTable.forPath(spark, path).detail().select("properties").first()
-    properties = detail.properties if detail is not None else {}
-    return str(properties.get(TOPIC_PROPERTY, ""))
+    return table_property(spark, path, TOPIC_PROPERTY) or ""
 
 
 def with_ingestion_metadata(records: DataFrame, batch_id: int) -> DataFrame:

@@ -66,10 +66,17 @@ def quoted_path(path: str) -> str:
     return "delta.`" + path.replace("`", "``") + "`"
 
 
+def table_property(spark: SparkSession, path: str, key: str) -> str | None:
+    """The value of table property ``key`` of the Delta table at ``path`` (None if unset).
+
+    Read from the table's metadata (``SHOW TBLPROPERTIES``, no Spark job), not from
+    ``DeltaTable.detail()``, which also counts the table's files."""
+    rows = spark.sql(f"SHOW TBLPROPERTIES {quoted_path(path)}").collect()
+    return next((str(row.value) for row in rows if row.key == key), None)
+
+
 def is_append_only(spark: SparkSession, path: str) -> bool:
-    detail = DeltaTable.forPath(spark, path).detail().select("properties").first()
-    properties = detail.properties if detail is not None else {}
-    return str(properties.get(APPEND_ONLY, "false")).lower() == "true"
+    return (table_property(spark, path, APPEND_ONLY) or "false").lower() == "true"
 
 
 def set_append_only(spark: SparkSession, path: str, enabled: bool) -> None:
@@ -286,6 +293,33 @@ def ensure_table(
         )
 
 
+class EnsuredTables:
+    """The schema a streaming query last made each of its tables able to take
+    (:func:`ensure_table`), so that its next micro-batches of the same schema skip the check.
+
+    Only the query writes its tables while it runs, so a table that took a schema still takes
+    it; a new query starts with an empty memo."""
+
+    def __init__(self) -> None:
+        self._schemas: dict[str, StructType] = {}
+
+    def ensure(
+        self,
+        spark: SparkSession,
+        path: str,
+        schema: StructType,
+        change_feed: bool,
+        widening: TypeWidening = "in_place",
+    ) -> bool:
+        """:func:`ensure_table` unless the table already took ``schema`` in this query;
+        returns whether it ran."""
+        if self._schemas.get(path) == schema:
+            return False
+        ensure_table(spark, path, schema, change_feed, widening)
+        self._schemas[path] = schema
+        return True
+
+
 def _rewrite_wider(current: DataFrame, path: str, changes: TableChanges) -> None:
     """Overwrite the table with its rows in the wider types and the added columns."""
     wider = {f.name: f.dataType for f in (*changes.widened, *changes.altered)}
@@ -306,9 +340,7 @@ def _rewrite_wider(current: DataFrame, path: str, changes: TableChanges) -> None
 
 
 def _enable_type_widening(spark: SparkSession, path: str) -> None:
-    detail = DeltaTable.forPath(spark, path).detail().select("properties").first()
-    properties = detail.properties if detail is not None else {}
-    if str(properties.get(TYPE_WIDENING_PROPERTY, "")).lower() != "true":
+    if (table_property(spark, path, TYPE_WIDENING_PROPERTY) or "").lower() != "true":
         spark.sql(
             f"ALTER TABLE {quoted_path(path)} "
             f"SET TBLPROPERTIES ('{TYPE_WIDENING_PROPERTY}' = 'true')"

@@ -30,6 +30,7 @@ from pyspark.sql.types import BooleanType, StructField, StructType, TimestampTyp
 from core import checkpoints, storage
 from core.config import PipelineConfig, QualitySpec
 from core.delta_io import (
+    EnsuredTables,
     append,
     change_feed_complete,
     current_version,
@@ -83,7 +84,7 @@ from gold.stream_join import (
     time_range,
 )
 from gold.stream_join import touched as touched_rows
-from gold.watermarks import record_seen, seen_micros, watermark_of
+from gold.watermarks import RecordedSeen, watermark_of
 
 #: Gold tables are small and read by BI tools: a wider type rewrites them, so every Delta
 #: reader keeps opening them.
@@ -349,6 +350,9 @@ def _maintainer(
     """The foreachBatch function of ``table``'s job; ``checks``: its suite's row-level
     expectations, enforced on the rows each batch writes."""
 
+    ensured = EnsuredTables()
+    recorded = RecordedSeen(paths.watermark)
+
     def maintain(batch: DataFrame, batch_id: int) -> None:
         spark = batch.sparkSession
         silver = spark.read.format("delta").load(paths.source)
@@ -359,7 +363,7 @@ def _maintainer(
             F.max(newest).alias("seen"), F.max(F.unix_micros("_commit_timestamp")).alias("at")
         ).first()
         assert stats is not None
-        before = seen_micros(spark, paths.watermark)
+        before = recorded.read(spark)
         seen = max((s for s in (before, stats["seen"]) if s is not None), default=None)
         watermark = watermark_of(seen, table)
         batch_time = stats["at"]
@@ -379,7 +383,7 @@ def _maintainer(
                 StructField(FINALIZED_AT, TimestampType()),
             ]
         )
-        ensure_table(spark, paths.gold, schema, change_feed=False, widening=GOLD_WIDENING)
+        ensured.ensure(spark, paths.gold, schema, change_feed=False, widening=GOLD_WIDENING)
         if batch_time is None:
             return  # no row images: nothing changed
         # Writes in this order, each under the batch's transaction id, the watermark last:
@@ -402,14 +406,14 @@ def _maintainer(
             late = late_events(facts, table, previous)
             if others is not None:
                 late = late.unionByName(late_matches(others, existing, table, previous))
-            late = late.localCheckpoint()
-            if not late.isEmpty():
+            late, found = kept_with_totals(late, F.count(F.lit(1)).alias("rows"))
+            if found.rows:
                 append(late, paths.late_events, app_id, batch_id)
         if merge:
             with idempotent_dml(spark, app_id, batch_id):
                 replace_windows(spark, paths.gold, changes, table)
         if seen is not None and seen != before:
-            record_seen(spark, paths.watermark, table, seen, app_id, batch_id)
+            recorded.record(spark, table, seen, app_id, batch_id)
 
     return maintain
 

@@ -62,6 +62,29 @@ def record_seen(
     writer.save(path)
 
 
+class RecordedSeen:
+    """The latest event time a running gold job recorded at ``path``: read once, then kept as
+    the job records it (only the job writes its state while it runs)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._seen: int | None = None
+        self._known = False
+
+    def read(self, spark: SparkSession) -> int | None:
+        """:func:`seen_micros` of the state, read from the table the first time."""
+        if not self._known:
+            self._seen, self._known = seen_micros(spark, self.path), True
+        return self._seen
+
+    def record(
+        self, spark: SparkSession, table: GoldTable, seen: int, app_id: str, batch_id: int
+    ) -> None:
+        """:func:`record_seen` under the batch's transaction id, and keep ``seen``."""
+        record_seen(spark, self.path, table, seen, app_id, batch_id)
+        self._seen, self._known = seen, True
+
+
 def carry_over(spark: SparkSession, live: Warehouse, staged: Warehouse, table: GoldTable) -> None:
     """After a rebuild of ``table`` into ``staged``: keep the later of the live and the rebuilt
     watermark (a rebuild does not forget event times the live job saw), mark final the rebuilt

@@ -44,6 +44,7 @@ from core.delta_io import (
     readable_version,
     rewritable,
     table_exists,
+    table_property,
     vacuum,
     versions,
 )
@@ -261,9 +262,7 @@ def _check(spark: SparkSession, targets: list[_Target], report: ForgetReport) ->
 
 
 def _has_change_feed(spark: SparkSession, path: str) -> bool:
-    detail = DeltaTable.forPath(spark, path).detail().select("properties").first()
-    properties = detail.properties if detail is not None else {}
-    return str(properties.get(CHANGE_FEED, "false")).lower() == "true"
+    return (table_property(spark, path, CHANGE_FEED) or "false").lower() == "true"
 
 
 def _change_feed_holds_key(spark: SparkSession, target: _Target, version: int) -> bool:

@@ -12,7 +12,7 @@ from pyspark.sql.types import StructField, StructType
 
 from core import checkpoints
 from core.config import TableSpec
-from core.delta_io import append, ensure_table, idempotent_dml
+from core.delta_io import EnsuredTables, append, idempotent_dml
 from core.frames import kept_with_totals
 from core.identifiers import table_name_for_topic
 from core.layout import QUARANTINE_TABLE, Warehouse
@@ -88,12 +88,36 @@ class TruncationFloor:
 
 
 class QueryState:
-    """What a silver query keeps between its micro-batches: the truncation floor and the
-    schema version of its last batch (see :class:`silver.parse.SchemaCache`)."""
+    """What a silver query keeps between its micro-batches: the truncation floor, the schema
+    version of its last batch (see :class:`silver.parse.SchemaCache`), and the schemas its
+    tables took (so a batch of the same shape neither checks nor reads them again)."""
 
     def __init__(self) -> None:
         self.floor = TruncationFloor()
         self.schemas = SchemaCache()
+        self._ensured = EnsuredTables()
+        self._columns: StructType | None = None
+        self._columns_known = False
+
+    def data_columns(self, spark: SparkSession, path: str) -> StructType | None:
+        """The silver table's :func:`~silver.tables.data_columns`, read again only after this
+        query changed a table's schema."""
+        if not self._columns_known:
+            self._columns = data_columns(spark, path)
+            self._columns_known = True
+        return self._columns
+
+    def ensure_table(
+        self,
+        spark: SparkSession,
+        path: str,
+        schema: StructType,
+        change_feed: bool,
+        widening: TypeWidening,
+    ) -> None:
+        """:func:`core.delta_io.ensure_table`, once per schema and table in this query."""
+        if self._ensured.ensure(spark, path, schema, change_feed, widening):
+            self._columns_known = False
 
 
 def entity_tables(warehouse: Warehouse, spec: TableSpec) -> EntityTables:
@@ -185,7 +209,7 @@ def apply_batch(
     spark = batch.sparkSession
     state = state or QueryState()
     texts = with_schema_hash(as_text(batch))
-    table = data_columns(spark, tables.silver)
+    table = state.data_columns(spark, tables.silver)
     read = None
     if state.schemas.version is not None:
         read = _read(texts, spec, table, checks, [state.schemas.version])
@@ -228,7 +252,15 @@ def apply_batch(
     if newest_truncate is not None:
         changes = changes.where(order_of() > order_literal(newest_truncate, _order_type(changes)))
     applied = _apply_changes(
-        spark, changes, kept, counts.toast_columns, tables, spec.type_widening, app_id, batch_id
+        spark,
+        changes,
+        kept,
+        counts.toast_columns,
+        tables,
+        spec.type_widening,
+        state,
+        app_id,
+        batch_id,
     )
     if tables.history is not None:
         apply_history(valid, kept, spec, tables.history, app_id, batch_id)
@@ -283,6 +315,7 @@ def _apply_changes(
     toast_columns: list[str],
     tables: EntityTables,
     widening: TypeWidening,
+    state: QueryState,
     app_id: str,
     batch_id: int,
 ) -> int:
@@ -303,12 +336,12 @@ def _apply_changes(
     if not totals.applied:
         return 0
     row_schema = _schema_of(effective, (*keys, *columns, *METADATA_COLUMNS))
-    ensure_table(spark, tables.silver, row_schema, True, widening)
+    state.ensure_table(spark, tables.silver, row_schema, True, widening)
     with idempotent_dml(spark, f"{app_id}:silver", batch_id):
         merge_silver(effective, tables.silver, keys, columns, toast_columns)
     if totals.deletes:
         tombstone_schema = _schema_of(effective, (*keys, *TOMBSTONE_METADATA))
-        ensure_table(spark, tables.tombstones, tombstone_schema, False, widening)
+        state.ensure_table(spark, tables.tombstones, tombstone_schema, False, widening)
         with idempotent_dml(spark, f"{app_id}:tombstones", batch_id):
             merge_tombstones(effective, tables.tombstones, keys)
     return int(totals.applied)
