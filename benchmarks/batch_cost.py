@@ -79,11 +79,17 @@ def _record(offset: int, key: int, lsn: int, op: str) -> Record:
     return Record(TOPIC, 0, offset, micros // 1000, key_doc, value)
 
 
+#: Records per write of a bronze input: the driver holds one chunk's lines at a time (a million
+#: Debezium envelopes with their schemas do not fit in its memory at once).
+CHUNK = 50_000
+
+
 def _write_bronze(spark: SparkSession, records: list[Record], path: str, batch_id: int) -> None:
-    lines = [(r.to_line(), "bench") for r in records]
-    frame = spark.createDataFrame(lines, "value string, _source string")
-    bronze = with_ingestion_metadata(lines_to_records(frame), batch_id)
-    bronze.write.format("delta").mode("overwrite").save(path)
+    for start in range(0, len(records), CHUNK):
+        lines = [(r.to_line(), "bench") for r in records[start : start + CHUNK]]
+        frame = spark.createDataFrame(lines, "value string, _source string")
+        bronze = with_ingestion_metadata(lines_to_records(frame), batch_id)
+        bronze.write.format("delta").mode("overwrite" if start == 0 else "append").save(path)
 
 
 def _commits(spark: SparkSession, root: Path) -> int:
