@@ -1,6 +1,6 @@
 """What one steady-state silver micro-batch costs: Spark jobs, Delta commits and milliseconds.
 
-A silver ``orders`` table of ``--rows`` keys (one initial batch of inserts), then ``--batches``
+A silver ``orders`` table of ``--rows`` keys (inserted in batches of a million), then ``--batches``
 micro-batches of ``--events`` Debezium Postgres updates of random keys (each with a few
 redeliveries of events already applied), applied one by one with ``silver.job.apply_batch`` on a
 warm session, each read from its own small bronze Delta table as a stream's batch would be.
@@ -20,7 +20,7 @@ import shutil
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +79,8 @@ def _record(offset: int, key: int, lsn: int, op: str) -> Record:
     return Record(TOPIC, 0, offset, micros // 1000, key_doc, value)
 
 
+#: Keys per micro-batch of the initial load (a batch of ten million would not fit the driver).
+LOAD_BATCH = 1_000_000
 #: Records per write of a bronze input: the driver holds one chunk's lines at a time (a million
 #: Debezium envelopes with their schemas do not fit in its memory at once).
 CHUNK = 50_000
@@ -142,8 +144,10 @@ class _Workload:
         self.offset += 1
         return _record(self.offset, key, self.lsn, op)
 
-    def initial(self) -> list[Record]:
-        return [self._next(key, "r") for key in range(self.rows)]
+    def initial(self, size: int) -> Iterator[list[Record]]:
+        """The inserts of every key, ``size`` keys at a time."""
+        for start in range(0, self.rows, size):
+            yield [self._next(key, "r") for key in range(start, min(start + size, self.rows))]
 
     def batch(self, events: int, redelivered: float) -> list[Record]:
         stale = int(events * redelivered) if self.applied else 0
@@ -166,12 +170,17 @@ def _run(spark: SparkSession, root: Path, args: argparse.Namespace) -> list[dict
 
     workload = _Workload(args.rows, args.seed)
     inputs = root / "bronze_in"
-    _write_bronze(spark, workload.initial(), str(inputs / "0"), 0)
     started = time.perf_counter()
-    apply(spark.read.format("delta").load(str(inputs / "0")), 0)
-    print(f"initial load of {args.rows:,} rows: {time.perf_counter() - started:.1f} s")
+    loads = 0
+    for loads, records in enumerate(workload.initial(LOAD_BATCH), start=1):
+        _write_bronze(spark, records, str(inputs / str(loads)), loads)
+        apply(spark.read.format("delta").load(str(inputs / str(loads))), loads)
+    print(
+        f"initial load of {args.rows:,} rows in {loads} batches: "
+        f"{time.perf_counter() - started:.1f} s"
+    )
     figures = []
-    for batch_id in range(1, args.batches + 1):
+    for batch_id in range(loads + 1, loads + args.batches + 1):
         path = str(inputs / str(batch_id))
         _write_bronze(spark, workload.batch(args.events, args.redelivered), path, batch_id)
         batch = spark.read.format("delta").load(path)
