@@ -1,14 +1,17 @@
 """What one steady-state silver micro-batch costs: Spark jobs, Delta commits and milliseconds.
 
-A silver ``orders`` table of ``--rows`` keys (inserted in batches of a million), then ``--batches``
-micro-batches of ``--events`` Debezium Postgres updates of random keys (each with a few
-redeliveries of events already applied), applied one by one with ``silver.job.apply_batch`` on a
+A silver ``orders`` table of ``--rows`` keys (inserted in order, in micro-batches of
+``--load-batch`` keys), then ``--batches`` micro-batches of ``--events`` Debezium Postgres
+updates (each with a few redeliveries of events already applied) of random keys, or with
+``--keys recent`` of keys among the newest :data:`RECENT` of the table (as most updates of an
+orders table are), applied one by one with ``silver.job.apply_batch`` on a
 warm session, each read from its own small bronze Delta table as a stream's batch would be.
 Per batch: the Spark jobs it ran (a job group around the call), the Delta commits it added
 (versions of every table under the warehouse) and its wall time. Prints the figures of every
 batch and the median of the batches after the first ``--warmup``; ``--json`` writes them.
 
     .venv/bin/python -m benchmarks.batch_cost --rows 100000 --events 2000
+    .venv/bin/python -m benchmarks.batch_cost --rows 1000000 --load-batch 100000 --keys recent
 """
 
 from __future__ import annotations
@@ -81,6 +84,8 @@ def _record(offset: int, key: int, lsn: int, op: str) -> Record:
 
 #: Keys per micro-batch of the initial load (a batch of ten million would not fit the driver).
 LOAD_BATCH = 1_000_000
+#: ``--keys recent``: the share of the table, its newest keys, that the updates touch.
+RECENT = 0.01
 #: Records per write of a bronze input: the driver holds one chunk's lines at a time (a million
 #: Debezium envelopes with their schemas do not fit in its memory at once).
 CHUNK = 50_000
@@ -134,8 +139,9 @@ Applier = Callable[[DataFrame, int], BatchReport]
 class _Workload:
     """Initial inserts of ``rows`` keys, then batches of updates with some redeliveries."""
 
-    def __init__(self, rows: int, seed: int) -> None:
+    def __init__(self, rows: int, seed: int, recent: bool = False) -> None:
         self.rows, self.rng = rows, random.Random(seed)
+        self.lowest = rows - max(1, int(rows * RECENT)) if recent else 0
         self.lsn, self.offset = 1_000, 0
         self.applied: list[Record] = []
 
@@ -152,7 +158,10 @@ class _Workload:
     def batch(self, events: int, redelivered: float) -> list[Record]:
         stale = int(events * redelivered) if self.applied else 0
         records = self.rng.sample(self.applied, stale) if stale else []
-        fresh = [self._next(self.rng.randrange(self.rows), "u") for _ in range(events - stale)]
+        fresh = [
+            self._next(self.rng.randrange(self.lowest, self.rows), "u")
+            for _ in range(events - stale)
+        ]
         self.applied = fresh
         records += fresh
         self.rng.shuffle(records)
@@ -168,11 +177,11 @@ def _run(spark: SparkSession, root: Path, args: argparse.Namespace) -> list[dict
     def apply(batch: DataFrame, batch_id: int) -> BatchReport:
         return apply_batch(batch, batch_id, SPEC, tables, "bench", None, state)
 
-    workload = _Workload(args.rows, args.seed)
+    workload = _Workload(args.rows, args.seed, recent=args.keys == "recent")
     inputs = root / "bronze_in"
     started = time.perf_counter()
     loads = 0
-    for loads, records in enumerate(workload.initial(LOAD_BATCH), start=1):
+    for loads, records in enumerate(workload.initial(args.load_batch), start=1):
         _write_bronze(spark, records, str(inputs / str(loads)), loads)
         apply(spark.read.format("delta").load(str(inputs / str(loads))), loads)
     print(
@@ -199,6 +208,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--redelivered", type=float, default=0.02)
     parser.add_argument("--seed", type=int, default=14)
+    parser.add_argument("--load-batch", type=int, default=LOAD_BATCH)
+    parser.add_argument("--keys", choices=("random", "recent"), default="random")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--verbose", action="store_true", help="print each job's stages")
     args = parser.parse_args()
@@ -214,6 +225,7 @@ def main() -> None:
     summary = {
         "rows": args.rows,
         "events": args.events,
+        "keys": args.keys,
         "median_ms": statistics.median(f["ms"] for f in steady),
         "median_jobs": statistics.median(f["jobs"] for f in steady),
         "median_commits": statistics.median(f["commits"] for f in steady),
@@ -221,7 +233,7 @@ def main() -> None:
     }
     print(
         f"steady state ({len(steady)} batches of {args.events:,} events, "
-        f"{args.rows:,}-row table): {summary['median_ms']:.0f} ms, "
+        f"{args.rows:,}-row table, {args.keys} keys): {summary['median_ms']:.0f} ms, "
         f"{summary['median_jobs']:.0f} Spark jobs, {summary['median_commits']:.0f} commits"
     )
     if args.json is not None:

@@ -40,8 +40,10 @@ from silver.parse import (
 )
 from silver.settings import UPSERT_OPS, kept_layout, with_settings
 from silver.tables import (
+    RANGE_TYPES,
     TOMBSTONE_METADATA,
     EntityTables,
+    KeyRange,
     current_orders,
     data_columns,
     delete_older_than,
@@ -261,6 +263,7 @@ def apply_batch(
         state,
         app_id,
         batch_id,
+        read.key_range,
     )
     if tables.history is not None:
         apply_history(valid, kept, spec, tables.history, app_id, batch_id)
@@ -276,6 +279,8 @@ class _Read:
     events: DataFrame
     compiled: list[Check]
     counts: Row
+    #: The batch's range of its first integer or string key column (None: no such key).
+    key_range: KeyRange | None
 
 
 def _read(
@@ -295,8 +300,13 @@ def _read(
     if checks is not None:
         upserts = F.col("_reason").isNull() & F.col("_op").isin(*UPSERT_OPS)
         events, compiled = checks.mark(events, upserts, "_reason")
+    ranged = next(
+        (k for k in layout.key_names if isinstance(events.schema[k].dataType, RANGE_TYPES)), None
+    )
+    bounds = [F.min(ranged).alias(LOW_KEY), F.max(ranged).alias(HIGH_KEY)] if ranged else []
     events, counts = kept_with_totals(
         events,
+        *bounds,
         F.count(F.lit(1)).alias("records"),
         F.count("_reason").alias("quarantined"),
         F.count_if("_tombstone").alias("tombstones"),
@@ -305,7 +315,14 @@ def _read(
         schema_hashes().alias("schemas"),
         *TableChecks.totals(compiled),
     )
-    return _Read(layout, kept, events, compiled, counts)
+    key_range = None
+    if ranged is not None and counts[LOW_KEY] is not None:
+        key_range = KeyRange(ranged, counts[LOW_KEY], counts[HIGH_KEY])
+    return _Read(layout, kept, events, compiled, counts, key_range)
+
+
+#: Totals of :func:`_read`: the lowest and highest value of the batch's ranged key column.
+LOW_KEY, HIGH_KEY = "_low_key", "_high_key"
 
 
 def _apply_changes(
@@ -318,16 +335,20 @@ def _apply_changes(
     state: QueryState,
     app_id: str,
     batch_id: int,
+    within: KeyRange | None = None,
 ) -> int:
     keys = layout.key_names
     if not keys:  # no keyed record in the batch: every change was quarantined
         return 0
+    within = within if within is not None and within.column in keys else None
     columns = [c.name for c in layout.value_columns]
     toast_columns = [c for c in toast_columns if c in columns]
     # Dropping the events not newer than the key's live row or tombstone keeps batches of
     # stale or duplicate events from committing empty MERGE versions, and keeps them from
     # filling partial columns (a version older than the table's is no previous version).
-    fresh = newer_than(changes, current_orders(spark, tables, keys), keys)
+    # ``within`` bounds every read of the tables by the batch's keys, so Delta reads only the
+    # files whose key statistics overlap them.
+    fresh = newer_than(changes, current_orders(spark, tables, keys, within), keys)
     effective, totals = kept_with_totals(
         latest_per_key(fresh, keys, toast_columns),
         F.count(F.lit(1)).alias("applied"),
@@ -338,12 +359,12 @@ def _apply_changes(
     row_schema = _schema_of(effective, (*keys, *columns, *METADATA_COLUMNS))
     state.ensure_table(spark, tables.silver, row_schema, True, widening)
     with idempotent_dml(spark, f"{app_id}:silver", batch_id):
-        merge_silver(effective, tables.silver, keys, columns, toast_columns)
+        merge_silver(effective, tables.silver, keys, columns, toast_columns, within)
     if totals.deletes:
         tombstone_schema = _schema_of(effective, (*keys, *TOMBSTONE_METADATA))
         state.ensure_table(spark, tables.tombstones, tombstone_schema, False, widening)
         with idempotent_dml(spark, f"{app_id}:tombstones", batch_id):
-            merge_tombstones(effective, tables.tombstones, keys)
+            merge_tombstones(effective, tables.tombstones, keys, within)
     return int(totals.applied)
 
 

@@ -11,7 +11,12 @@ from delta.tables import DeltaMergeBuilder, DeltaTable
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
+    ByteType,
     DataType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StringType,
     StructType,
 )
 
@@ -47,6 +52,27 @@ class EntityTables:
     history: HistoryTables | None = None
 
 
+@dataclass(frozen=True)
+class KeyRange:
+    """The lowest and highest value of one key column in a micro-batch. A row outside it
+    cannot match the batch, and a predicate on it lets Delta skip the files whose column
+    statistics lie outside (data skipping): a batch of recent keys reads the files that
+    hold them, not the whole table."""
+
+    column: str
+    low: int | str
+    high: int | str
+
+    def holds(self, prefix: str = "") -> Column:
+        column = F.col(f"{prefix}{self.column}")
+        return (column >= F.lit(self.low)) & (column <= F.lit(self.high))
+
+
+#: Key types whose values come back from Spark as exact Python values (integers and strings):
+#: a :class:`KeyRange` is taken on the first key column of such a type.
+RANGE_TYPES = (ByteType, ShortType, IntegerType, LongType, StringType)
+
+
 def data_columns(spark: SparkSession, path: str) -> StructType | None:
     """The key and row columns of a silver table (not the metadata columns); None if there is
     no table."""
@@ -57,11 +83,17 @@ def data_columns(spark: SparkSession, path: str) -> StructType | None:
 
 
 def current_orders(
-    spark: SparkSession, tables: EntityTables, keys: Sequence[str]
+    spark: SparkSession,
+    tables: EntityTables,
+    keys: Sequence[str],
+    within: KeyRange | None = None,
 ) -> DataFrame | None:
-    """Key and order of every live row and tombstone (only those columns are read)."""
+    """Key and order of every live row and tombstone (only those columns are read; with
+    ``within``, only the rows in that key range)."""
     parts = [
-        spark.read.format("delta").load(path).select(*keys, order_of().alias("_current"))
+        _in_range(spark.read.format("delta").load(path), within).select(
+            *keys, order_of().alias("_current")
+        )
         for path in (tables.silver, tables.tombstones)
         if table_exists(spark, path)
     ]
@@ -91,8 +123,15 @@ def _literal(value: Any, data_type: DataType) -> Column:
     return F.lit(value).cast(data_type)
 
 
-def key_match(keys: Sequence[str]) -> Column:
-    return reduce(lambda a, b: a & b, [F.col(f"t.{k}") == F.col(f"s.{k}") for k in keys])
+def key_match(keys: Sequence[str], within: KeyRange | None = None) -> Column:
+    """A MERGE's match of target ``t`` and source ``s`` on ``keys``; with ``within`` (the
+    source's key range), also a bound on the target that lets Delta skip files."""
+    match = reduce(lambda a, b: a & b, [F.col(f"t.{k}") == F.col(f"s.{k}") for k in keys])
+    return match if within is None else match & within.holds("t.")
+
+
+def _in_range(frame: DataFrame, within: KeyRange | None) -> DataFrame:
+    return frame if within is None else frame.where(within.holds())
 
 
 def merge_silver(
@@ -101,6 +140,7 @@ def merge_silver(
     keys: Sequence[str],
     columns: Sequence[str],
     toast_columns: Sequence[str] = (),
+    within: KeyRange | None = None,
 ) -> None:
     """Apply the newest events: deletes remove, upserts replace.
 
@@ -109,7 +149,8 @@ def merge_silver(
     value after the key's last delete (``_fill_*``, see ``latest_per_key``), else from the
     table's row if the batch has no delete of the key, else (no previous version) the value the
     key's first event after the delete received (``_first_*``). ``effective`` holds only events
-    newer than the table's row of their key, and is materialized (see :func:`_execute`).
+    newer than the table's row of their key, and is materialized (see :func:`_execute`);
+    ``within``: its key range.
     """
     newer = order_of("s.") > order_of("t.")
     is_delete = F.col("s._op") == "d"
@@ -131,7 +172,7 @@ def merge_silver(
     _execute(
         DeltaTable.forPath(effective.sparkSession, path)
         .alias("t")
-        .merge(effective.alias("s"), key_match(keys))
+        .merge(effective.alias("s"), key_match(keys, within))
         .whenMatchedDelete(condition=newer & is_delete)
         .whenMatchedUpdate(condition=newer & ~is_delete, set=updates)
         .whenNotMatchedInsert(condition=~is_delete, values=inserts),
@@ -139,15 +180,17 @@ def merge_silver(
     )
 
 
-def merge_tombstones(effective: DataFrame, path: str, keys: Sequence[str]) -> None:
+def merge_tombstones(
+    effective: DataFrame, path: str, keys: Sequence[str], within: KeyRange | None = None
+) -> None:
     """Remember the newest delete per key (a newer upsert of the same batch drops it);
-    ``effective`` is materialized (see :func:`_execute`)."""
+    ``effective`` is materialized (see :func:`_execute`); ``within``: its key range."""
     is_delete = F.col("s._op") == "d"
     columns = _copy_from_source((*keys, *TOMBSTONE_METADATA))
     _execute(
         DeltaTable.forPath(effective.sparkSession, path)
         .alias("t")
-        .merge(effective.alias("s"), key_match(keys))
+        .merge(effective.alias("s"), key_match(keys, within))
         .whenMatchedUpdate(condition=is_delete & (order_of("s.") > order_of("t.")), set=columns)
         .whenMatchedDelete(condition=~is_delete & (order_of("s.") > order_of("t.")))
         .whenNotMatchedInsert(condition=is_delete, values=columns),

@@ -25,7 +25,7 @@ from core.layout import Warehouse
 from silver import job as silver_job
 from silver.job import BatchReport, QueryState, apply_batch, entity_tables
 from silver.reference import fold
-from silver.tables import EntityTables
+from silver.tables import EntityTables, KeyRange, current_orders
 from silver.verify import check_table, fold_spec
 from tests.faults import CommitFaults, InjectedCrash
 from tests.helpers import (
@@ -569,3 +569,38 @@ def _jobs(lake: Lake, action: Any) -> int:
     finally:
         context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
     return len(context.statusTracker().getJobIdsForGroup(group))
+
+
+# --------------------------------------------------------------------------------------------
+# Cost that follows the batch
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_batch_reads_only_the_files_that_can_hold_its_keys(
+    lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batch's range of keys bounds its read of the table's current orders: Delta skips
+    the files whose key statistics lie outside it, and the result is the fold's."""
+    batches = [
+        [event(base + i, "c", base + i, (100, base + i)) for i in range(3)]
+        for base in (0, 100, 200)
+    ]
+    for batch_id, records in enumerate(batches):
+        lake.apply(records, batch_id)
+    read: list[tuple[KeyRange | None, int]] = []
+
+    def spied(spark: SparkSession, tables: EntityTables, keys: Any, within: Any = None) -> Any:
+        current = current_orders(spark, tables, keys, within)
+        read.append((within, len(current.inputFiles()) if current is not None else 0))
+        return current
+
+    monkeypatch.setattr(silver_job, "current_orders", spied)
+    update = [event(300, "u", 101, (200, 1), "new"), event(301, "u", 102, (200, 2), "new")]
+    lake.apply(update, 3)
+
+    every_file = len(lake.spark.read.format("delta").load(lake.tables.silver).inputFiles())
+    assert read[0][0] == KeyRange("id", 101, 102)
+    assert 0 < read[0][1] < every_file, (read, every_file)
+    records = [bronze_record(r) for batch in [*batches, update] for r in batch]
+    expected = fold(records, fold_spec(SPEC, None)).rows.values()
+    assert lake.rows(columns=("id", "name")) == sorted((r["id"], r["name"]) for r in expected)
