@@ -22,7 +22,7 @@ from functools import partial
 from typing import NamedTuple
 
 from delta.tables import DeltaTable
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import BooleanType, StructField, StructType, TimestampType
@@ -356,18 +356,21 @@ def _maintainer(
     def maintain(batch: DataFrame, batch_id: int) -> None:
         spark = batch.sparkSession
         silver = spark.read.format("delta").load(paths.source)
+        # The batch's newest event time and commit time, taken in the job that finds its scope.
+        stats = Observation(f"{app_id}:{batch_id}")
+        image = F.col("_change_type").isin(*ROW_IMAGES)
+        added = image & F.col("_change_type").isin(*ADDS)
+        batch = batch.observe(
+            stats,
+            F.max(F.when(added, F.unix_micros(F.col(table.event_time)))).alias("seen"),
+            F.max(F.when(image, F.unix_micros("_commit_timestamp"))).alias("at"),
+        )
         facts, silver, touched, others = _scoped_batch(batch, silver, table, paths)
-        images = batch.where(F.col("_change_type").isin(*ROW_IMAGES))
-        newest = F.when(F.col("_change_type").isin(*ADDS), F.unix_micros(F.col(table.event_time)))
-        stats = images.agg(
-            F.max(newest).alias("seen"), F.max(F.unix_micros("_commit_timestamp")).alias("at")
-        ).first()
-        assert stats is not None
-        before = recorded.read(spark)
-        seen = max((s for s in (before, stats["seen"]) if s is not None), default=None)
-        watermark = watermark_of(seen, table)
-        batch_time = stats["at"]
         keys = touched.collect()  # distinct (group, window) keys: as small as the change
+        before = recorded.read(spark)
+        seen = max((s for s in (before, stats.get["seen"]) if s is not None), default=None)
+        watermark = watermark_of(seen, table)
+        batch_time = stats.get["at"]
         scope = spark.createDataFrame(keys, touched.schema)
         starts = [] if table.window.per_group else [k[table.window.key_column] for k in keys]
         first, last = (min(starts), max(starts)) if starts else (None, None)
