@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
 from functools import partial
+from operator import itemgetter
 from typing import NamedTuple
 
 from delta.tables import DeltaTable
@@ -367,10 +368,10 @@ def _maintainer(
         )
         facts, silver, touched, others = _scoped_batch(batch, silver, table, paths)
         keys = touched.collect()  # distinct (group, window) keys: as small as the change
+        newest, batch_time = itemgetter("seen", "at")(stats.get)  # filled by the collect
         before = recorded.read(spark)
-        seen = max((s for s in (before, stats.get["seen"]) if s is not None), default=None)
+        seen = max((s for s in (before, newest) if s is not None), default=None)
         watermark = watermark_of(seen, table)
-        batch_time = stats.get["at"]
         scope = spark.createDataFrame(keys, touched.schema)
         starts = [] if table.window.per_group else [k[table.window.key_column] for k in keys]
         first, last = (min(starts), max(starts)) if starts else (None, None)

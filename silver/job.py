@@ -283,6 +283,10 @@ class _Read:
     key_range: KeyRange | None
 
 
+#: Totals of :func:`_read`: the lowest and highest value of the batch's ranged key column.
+LOW_KEY, HIGH_KEY = "_low_key", "_high_key"
+
+
 def _read(
     texts: DataFrame,
     spec: TableSpec,
@@ -321,10 +325,6 @@ def _read(
     return _Read(layout, kept, events, compiled, counts, key_range)
 
 
-#: Totals of :func:`_read`: the lowest and highest value of the batch's ranged key column.
-LOW_KEY, HIGH_KEY = "_low_key", "_high_key"
-
-
 def _apply_changes(
     spark: SparkSession,
     changes: DataFrame,
@@ -340,7 +340,6 @@ def _apply_changes(
     keys = layout.key_names
     if not keys:  # no keyed record in the batch: every change was quarantined
         return 0
-    within = within if within is not None and within.column in keys else None
     columns = [c.name for c in layout.value_columns]
     toast_columns = [c for c in toast_columns if c in columns]
     # Dropping the events not newer than the key's live row or tombstone keeps batches of
