@@ -26,6 +26,11 @@ _REASON = "_reason"
 
 #: Told the records of each topic in each micro-batch the bronze query appended.
 TopicListener = Callable[[Mapping[str, int]], None]
+#: Given, in the micro-batch, once its bronze appends committed: each topic's appended rows (as
+#: the bronze table holds them, kept in memory), the query's id of its idempotent writes and
+#: the batch id. A failure fails the batch, which a restart does again (the appends then add
+#: nothing).
+BatchFollower = Callable[[Mapping[str, DataFrame], str, int], None]
 
 
 def start_bronze(
@@ -34,10 +39,13 @@ def start_bronze(
     trigger: Trigger,
     listener: TopicListener | None = None,
     quality: QualitySpec | None = None,
+    follower: BatchFollower | None = None,
 ) -> StreamingQuery:
     """Start streaming ``source`` (Kafka-shaped rows) into ``<warehouse>/bronze/<topic>``;
     ``listener`` is told each micro-batch's records per topic (in this Python process);
-    ``quality``: the suites whose bronze expectations each micro-batch enforces.
+    ``quality``: the suites whose bronze expectations each micro-batch enforces;
+    ``follower``: what else each micro-batch does with its appended rows (see
+    :data:`BatchFollower`).
 
     Raises:
         ConfigError: a bronze suite is malformed or cannot run in a stream.
@@ -51,7 +59,9 @@ def start_bronze(
         source.writeStream.queryName(BRONZE_QUERY)
         .option("checkpointLocation", checkpoint)
         .foreachBatch(
-            append_batch_by_topic(warehouse, query_app_id(spark, checkpoint), listener, checks)
+            append_batch_by_topic(
+                warehouse, query_app_id(spark, checkpoint), listener, checks, follower
+            )
         )
     )
     return trigger.apply(writer).start()
@@ -62,6 +72,7 @@ def append_batch_by_topic(
     app_id: str,
     listener: TopicListener | None = None,
     checks: Mapping[str, TableChecks] | None = None,
+    follower: BatchFollower | None = None,
 ) -> Callable[[DataFrame, int], None]:
     """A foreachBatch function appending each topic's rows to its bronze table exactly once.
 
@@ -126,6 +137,7 @@ def append_batch_by_topic(
                     f"{app_id}:quarantine",
                     batch_id,
                 )
+            appended = {}
             for topic in sorted(counts):
                 path = warehouse.table("bronze", tables[topic])
                 if topic not in checked:
@@ -142,6 +154,9 @@ def append_batch_by_topic(
                     .options(**idempotent_write_options(app_id, batch_id))
                     .save(path)
                 )
+                appended[topic] = records
+            if follower is not None:
+                follower(appended, app_id, batch_id)
         finally:
             rows.unpersist()
         if listener is not None:

@@ -12,11 +12,14 @@ from core.delta_io import table_property
 from core.errors import ConfigError
 from core.identifiers import table_name_for_topic, topic_collision_message
 
+#: The id of the bronze query's micro-batch that appended a record.
+INGEST_BATCH = "_ingest_batch"
+
 BRONZE_SCHEMA = StructType(
     [
         *SOURCED_KAFKA_SCHEMA.fields,
         StructField("_ingested_at", TimestampType()),
-        StructField("_ingest_batch", LongType()),
+        StructField(INGEST_BATCH, LongType()),
     ]
 )
 
@@ -56,5 +59,5 @@ def with_ingestion_metadata(records: DataFrame, batch_id: int) -> DataFrame:
     return records.select(
         *SOURCED_KAFKA_SCHEMA.fieldNames(),
         F.current_timestamp().alias("_ingested_at"),
-        F.lit(batch_id).cast("bigint").alias("_ingest_batch"),
+        F.lit(batch_id).cast("bigint").alias(INGEST_BATCH),
     )

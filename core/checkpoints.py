@@ -55,3 +55,10 @@ def point(spark: SparkSession, base: str, name: str, starting_version: int = 0) 
     """Make generation ``name`` the checkpoint of ``base`` (one write of the pointer)."""
     document = {"generation": name, "startingVersion": starting_version}
     storage.write_text(spark, pointer(base), json.dumps(document))
+
+
+def last_committed_batch(spark: SparkSession, location: str) -> int | None:
+    """The id of the newest micro-batch the streaming query checkpointed at ``location`` has
+    committed (None: none). A later batch, if its offsets are written, runs again on restart."""
+    commits = [int(name) for name in storage.names(spark, f"{location}/commits") if name.isdigit()]
+    return max(commits, default=None)

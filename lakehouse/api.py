@@ -170,6 +170,7 @@ class Lakehouse:
         processing_time: str | None = None,
         kafka_options: Mapping[str, str] | None = None,
         progress: Progress = lambda _: None,
+        one_hop: bool = True,
     ) -> RunReport:
         """Run the pipeline source -> bronze -> silver -> gold, like ``lakehouse run``.
 
@@ -179,7 +180,9 @@ class Lakehouse:
         By default (or ``once=True``) processes what is available and returns. With
         ``processing_time`` (e.g. ``"10s"``) it runs until interrupted (Ctrl-C, a notebook's
         interrupt, SIGTERM), stopping each query after its running micro-batch; call it from
-        the main thread. ``progress`` is told what starts (``print`` shows it).
+        the main thread; each bronze micro-batch then also applies its records to silver,
+        unless ``one_hop=False`` (a silver query per table, on the trigger). ``progress`` is
+        told what starts (``print`` shows it).
 
         Raises:
             ConfigError: a bad source or processing time, ``once=True`` with a processing time,
@@ -198,7 +201,14 @@ class Lakehouse:
             return run_once(self.spark, spec, self.warehouse, self.config, progress)
         report = RunReport(summary=RunSummary())
         run_continuously(
-            self.spark, spec, self.warehouse, self.config, trigger, progress, summary=report.summary
+            self.spark,
+            spec,
+            self.warehouse,
+            self.config,
+            trigger,
+            progress,
+            summary=report.summary,
+            one_hop=one_hop,
         )
         return report
 

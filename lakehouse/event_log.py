@@ -37,9 +37,11 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from bronze.job import BRONZE_QUERY
 from core.layout import Warehouse
 from core.storage import delete, write_text
 from lakehouse.summary import RunSummary
+from silver.job import BatchReport
 
 #: Seconds between two heartbeats of a run.
 HEARTBEAT_SECONDS = 10.0
@@ -103,17 +105,17 @@ class EventLogListener(StreamingQueryListener):
         progress = event.progress
         name = progress.name or str(progress.id)
         row = progress_row(name, progress)
+        rows = [row]
         if self._summary is not None and name.startswith("silver_"):
             report = self._summary.take_report(name.removeprefix("silver_"))
             if report is not None:
-                row |= {
-                    "input_rows": report.records,  # Spark counts each pass over the batch
-                    "records": report.records,
-                    "applied": report.applied,
-                    "quarantined": report.quarantined,
-                }
+                row |= _counts(report)
+        elif self._summary is not None and name == BRONZE_QUERY:
+            # What the batch applied to silver in one hop: a row per entity, as a query's.
+            for entity, report in self._summary.take_hop_reports(progress.batchId):
+                rows.append(row | {"query": f"silver_{entity}", **_counts(report)})
         with self._lock:
-            self._rows.append(row)
+            self._rows.extend(rows)
 
     def onQueryIdle(self, event: QueryIdleEvent) -> None:
         pass
@@ -133,6 +135,16 @@ class EventLogListener(StreamingQueryListener):
                     "run_id": str(event.runId),
                 }
             )
+
+
+def _counts(report: BatchReport) -> dict[str, Any]:
+    """The event-log columns of a silver micro-batch's report."""
+    return {
+        "input_rows": report.records,  # Spark counts each pass over the batch
+        "records": report.records,
+        "applied": report.applied,
+        "quarantined": report.quarantined,
+    }
 
 
 def progress_row(name: str, progress: Any) -> dict[str, Any]:

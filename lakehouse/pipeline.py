@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from pyspark.errors import StreamingQueryException
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from bronze.job import BRONZE_QUERY, start_bronze
 from cdc.sources import SourceSpec, read_source
 from core.catalog import register_tables
+from core.checkpoints import last_committed_batch
 from core.config import PipelineConfig
 from core.errors import ConfigError
 from core.layout import Warehouse
@@ -37,7 +38,8 @@ from lakehouse.entities import entity_specs
 from lakehouse.event_log import recording
 from lakehouse.recovery import recover_and_say
 from lakehouse.summary import RunSummary
-from silver.job import ensure_shared_tables, start_silver
+from silver.job import ensure_shared_tables, has_unread_bronze, start_silver
+from silver.one_hop import SilverHop
 from silver.parse import check_declared_schemas
 
 Progress = Callable[[str], None]
@@ -132,18 +134,36 @@ def run_from_bronze(
     check_overrides(config.quality)
     report = RunReport() if summary is None else RunReport(summary=summary)
     trigger = Trigger()
-    for spec in entity_specs(spark, warehouse, config):
-        if entities is None or spec.name in entities:
-            progress(f"silver: applying {spec.topic} to silver.{spec.name}")
-            report.summary.add_table(spec.name)
-            listener = partial(report.summary.silver_batch, spec.name)
-            checks = load_checks(spark, config.quality, warehouse, "silver", spec.name)
-            job = partial(start_silver, spark, warehouse, spec, trigger, listener, checks)
-            _finish(job, report, progress)
+    _apply_bronze(spark, warehouse, config, progress, report, entities)
     for _, start in _gold_jobs(spark, warehouse, config, trigger, progress, set(), entities):
         _finish(start, report, progress)
     report.seconds = time.monotonic() - started
     return report
+
+
+def _apply_bronze(
+    spark: SparkSession,
+    warehouse: Warehouse,
+    config: PipelineConfig,
+    progress: Progress,
+    report: RunReport,
+    entities: Collection[str] | None = None,
+    through_batch: int | None = None,
+) -> None:
+    """Run the silver query of each entity (of ``entities``; None: all) with bronze it has
+    not read, until it has read all of it (of bronze batches up to ``through_batch``)."""
+    for spec in entity_specs(spark, warehouse, config):
+        if (entities is None or spec.name in entities) and has_unread_bronze(
+            spark, warehouse, spec
+        ):
+            progress(f"silver: applying {spec.topic} to silver.{spec.name}")
+            report.summary.add_table(spec.name)
+            listener = partial(report.summary.silver_batch, spec.name)
+            checks = load_checks(spark, config.quality, warehouse, "silver", spec.name)
+            job = partial(
+                start_silver, spark, warehouse, spec, Trigger(), listener, checks, through_batch
+            )
+            _finish(job, report, progress)
 
 
 class RunningQueries:
@@ -260,10 +280,14 @@ def run_continuously(
     poll_seconds: float = 5.0,
     drain_seconds: float = DRAIN_SECONDS,
     summary: RunSummary | None = None,
+    one_hop: bool = True,
 ) -> None:
     """Run every layer on a processing-time trigger until a query fails, SIGINT or SIGTERM.
 
-    Silver and gold queries start as soon as their input tables appear, and a query stopped by
+    With ``one_hop`` each bronze micro-batch also applies its records to silver
+    (:mod:`silver.one_hop`), after silver has caught up with what bronze held; otherwise each
+    silver table has its own query on the trigger. Gold queries (and silver ones in two hops)
+    start as soon as their input tables appear, and a query stopped by
     a schema change of its input continues from its checkpoint (:class:`RunningQueries`). On a
     signal each query stops after its running micro-batch (at most ``drain_seconds`` in all; a
     second signal stops them at once); their checkpoints make the next run continue. What the
@@ -282,6 +306,7 @@ def run_continuously(
             poll_seconds,
             drain_seconds,
             summary,
+            one_hop,
         )
 
 
@@ -295,6 +320,7 @@ def _run_continuously(
     poll_seconds: float,
     drain_seconds: float,
     summary: RunSummary,
+    one_hop: bool,
 ) -> None:
     check_declared_schemas(config.tables)
     check_overrides(config.quality)
@@ -310,15 +336,41 @@ def _run_continuously(
     try:
         try:
             source_frame = read_source(spark, source, continuous=True)
-            listener = summary.bronze_batch if summary else None
-            running.start(
-                BRONZE_QUERY,
-                lambda: start_bronze(source_frame, warehouse, trigger, listener, config.quality),
-            )
-            progress(f"bronze: streaming from {source.describe()} (Ctrl-C stops)")
+            if one_hop:
+                start = partial(
+                    start_one_hop,
+                    spark,
+                    source_frame,
+                    warehouse,
+                    config,
+                    trigger,
+                    progress,
+                    summary,
+                )
+            else:
+                start = partial(
+                    start_bronze,
+                    source_frame,
+                    warehouse,
+                    trigger,
+                    summary.bronze_batch,
+                    config.quality,
+                )
+            running.start(BRONZE_QUERY, start)
+            into = " and on into silver" if one_hop else ""
+            progress(f"bronze: streaming from {source.describe()}{into} (Ctrl-C stops)")
             validations = PeriodicValidation(config.quality)
             while not stop.is_set():
-                start_ready(spark, warehouse, config, trigger, running, progress, summary)
+                start_ready(
+                    spark,
+                    warehouse,
+                    config,
+                    trigger,
+                    running,
+                    progress,
+                    summary,
+                    silver=not one_hop,
+                )
                 running.check()
                 name_tables(spark, warehouse, config, progress, said)
                 validations.run_if_due(spark, warehouse, progress)
@@ -340,6 +392,31 @@ def _run_continuously(
             signal.signal(sig, handler)
 
 
+def start_one_hop(
+    spark: SparkSession,
+    source: DataFrame,
+    warehouse: Warehouse,
+    config: PipelineConfig,
+    trigger: Trigger,
+    progress: Progress = lambda _: None,
+    summary: RunSummary | None = None,
+) -> StreamingQuery:
+    """Bring silver up to date with bronze (a run in two hops may have left bronze it has not
+    read), then start the bronze query on ``trigger`` with each micro-batch applied to silver
+    in the same micro-batch (:class:`silver.one_hop.SilverHop`), telling ``summary``.
+
+    Silver catches up only with the bronze micro-batches the bronze query committed: the one it
+    does again after a crash is the hop's to apply (the crashed hop may have applied part of
+    it, which its transaction ids make the hop skip, not a silver query's)."""
+    summary = RunSummary() if summary is None else summary
+    committed = last_committed_batch(spark, warehouse.checkpoint(BRONZE_QUERY))
+    report = RunReport(summary=summary)
+    through = -1 if committed is None else committed
+    _apply_bronze(spark, warehouse, config, progress, report, through_batch=through)
+    hop = SilverHop(spark, warehouse, config, summary.hop_batch)
+    return start_bronze(source, warehouse, trigger, summary.bronze_batch, config.quality, hop)
+
+
 def _silence(spark: SparkSession) -> None:
     """Silence Spark's and Py4J's logging for the rest of the session, before queries are
     interrupted mid-batch: each interrupted write logs pages of stack traces, for a stop the
@@ -356,17 +433,19 @@ def start_ready(
     running: RunningQueries,
     progress: Progress = lambda _: None,
     summary: RunSummary | None = None,
+    silver: bool = True,
 ) -> None:
-    """Start the silver and gold queries whose input tables exist and that are not running
-    (the silver ones reporting their micro-batches to ``summary``, if given).
+    """Start the silver (unless not ``silver``: one hop applies it) and gold queries whose
+    input tables exist, that have something to read and that are not running (the silver ones
+    reporting their micro-batches to ``summary``, if given).
 
     The tables silver queries share are created first, so that queries starting together do
     not race to create them.
     """
     new = [
         spec
-        for spec in entity_specs(spark, warehouse, config)
-        if f"silver_{spec.name}" not in running
+        for spec in (entity_specs(spark, warehouse, config) if silver else [])
+        if f"silver_{spec.name}" not in running and has_unread_bronze(spark, warehouse, spec)
     ]
     if new:
         ensure_shared_tables(spark, warehouse)

@@ -26,7 +26,7 @@ from core.delta_io import table_exists
 from core.gold_tables import LATE_EVENTS
 from core.identifiers import table_name_for_topic
 from core.layout import QUARANTINE_TABLE, Warehouse
-from core.storage import names, read_text
+from core.storage import read_text
 from gold.jobs import gold_jobs
 from gold.watermarks import seen_micros, watermark_of
 from lakehouse.entities import entity_specs
@@ -135,9 +135,10 @@ def pipeline_status(
     for spec in entity_specs(spark, warehouse, config):
         bronze_name = table_name_for_topic(spec.topic)
         bronze = warehouse.table("bronze", bronze_name)
-        applied = applied_version(
-            spark, checkpoints.current(spark, warehouse.checkpoint(f"silver_{spec.name}")).location
-        )
+        place = checkpoints.current(spark, warehouse.checkpoint(f"silver_{spec.name}"))
+        applied = applied_version(spark, place.location)
+        if applied is None and place.starting_version:  # handed over by one hop
+            applied = place.starting_version - 1
         versions = _versions(spark, bronze, ADDING_OPERATIONS)
         records = (
             spark.read.format("delta")
@@ -230,10 +231,10 @@ def applied_version(spark: SparkSession, checkpoint: str) -> int | None:
     version ``reservoirVersion``; otherwise into it: its first snapshot (``isStartingVersion``)
     is read whole, a later version counts as read only once the offset has passed it.
     """
-    commits = [int(name) for name in names(spark, f"{checkpoint}/commits") if name.isdigit()]
-    if not commits:
+    last = checkpoints.last_committed_batch(spark, checkpoint)
+    if last is None:
         return None
-    text = read_text(spark, f"{checkpoint}/offsets/{max(commits)}")
+    text = read_text(spark, f"{checkpoint}/offsets/{last}")
     if text is None:
         return None
     offset = json.loads(text.strip().splitlines()[-1])

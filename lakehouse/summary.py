@@ -47,7 +47,8 @@ class TableCounts:
 class RunSummary:
     """Per silver table what a run did, and the unreadable lines it kept in bronze.
 
-    Filled by the queries' micro-batches (``silver_batch``, ``bronze_batch``), which Spark calls
+    Filled by the queries' micro-batches (``silver_batch``, ``hop_batch``, ``bronze_batch``),
+    which Spark calls
     on its own threads.
     """
 
@@ -55,6 +56,8 @@ class RunSummary:
     ingested: Counter[str] = field(default_factory=Counter)
     #: Each silver query's batch reports in order, until the event log takes them.
     _reports: dict[str, deque[BatchReport]] = field(default_factory=dict, repr=False)
+    #: (bronze batch id, entity, report) of what one hop applied, until the event log takes it.
+    _hop_reports: deque[tuple[int, str, BatchReport]] = field(default_factory=deque, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def add_table(self, entity: str) -> None:
@@ -65,12 +68,29 @@ class RunSummary:
     def silver_batch(self, entity: str, report: BatchReport) -> None:
         """Add what one micro-batch of ``entity``'s silver query did."""
         with self._lock:
-            counts = self.tables.setdefault(entity, TableCounts())
-            counts.read += report.records
-            counts.applied += report.applied
-            counts.tombstones += report.tombstones
-            counts.reasons.update(dict(report.reasons))
+            self._count(entity, report)
             self._reports.setdefault(entity, deque()).append(report)
+
+    def hop_batch(self, entity: str, batch_id: int, report: BatchReport) -> None:
+        """Add what bronze micro-batch ``batch_id`` applied to ``entity`` in one hop."""
+        with self._lock:
+            self._count(entity, report)
+            self._hop_reports.append((batch_id, entity, report))
+
+    def take_hop_reports(self, batch_id: int) -> list[tuple[str, BatchReport]]:
+        """(entity, report) of what the bronze micro-batches up to ``batch_id`` applied in
+        one hop and the event log has not taken yet."""
+        with self._lock:
+            taken = [(e, r) for b, e, r in self._hop_reports if b <= batch_id]
+            self._hop_reports = deque(t for t in self._hop_reports if t[0] > batch_id)
+            return taken
+
+    def _count(self, entity: str, report: BatchReport) -> None:
+        counts = self.tables.setdefault(entity, TableCounts())
+        counts.read += report.records
+        counts.applied += report.applied
+        counts.tombstones += report.tombstones
+        counts.reasons.update(dict(report.reasons))
 
     def take_report(self, entity: str) -> BatchReport | None:
         """The oldest report of ``entity``'s micro-batches not taken yet (the event log takes

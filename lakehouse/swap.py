@@ -17,6 +17,8 @@ import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
+from core import checkpoints
+
 STAGING = Path("_system/replay/staging")
 RETIRED = Path("_system/replay/retired")
 MANIFEST = "_swap.json"
@@ -86,6 +88,9 @@ def swap(root: str | Path) -> list[str]:
     for relative in install:
         if (staging / relative).exists():
             _move(root / relative, retired / relative)
+            # A pointer (a generation one hop handed over) would hide the installed checkpoint.
+            pointer = checkpoints.pointer(relative)
+            _move(root / pointer, retired / pointer)
             _move(staging / relative, root / relative)
     for relative in manifest["retire"]:
         if relative not in install:

@@ -10,9 +10,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import StructField, StructType
 
+from bronze.table import INGEST_BATCH
 from core import checkpoints
 from core.config import TableSpec
-from core.delta_io import EnsuredTables, append, idempotent_dml
+from core.delta_io import EnsuredTables, append, current_version, idempotent_dml
 from core.frames import kept_with_totals
 from core.identifiers import table_name_for_topic
 from core.layout import QUARANTINE_TABLE, Warehouse
@@ -148,26 +149,41 @@ def start_silver(
     trigger: Trigger,
     listener: BatchListener | None = None,
     checks: TableChecks | None = None,
+    through_batch: int | None = None,
 ) -> StreamingQuery:
     """Stream ``bronze/<topic>`` into the entity's silver tables; ``listener`` is told what
     each micro-batch did (it runs in this Python process, on Spark's callback thread);
-    ``checks``: the table's data-quality expectations, enforced in each micro-batch."""
-    checkpoint = checkpoints.current(spark, warehouse.checkpoint(f"silver_{spec.name}")).location
+    ``checks``: the table's data-quality expectations, enforced in each micro-batch;
+    ``through_batch``: read only the bronze records of bronze micro-batches up to that id
+    (the others are one hop's to apply, see :mod:`silver.one_hop`)."""
+    place = checkpoints.current(spark, warehouse.checkpoint(f"silver_{spec.name}"))
+    checkpoint = place.location
     tables = entity_tables(warehouse, spec)
     app_id = query_app_id(spark, checkpoint)
     # Bronze only changes other than by appends when `lakehouse forget` or bronze retention
     # delete records, after this job has applied them: such commits are skipped, not replayed.
-    source = (
-        spark.readStream.format("delta")
-        .option("skipChangeCommits", "true")
-        .load(warehouse.table("bronze", table_name_for_topic(spec.topic)))
-    )
+    reader = spark.readStream.format("delta").option("skipChangeCommits", "true")
+    if place.starting_version:  # a fresh checkpoint after what one hop applied (silver.one_hop)
+        reader = reader.option("startingVersion", place.starting_version)
+    source = reader.load(warehouse.table("bronze", table_name_for_topic(spec.topic)))
+    if through_batch is not None:
+        source = source.where(F.col(INGEST_BATCH) <= through_batch)
     writer = (
         source.writeStream.queryName(f"silver_{spec.name}")
         .option("checkpointLocation", checkpoint)
         .foreachBatch(batch_applier(spec, tables, app_id, listener, checks))
     )
     return trigger.apply(writer).start()
+
+
+def has_unread_bronze(spark: SparkSession, warehouse: Warehouse, spec: TableSpec) -> bool:
+    """Whether the entity's silver query has bronze to read: not when one hop handed its
+    checkpoint over after bronze's newest version (a stream cannot start past it)."""
+    start = checkpoints.current(spark, warehouse.checkpoint(f"silver_{spec.name}"))
+    if not start.starting_version:
+        return True
+    bronze = warehouse.table("bronze", table_name_for_topic(spec.topic))
+    return start.starting_version <= current_version(spark, bronze)
 
 
 def batch_applier(

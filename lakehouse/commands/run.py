@@ -50,6 +50,13 @@ if TYPE_CHECKING:
 @click.option(
     "--processing-time", default=None, help="Run continuously with this trigger interval, e.g. 10s."
 )
+@click.option(
+    "--two-hop",
+    is_flag=True,
+    default=False,
+    help="With --processing-time: give each silver table a query of its own on the trigger, "
+    "instead of applying each bronze micro-batch to silver in the same micro-batch.",
+)
 @CONFIG
 @click.option(
     "--max-files-per-trigger",
@@ -74,6 +81,7 @@ def run(
     warehouse: str,
     once: bool,
     processing_time: str | None,
+    two_hop: bool,
     config_path: Path | None,
     max_files_per_trigger: int,
     kafka_option: tuple[str, ...],
@@ -94,6 +102,11 @@ def run(
 
     if once and processing_time:
         raise LakehouseError("Use either --once or --processing-time, not both.")
+    if two_hop and not processing_time:
+        raise LakehouseError(
+            "--two-hop is for continuous runs: add --processing-time (a run with --once always "
+            "applies bronze to silver after it)."
+        )
     spec = replace(
         SourceSpec.parse(source),
         max_files_per_trigger=max_files_per_trigger,
@@ -124,6 +137,7 @@ def run(
                 trigger,
                 progress,
                 summary=summary,
+                one_hop=not two_hop,
             )
             print_summary(summary)
         for warning in summary.warnings():

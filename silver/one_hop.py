@@ -1,0 +1,93 @@
+"""One hop from source to silver: each bronze micro-batch, once appended, is applied to its
+entities' silver tables in the same ``foreachBatch`` (no silver query, no second trigger).
+
+Exactly once as in two hops: every silver write carries a transaction id of its own
+(``<bronze query's id>:hop:<entity>``, the bronze batch id as version), so a batch a restart
+does again adds nothing the crashed attempt committed. Bronze stays the system of record.
+
+The handover to a silver query (a later run in two hops, ``replay``): after each batch, the
+entity's silver checkpoint is pointed (:mod:`core.checkpoints`) at a fresh generation that
+starts reading bronze after the version this batch left, so a silver query never reads again
+what a hop applied. A crash before that pointer write only makes the silver query read a few
+bronze versions again, whose events it finds stale.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from pyspark.sql import DataFrame, SparkSession
+
+from core import checkpoints, storage
+from core.config import PipelineConfig, TableSpec
+from core.delta_io import current_version
+from core.identifiers import table_name_for_topic
+from core.layout import Warehouse
+from core.streaming import APP_ID_FILE
+from expectations.checks import load_checks
+from expectations.enforce import TableChecks
+from silver.job import BatchReport, QueryState, apply_batch, ensure_shared_tables, entity_tables
+
+#: Told what each bronze micro-batch applied to each entity: (entity, batch id, report).
+HopListener = Callable[[str, int, BatchReport], None]
+
+
+class SilverHop:
+    """The follower (:data:`bronze.job.BatchFollower`) of a bronze query that applies each
+    micro-batch's topics to their silver entities (topics starting with ``_`` have none)."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        warehouse: Warehouse,
+        config: PipelineConfig,
+        listener: HopListener | None = None,
+    ) -> None:
+        self._spark = spark
+        self._warehouse = warehouse
+        self._config = config
+        self._listener = listener
+        self._states: dict[str, QueryState] = {}
+        self._checks: dict[str, TableChecks | None] = {}
+        self._handed_over: set[str] = set()
+        ensure_shared_tables(spark, warehouse)
+
+    def __call__(
+        self, appended: Mapping[str, DataFrame], bronze_app_id: str, batch_id: int
+    ) -> None:
+        for topic in sorted(t for t in appended if not t.startswith("_")):
+            spec = self._config.spec_for_topic(topic)
+            report = apply_batch(
+                appended[topic],
+                batch_id,
+                spec,
+                entity_tables(self._warehouse, spec),
+                f"{bronze_app_id}:hop:{spec.name}",
+                self._checks_of(spec),
+                self._states.setdefault(spec.name, QueryState()),
+            )
+            self._hand_over(spec)
+            if self._listener is not None:
+                self._listener(spec.name, batch_id, report)
+
+    def _checks_of(self, spec: TableSpec) -> TableChecks | None:
+        if spec.name not in self._checks:
+            self._checks[spec.name] = load_checks(
+                self._spark, self._config.quality, self._warehouse, "silver", spec.name
+            )
+        return self._checks[spec.name]
+
+    def _hand_over(self, spec: TableSpec) -> None:
+        """Point the entity's silver checkpoint past the bronze version this batch left, and
+        delete the checkpoint that pointer supersedes (once per entity and query: later ones
+        were never started)."""
+        spark, base = self._spark, self._warehouse.checkpoint(f"silver_{spec.name}")
+        bronze = self._warehouse.table("bronze", table_name_for_topic(spec.topic))
+        version = current_version(spark, bronze)
+        first = spec.name not in self._handed_over
+        superseded = checkpoints.current(spark, base).location if first else None
+        checkpoints.point(spark, base, f"hop-{version}", version + 1)
+        self._handed_over.add(spec.name)
+        if superseded is not None:
+            storage.delete_tree(spark, superseded)
+            storage.delete_tree(spark, f"{superseded}.{APP_ID_FILE}")
