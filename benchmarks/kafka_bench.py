@@ -2,7 +2,8 @@
 Kafka -> bronze ingest rate of our Spark source, and end-to-end freshness (produce -> visible in
 silver) with a processing-time trigger at a steady produce rate.
 
-Freshness of a record = commit time of the silver version that applied it (Change Data Feed
+Freshness is measured in one hop (the default of a continuous run) and in two, one after the
+other on fresh warehouses. Freshness of a record = commit time of the silver version that applied it (Change Data Feed
 ``_commit_timestamp``) minus its Kafka timestamp (set by the producer when it sent the record).
 Records superseded by a newer one for the same key in the same micro-batch are never applied on
 their own and are not counted.
@@ -41,6 +42,7 @@ from core.layout import Warehouse
 from core.streaming import Trigger, await_query
 from lakehouse.broker import LocalBroker, free_port
 from lakehouse.demo import workload_source
+from lakehouse.pipeline import start_one_hop
 from silver.job import start_silver
 
 #: Records sent before the freshness measurement starts.
@@ -104,15 +106,17 @@ def freshness(
     spark: SparkSession,
     bootstrap: str,
     warehouse: Warehouse,
+    one_hop: bool,
     rate: float = 100.0,
     seconds: float = 60.0,
     trigger: str = "1s",
 ) -> Freshness:
-    """Produce at ``rate`` for ``seconds`` while bronze and silver run on ``trigger``.
+    """Produce at ``rate`` for ``seconds`` while the pipeline runs on ``trigger``: in one hop
+    (each bronze micro-batch applied to silver in the same micro-batch, as ``lakehouse run
+    --processing-time`` does), or in two (a silver query per table on the trigger).
 
     The first ``WARM_UP`` records of the workload go first, unmeasured: they create the bronze
-    tables, so the silver queries can start, and every query commits them before the clock
-    starts.
+    and silver tables, and every query commits them before the clock starts.
     """
     workload = WorkloadConfig(events=WARM_UP + int(rate * seconds), seed=99)
     records = generate(workload)
@@ -121,14 +125,18 @@ def freshness(
     start = end_offsets(bootstrap, topics)
     send_records(records[:WARM_UP], bootstrap)
     options = {"subscribe": ",".join(topics), "startingOffsets": json.dumps(start)}
-    source = SourceSpec("kafka", bootstrap, kafka_options=options)
+    source = read_source(spark, SourceSpec("kafka", bootstrap, kafka_options=options), True)
     every = Trigger.parse(trigger)
     specs = [SHOP_CONFIG.spec_for_topic(topic) for topic in topics]
-    queries = [start_bronze(read_source(spark, source, continuous=True), warehouse, every)]
     stop = threading.Event()
+    if one_hop:
+        queries = [start_one_hop(spark, source, warehouse, SHOP_CONFIG, every)]
+    else:
+        queries = [start_bronze(source, warehouse, every)]
     try:
         _wait_for_tables(warehouse, [table_name_for_topic(topic) for topic in topics])
-        queries += [start_silver(spark, warehouse, spec, every) for spec in specs]
+        if not one_hop:
+            queries += [start_silver(spark, warehouse, spec, every) for spec in specs]
         for query in queries:
             query.processAllAvailable()
         measured_from = int(time.time() * 1000)
@@ -192,7 +200,7 @@ def kafka_results(spark: SparkSession, events: int, seed: int, work: Path) -> di
     freshness; JSON-ready."""
     broker = LocalBroker(home=work / "kafka-broker", port=free_port())
     shutil.rmtree(broker.home / "data", ignore_errors=True)
-    for name in ("kafka-warehouse", "fresh-warehouse"):
+    for name in ("kafka-warehouse", "fresh-one-hop", "fresh-two-hop"):
         shutil.rmtree(work / name, ignore_errors=True)
     broker.start()
     try:
@@ -200,7 +208,12 @@ def kafka_results(spark: SparkSession, events: int, seed: int, work: Path) -> di
         raw_records, raw_seconds = raw_consume_seconds(report, broker.bootstrap)
         warehouse = Warehouse.from_path(work / "kafka-warehouse")
         bronze_seconds = kafka_to_bronze_seconds(spark, report, broker.bootstrap, warehouse)
-        fresh = freshness(spark, broker.bootstrap, Warehouse.from_path(work / "fresh-warehouse"))
+        fresh = {
+            hops: freshness(
+                spark, broker.bootstrap, Warehouse.from_path(work / f"fresh-{hops}"), one_hop
+            )
+            for hops, one_hop in (("one-hop", True), ("two-hop", False))
+        }
     finally:
         broker.stop()
     raw_rate = raw_records / raw_seconds
@@ -212,10 +225,13 @@ def kafka_results(spark: SparkSession, events: int, seed: int, work: Path) -> di
         "kafka_to_bronze_records_per_second": round(bronze_rate),
         "bronze_vs_raw_consume": round(bronze_rate / raw_rate, 3),
         "freshness": {
-            "produce_rate_per_second": fresh.rate,
-            "records": fresh.records,
-            "applied_on_their_own": fresh.applied,
-            "p50_seconds": round(fresh.p50, 2),
-            "p99_seconds": round(fresh.p99, 2),
+            hops: {
+                "produce_rate_per_second": figures.rate,
+                "records": figures.records,
+                "applied_on_their_own": figures.applied,
+                "p50_seconds": round(figures.p50, 2),
+                "p99_seconds": round(figures.p99, 2),
+            }
+            for hops, figures in fresh.items()
         },
     }

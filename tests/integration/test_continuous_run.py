@@ -72,11 +72,12 @@ def in_flight(checkpoints: Path) -> tuple[str, int] | None:
 
 
 def wait_in_flight(run: Run, checkpoints: Path, deadline: float) -> tuple[str, int]:
-    """Wait until silver has committed a micro-batch and some query is inside one; return it."""
+    """Wait until bronze has committed a micro-batch (which, in one hop, applied it to silver)
+    and some query is inside one; return it."""
     while True:
         assert run.process.poll() is None, run.output()
-        assert time.monotonic() < deadline, f"no silver batch in time:\n{run.output()}"
-        if any(checkpoints.glob("silver_*/commits/0")):
+        assert time.monotonic() < deadline, f"no bronze batch in time:\n{run.output()}"
+        if (checkpoints / "bronze" / "commits" / "0").exists():
             batch = in_flight(checkpoints)
             if batch is not None:
                 return batch
