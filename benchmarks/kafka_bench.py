@@ -3,8 +3,9 @@ Kafka -> bronze ingest rate of our Spark source, and end-to-end freshness (produ
 silver) with a processing-time trigger at a steady produce rate.
 
 Freshness is measured in one hop (the default of a continuous run) and in two, one after the
-other on fresh warehouses. Freshness of a record = commit time of the silver version that applied it (Change Data Feed
-``_commit_timestamp``) minus its Kafka timestamp (set by the producer when it sent the record).
+other on fresh warehouses. Freshness of a record = commit time of the silver version that
+applied it (Change Data Feed ``_commit_timestamp``) minus its Kafka timestamp (set by the
+producer when it sent the record).
 Records superseded by a newer one for the same key in the same micro-batch are never applied on
 their own and are not counted.
 """
