@@ -5,11 +5,13 @@ Exactly once as in two hops: every silver write carries a transaction id of its 
 (``<bronze query's id>:hop:<entity>``, the bronze batch id as version), so a batch a restart
 does again adds nothing the crashed attempt committed. Bronze stays the system of record.
 
-The handover to a silver query (a later run in two hops, ``replay``): after each batch, the
-entity's silver checkpoint is pointed (:mod:`core.checkpoints`) at a fresh generation that
-starts reading bronze after the version this batch left, so a silver query never reads again
-what a hop applied. A crash before that pointer write only makes the silver query read a few
-bronze versions again, whose events it finds stale.
+The hand-over to a silver query (a later run in two hops): after each batch, the entity's
+silver checkpoint is pointed (:mod:`core.checkpoints`) at a fresh generation that starts
+reading bronze after the version this batch left, so a silver query does not read again what a
+hop applied. After a crash between a hop's silver commits and that pointer, a restart in one hop
+does the batch again (its commits are skipped, the pointer written); a run in two hops instead
+reads the batch again in silver, where its changes are stale but its unparseable records are
+quarantined a second time.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """One hop from source to silver (:mod:`silver.one_hop`): each bronze micro-batch is applied to
 silver in the same micro-batch, exactly once across crashes, and runs in one hop and in two
-hop hand the silver checkpoint over without reading a bronze record twice."""
+hops hand the silver checkpoint over without reading a bronze record twice."""
 
 from __future__ import annotations
 
