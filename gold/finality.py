@@ -171,10 +171,13 @@ def with_finality(
 
 def newly_final(gold: DataFrame, table: GoldTable, watermark: int, batch_time: int) -> DataFrame:
     """The ``gold`` rows not yet final whose window ended at or before ``watermark``, marked
-    final as of ``batch_time`` (epoch µs)."""
-    due = ~F.coalesce(F.col(FINAL), F.lit(False)) & (
-        F.col(table.window.end_as) <= at_micros(watermark)
-    )
+    final as of ``batch_time`` (epoch µs).
+
+    A row is final exactly when it has a :data:`FINALIZED_AT` (see :func:`with_finality`), and
+    that column, unlike the boolean, has statistics in Delta's log (null counts, min/max): the
+    files whose rows are all final, or whose windows all end after the watermark, are not
+    read. The scan follows the rows that can still become final, not the table."""
+    due = F.col(FINALIZED_AT).isNull() & (F.col(table.window.end_as) <= at_micros(watermark))
     return gold.where(due).select(
         *table.columns,
         F.lit(True).alias(FINAL),

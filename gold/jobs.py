@@ -395,7 +395,7 @@ def _maintainer(
         # The expectations are judged first: a broken ``fail`` one stops before any write.
         previous = watermark_of(before, table)
         gold = spark.read.format("delta").load(paths.gold)
-        existing = in_scope(gold, scope, scope_columns(table))
+        existing = in_scope(_between(gold, table, first, last), scope, scope_columns(table))
         changes = replacement(
             with_finality(recomputed, existing, table, watermark, batch_time), existing, table
         )
@@ -478,6 +478,14 @@ def _joined_batch(
     facts = batch.where(F.col(SIDE) == "source").drop(SIDE, ENTITY)
     touched = affected(scope_rows(facts, silver, changes, entity, join, at), table)
     return enrich(facts, entity, join, at), enrich(silver, entity, join, at), touched
+
+
+def _between(gold: DataFrame, table: GoldTable, first: object, last: object) -> DataFrame:
+    """The gold rows whose window key lies from ``first`` to ``last`` (the scope's, for time
+    windows; None: no bound): Delta skips the files whose statistics lie outside."""
+    if first is None:
+        return gold
+    return gold.where(F.col(table.window.key_column).between(F.lit(first), F.lit(last)))
 
 
 def replace_windows(spark: SparkSession, path: str, changes: DataFrame, table: GoldTable) -> None:
