@@ -124,6 +124,11 @@ def test_sigterm_stops_between_micro_batches(spark: SparkSession, tmp_path: Path
     assert "Traceback" not in output and "Exception" not in output, shown
     assert len(run.lines) <= MAX_STOP_OUTPUT_LINES, shown
     assert "records of this run, per silver table" in output, shown
+    # In one hop the bronze query's micro-batches applied silver: the event log has their rows.
+    log = spark.read.format("delta").load(Warehouse.from_path(warehouse).event_log)
+    bronze_ids = {r.query_id for r in log.where("query = 'bronze'").collect()}
+    hop_rows = log.where("query LIKE 'silver_%' AND records > 0").collect()
+    assert hop_rows and {r.query_id for r in hop_rows} <= bronze_ids, hop_rows[:3]
 
     finished = run_cli("run", "--source", f"files:{source}", "--warehouse", warehouse, "--once")
     assert finished.returncode == 0, finished.stdout + finished.stderr
