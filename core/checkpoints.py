@@ -62,3 +62,12 @@ def last_committed_batch(spark: SparkSession, location: str) -> int | None:
     committed (None: none). A later batch, if its offsets are written, runs again on restart."""
     commits = [int(name) for name in storage.names(spark, f"{location}/commits") if name.isdigit()]
     return max(commits, default=None)
+
+
+def unfinished_batch(spark: SparkSession, location: str) -> int | None:
+    """The id of the micro-batch the query checkpointed at ``location`` started (its offsets
+    are written) and did not commit: the one it does again on restart (None: none)."""
+    started = [int(name) for name in storage.names(spark, f"{location}/offsets") if name.isdigit()]
+    last = last_committed_batch(spark, location)
+    newest = max(started, default=None)
+    return newest if newest is not None and (last is None or newest > last) else None

@@ -17,7 +17,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from bronze.job import BRONZE_QUERY, start_bronze
 from cdc.sources import SourceSpec, read_source
 from core.catalog import register_tables
-from core.checkpoints import last_committed_batch
+from core.checkpoints import last_committed_batch, unfinished_batch
 from core.config import PipelineConfig
 from core.errors import ConfigError
 from core.layout import Warehouse
@@ -39,7 +39,7 @@ from lakehouse.event_log import recording
 from lakehouse.recovery import recover_and_say
 from lakehouse.summary import RunSummary
 from silver.job import ensure_shared_tables, has_unread_bronze, start_silver
-from silver.one_hop import SilverHop
+from silver.one_hop import SilverHop, keep_redo_for_silver
 from silver.parse import check_declared_schemas
 
 Progress = Callable[[str], None]
@@ -409,11 +409,15 @@ def start_one_hop(
     does again after a crash is the hop's to apply (the crashed hop may have applied part of
     it, which its transaction ids make the hop skip, not a silver query's)."""
     summary = RunSummary() if summary is None else summary
-    committed = last_committed_batch(spark, warehouse.checkpoint(BRONZE_QUERY))
+    bronze_checkpoint = warehouse.checkpoint(BRONZE_QUERY)
+    committed = last_committed_batch(spark, bronze_checkpoint)
+    redo = unfinished_batch(spark, bronze_checkpoint)
     report = RunReport(summary=summary)
     through = -1 if committed is None else committed
     _apply_bronze(spark, warehouse, config, progress, report, through_batch=through)
-    hop = SilverHop(spark, warehouse, config, summary.hop_batch)
+    if redo is not None:
+        keep_redo_for_silver(spark, warehouse, entity_specs(spark, warehouse, config), redo)
+    hop = SilverHop(spark, warehouse, config, summary.hop_batch, redo)
     return start_bronze(source, warehouse, trigger, summary.bronze_batch, config.quality, hop)
 
 

@@ -18,8 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
+from bronze.table import INGEST_BATCH
 from core import checkpoints, storage
 from core.config import PipelineConfig, TableSpec
 from core.delta_io import current_version
@@ -44,8 +47,12 @@ class SilverHop:
         warehouse: Warehouse,
         config: PipelineConfig,
         listener: HopListener | None = None,
+        redo: int | None = None,
     ) -> None:
+        """``redo``: the id of the bronze micro-batch a crash left unfinished, which the query
+        does first (:func:`keep_redo_for_silver`)."""
         self._spark = spark
+        self._redo = redo
         self._warehouse = warehouse
         self._config = config
         self._listener = listener
@@ -59,14 +66,19 @@ class SilverHop:
     ) -> None:
         for topic in sorted(t for t in appended if not t.startswith("_")):
             spec = self._config.spec_for_topic(topic)
+            records = appended[topic]
+            if batch_id == self._redo:  # bronze may have changed since (``forget``): read it
+                records = self._bronze(spec).where(F.col(INGEST_BATCH) == batch_id)
+            if spec.name not in self._states:
+                self._states[spec.name] = QueryState()
             report = apply_batch(
-                appended[topic],
+                records,
                 batch_id,
                 spec,
                 entity_tables(self._warehouse, spec),
                 f"{bronze_app_id}:hop:{spec.name}",
                 self._checks_of(spec),
-                self._states.setdefault(spec.name, QueryState()),
+                self._states[spec.name],
             )
             self._hand_over(spec)
             if self._listener is not None:
@@ -79,13 +91,15 @@ class SilverHop:
             )
         return self._checks[spec.name]
 
+    def _bronze(self, spec: TableSpec) -> DataFrame:
+        return self._spark.read.format("delta").load(bronze_path(self._warehouse, spec))
+
     def _hand_over(self, spec: TableSpec) -> None:
         """Point the entity's silver checkpoint past the bronze version this batch left, and
         delete the checkpoint that pointer supersedes (once per entity and query: later ones
         were never started)."""
         spark, base = self._spark, self._warehouse.checkpoint(f"silver_{spec.name}")
-        bronze = self._warehouse.table("bronze", table_name_for_topic(spec.topic))
-        version = current_version(spark, bronze)
+        version = current_version(spark, bronze_path(self._warehouse, spec))
         first = spec.name not in self._handed_over
         superseded = checkpoints.current(spark, base).location if first else None
         checkpoints.point(spark, base, f"hop-{version}", version + 1)
@@ -93,3 +107,30 @@ class SilverHop:
         if superseded is not None:
             storage.delete_tree(spark, superseded)
             storage.delete_tree(spark, f"{superseded}.{APP_ID_FILE}")
+
+
+def bronze_path(warehouse: Warehouse, spec: TableSpec) -> str:
+    return warehouse.table("bronze", table_name_for_topic(spec.topic))
+
+
+def keep_redo_for_silver(
+    spark: SparkSession, warehouse: Warehouse, specs: list[TableSpec], redo: int
+) -> None:
+    """Point the silver checkpoint of each entity whose bronze holds records of the unfinished
+    micro-batch ``redo`` at the bronze version that added them.
+
+    Silver catches up with the committed bronze micro-batches only (the unfinished one is the
+    hop's), and its query moves past that version; should the hop not finish the batch
+    either, a later silver query still reads it from there."""
+    for spec in specs:
+        bronze = bronze_path(warehouse, spec)
+        if spark.read.format("delta").load(bronze).where(F.col(INGEST_BATCH) == redo).isEmpty():
+            continue
+        appends = DeltaTable.forPath(spark, bronze).history().where("operation = 'WRITE'")
+        newest = appends.agg(F.max("version").alias("v")).first()
+        assert newest is not None and newest.v is not None  # the batch's rows were appended
+        base = warehouse.checkpoint(f"silver_{spec.name}")
+        caught_up = checkpoints.current(spark, base).location
+        checkpoints.point(spark, base, f"redo-{newest.v}", int(newest.v))
+        storage.delete_tree(spark, caught_up)
+        storage.delete_tree(spark, f"{caught_up}.{APP_ID_FILE}")
