@@ -5,6 +5,7 @@ rename, so nothing here renames a directory."""
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -19,13 +20,24 @@ def _file_system(spark: SparkSession, uri: str) -> tuple[Any, Any]:
 
 
 def write_text(spark: SparkSession, uri: str, text: str) -> None:
-    """Write ``text`` (UTF-8) to ``uri``, replacing the file if it exists."""
+    """Write ``text`` (UTF-8) to ``uri``, replacing the file if it exists: written whole to a
+    hidden file beside it, then renamed over it, so a reader or a crash never finds it half
+    written (a file system whose rename does not replace deletes the old file first)."""
     fs, path = _file_system(spark, uri)
-    stream = fs.create(path, True)
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    hidden = f".{path.getName()}.{uuid.uuid4().hex}.tmp"
+    temporary = jvm.org.apache.hadoop.fs.Path(path.getParent(), hidden)
+    stream = fs.create(temporary, True)
     try:
         stream.write(bytearray(text.encode("utf-8")))
     finally:
         stream.close()
+    if not fs.rename(temporary, path):
+        fs.delete(path, False)
+        if not fs.rename(temporary, path):
+            fs.delete(temporary, False)
+            raise OSError(f"could not write {uri}")
 
 
 def read_text(spark: SparkSession, uri: str) -> str | None:
