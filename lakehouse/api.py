@@ -196,6 +196,11 @@ class Lakehouse:
             raise ConfigError("Use either once=True or processing_time, not both.")
         if once is False and processing_time is None:
             raise ConfigError("once=False needs a processing_time, e.g. processing_time='10s'.")
+        if not one_hop and processing_time is None:
+            raise ConfigError(
+                "one_hop=False is for continuous runs: add a processing_time (a run that stops "
+                "when done always applies bronze to silver after it)."
+            )
         trigger = Trigger.parse(processing_time)
         if trigger.once:
             return run_once(self.spark, spec, self.warehouse, self.config, progress)

@@ -336,27 +336,17 @@ def _run_continuously(
     try:
         try:
             source_frame = read_source(spark, source, continuous=True)
-            if one_hop:
-                start = partial(
-                    start_one_hop,
-                    spark,
-                    source_frame,
-                    warehouse,
-                    config,
-                    trigger,
-                    progress,
-                    summary,
-                )
-            else:
-                start = partial(
-                    start_bronze,
-                    source_frame,
-                    warehouse,
-                    trigger,
-                    summary.bronze_batch,
-                    config.quality,
-                )
-            running.start(BRONZE_QUERY, start)
+            bronze = partial(
+                start_one_hop if one_hop else _start_bronze,
+                spark,
+                source_frame,
+                warehouse,
+                config,
+                trigger,
+                progress,
+                summary,
+            )
+            running.start(BRONZE_QUERY, bronze)
             into = " and on into silver" if one_hop else ""
             progress(f"bronze: streaming from {source.describe()}{into} (Ctrl-C stops)")
             validations = PeriodicValidation(config.quality)
@@ -419,6 +409,19 @@ def start_one_hop(
         keep_redo_for_silver(spark, warehouse, entity_specs(spark, warehouse, config), redo)
     hop = SilverHop(spark, warehouse, config, summary.hop_batch, redo)
     return start_bronze(source, warehouse, trigger, summary.bronze_batch, config.quality, hop)
+
+
+def _start_bronze(
+    spark: SparkSession,
+    source: DataFrame,
+    warehouse: Warehouse,
+    config: PipelineConfig,
+    trigger: Trigger,
+    progress: Progress,
+    summary: RunSummary,
+) -> StreamingQuery:
+    """Start the bronze query alone (two hops: silver has queries of its own)."""
+    return start_bronze(source, warehouse, trigger, summary.bronze_batch, config.quality)
 
 
 def _silence(spark: SparkSession) -> None:

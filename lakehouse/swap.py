@@ -21,6 +21,7 @@ from core import checkpoints
 
 STAGING = Path("_system/replay/staging")
 RETIRED = Path("_system/replay/retired")
+CHECKPOINTS = "_system/checkpoints/"
 MANIFEST = "_swap.json"
 #: Directories whose children are swapped as units (``_system`` entries one level deeper).
 _LAYERS = ("silver", "gold")
@@ -88,9 +89,9 @@ def swap(root: str | Path) -> list[str]:
     for relative in install:
         if (staging / relative).exists():
             _move(root / relative, retired / relative)
-            # A pointer (a generation one hop handed over) would hide the installed checkpoint.
-            pointer = checkpoints.pointer(relative)
-            _move(root / pointer, retired / pointer)
+            if relative.startswith(CHECKPOINTS):  # a pointer (one hop's) would hide it
+                pointer = checkpoints.pointer(relative)
+                _move(root / pointer, retired / pointer)
             _move(staging / relative, root / relative)
     for relative in manifest["retire"]:
         if relative not in install:

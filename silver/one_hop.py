@@ -102,9 +102,10 @@ class SilverHop:
         version = current_version(spark, bronze_path(self._warehouse, spec))
         first = spec.name not in self._handed_over
         superseded = checkpoints.current(spark, base).location if first else None
-        checkpoints.point(spark, base, f"hop-{version}", version + 1)
+        generation = f"hop-{version}"
+        checkpoints.point(spark, base, generation, version + 1)
         self._handed_over.add(spec.name)
-        if superseded is not None:
+        if superseded is not None and superseded != checkpoints.generation(base, generation):
             storage.delete_tree(spark, superseded)
             storage.delete_tree(spark, f"{superseded}.{APP_ID_FILE}")
 
