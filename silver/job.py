@@ -165,7 +165,7 @@ def start_silver(
     reader = spark.readStream.format("delta").option("skipChangeCommits", "true")
     if place.starting_version:  # a fresh checkpoint after what one hop applied (silver.one_hop)
         reader = reader.option("startingVersion", place.starting_version)
-    source = reader.load(warehouse.table("bronze", table_name_for_topic(spec.topic)))
+    source = reader.load(bronze_path(warehouse, spec))
     if through_batch is not None:
         source = source.where(F.col(INGEST_BATCH) <= through_batch)
     writer = (
@@ -176,14 +176,18 @@ def start_silver(
     return trigger.apply(writer).start()
 
 
+def bronze_path(warehouse: Warehouse, spec: TableSpec) -> str:
+    """The bronze table the entity's silver tables are applied from."""
+    return warehouse.table("bronze", table_name_for_topic(spec.topic))
+
+
 def has_unread_bronze(spark: SparkSession, warehouse: Warehouse, spec: TableSpec) -> bool:
     """Whether the entity's silver query has bronze to read: not when one hop handed its
     checkpoint over after bronze's newest version (a stream cannot start past it)."""
     start = checkpoints.current(spark, warehouse.checkpoint(f"silver_{spec.name}"))
     if not start.starting_version:
         return True
-    bronze = warehouse.table("bronze", table_name_for_topic(spec.topic))
-    return start.starting_version <= current_version(spark, bronze)
+    return start.starting_version <= current_version(spark, bronze_path(warehouse, spec))
 
 
 def batch_applier(

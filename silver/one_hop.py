@@ -26,12 +26,18 @@ from bronze.table import INGEST_BATCH
 from core import checkpoints, storage
 from core.config import PipelineConfig, TableSpec
 from core.delta_io import current_version
-from core.identifiers import table_name_for_topic
 from core.layout import Warehouse
 from core.streaming import APP_ID_FILE
 from expectations.checks import load_checks
 from expectations.enforce import TableChecks
-from silver.job import BatchReport, QueryState, apply_batch, ensure_shared_tables, entity_tables
+from silver.job import (
+    BatchReport,
+    QueryState,
+    apply_batch,
+    bronze_path,
+    ensure_shared_tables,
+    entity_tables,
+)
 
 #: Told what each bronze micro-batch applied to each entity: (entity, batch id, report).
 HopListener = Callable[[str, int, BatchReport], None]
@@ -108,10 +114,6 @@ class SilverHop:
         if superseded is not None and superseded != checkpoints.generation(base, generation):
             storage.delete_tree(spark, superseded)
             storage.delete_tree(spark, f"{superseded}.{APP_ID_FILE}")
-
-
-def bronze_path(warehouse: Warehouse, spec: TableSpec) -> str:
-    return warehouse.table("bronze", table_name_for_topic(spec.topic))
 
 
 def keep_redo_for_silver(
