@@ -32,12 +32,13 @@ lint: venv
 # Lint and the tests at once (mypy from scratch takes a minute of one core, while the test
 # workers start their JVMs). Two test workers (pytest-xdist), each with its own Spark session;
 # a module stays on one worker, so its module-scoped fixtures (a demo run, a shared warehouse)
-# are built once.
+# are built once. Modules go to the workers heaviest first (tests/conftest.py), not in
+# xdist's default order (most tests first, which left the one-test modules to the end).
 test: venv
 	$(MAKE) --no-print-directory -j2 lint tests
 
 tests: venv chromium
-	$(BIN)/pytest -n 2 --dist loadscope $(PYTEST_ARGS)
+	$(BIN)/pytest -n 2 --dist loadscope --no-loadscope-reorder $(PYTEST_ARGS)
 
 # Not in CI: the property tests with ten times the examples, each run from a new seed
 # (a failure prints the seed that reproduces it).

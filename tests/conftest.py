@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
@@ -18,6 +19,25 @@ def pytest_configure(config: pytest.Config) -> None:
     """Commands, kernels and servers run as processes start their sessions as the tests' own
     (:mod:`tests.sessions`)."""
     os.environ.setdefault("PYSPARK_SUBMIT_ARGS", sessions.submit_args())
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Modules in the order their cost suggests, heaviest first: those that run subprocesses
+    (a ``slow`` test), then the other integration modules, then the unit modules.
+
+    ``make test`` hands whole modules to its two workers in collection order
+    (``--no-loadscope-reorder``), so the long modules start early and the many short ones
+    fill in at the end, instead of one worker running the last long module alone."""
+    rank: dict[Path, int] = {}
+    for item in items:
+        rank[item.path] = min(rank.get(item.path, 2), _cost_rank(item))
+    items.sort(key=lambda item: rank[item.path])  # stable: a module's tests stay in order
+
+
+def _cost_rank(item: pytest.Item) -> int:
+    if item.get_closest_marker("slow") is not None:
+        return 0
+    return 2 if item.get_closest_marker("unit") is not None else 1
 
 
 @pytest.fixture(scope="session")
