@@ -46,8 +46,8 @@ def spark() -> Iterator[SparkSession]:
         mode="local-jars",
         master="local[2]",
         app_name="cdc-lakehouse-tests",
-        # the objstore:// scheme of the tests, and no generated code (tests.sessions)
-        extra_conf={**objstore.session_settings(), **sessions.INTERPRETED},
+        # the tests' settings (tests.sessions) and their objstore:// scheme
+        extra_conf={**sessions.session_settings(), **objstore.SETTINGS},
     )
     session.sparkContext.setLogLevel("ERROR")
     yield session

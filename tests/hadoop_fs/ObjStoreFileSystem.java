@@ -5,7 +5,6 @@ import java.net.URI;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.Path;
-import org.apache.hadoop.fs.RawLocalFileSystem;
 
 /**
  * A test file system with the limits of an object store: {@code objstore://BUCKET/PATH} is the
@@ -13,7 +12,7 @@ import org.apache.hadoop.fs.RawLocalFileSystem;
  * hierarchical namespace have no atomic directory rename). Files rename as before: Spark's
  * checkpoint logs write a temporary file and rename it.
  */
-public class ObjStoreFileSystem extends RawLocalFileSystem {
+public class ObjStoreFileSystem extends NioLocalFileSystem.Raw {
   public static final String SCHEME = "objstore";
   private URI uri;
 
