@@ -38,11 +38,13 @@ test: venv
 	$(MAKE) --no-print-directory -j2 lint tests
 
 tests: venv chromium
+	$(BIN)/python -m tests.class_archive
 	$(BIN)/pytest -n 2 --dist loadscope --no-loadscope-reorder $(PYTEST_ARGS)
 
 # Not in CI: the property tests with ten times the examples, each run from a new seed
 # (a failure prints the seed that reproduces it).
 test-deep: venv
+	$(BIN)/python -m tests.class_archive
 	LAKEHOUSE_TEST_DEPTH=10 $(BIN)/pytest tests/integration -k property $(PYTEST_ARGS)
 
 unit: venv

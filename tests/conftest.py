@@ -11,7 +11,7 @@ from pyspark.sql import SparkSession
 
 from core.spark import get_spark
 from lakehouse.broker import LocalBroker, free_port
-from tests import objstore, sessions
+from tests import sessions
 from tests.browser import Browser, install_chromium
 
 
@@ -46,8 +46,7 @@ def spark() -> Iterator[SparkSession]:
         mode="local-jars",
         master="local[2]",
         app_name="cdc-lakehouse-tests",
-        # the tests' settings (tests.sessions) and their objstore:// scheme
-        extra_conf={**sessions.session_settings(), **objstore.SETTINGS},
+        extra_conf=sessions.session_settings(),  # the tests' settings (tests.sessions)
     )
     session.sparkContext.setLogLevel("ERROR")
     yield session

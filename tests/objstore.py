@@ -1,12 +1,10 @@
 """The test object store: ``objstore://BUCKET/PATH`` is the local ``/PATH`` without directory
 rename (``tests/hadoop_fs/ObjStoreFileSystem.java``, on every test session's classpath: see
-:mod:`tests.hadoop_fs`)."""
+:mod:`tests.hadoop_fs`), registered in every test session (:mod:`tests.sessions`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-
-from tests import sessions
 
 CLASS = "lakehouse.tests.ObjStoreFileSystem"
 SCHEME = "objstore"
@@ -17,11 +15,6 @@ SETTINGS = {
     f"spark.hadoop.fs.{SCHEME}.impl": CLASS,
     f"spark.delta.logStore.{SCHEME}.impl": "io.delta.storage.S3SingleDriverLogStore",
 }
-
-
-def submit_args() -> str:
-    """``PYSPARK_SUBMIT_ARGS`` that give a command's own local session the scheme."""
-    return sessions.submit_args(SETTINGS)
 
 
 def objstore_uri(local: Path, bucket: str = "bucket") -> str:

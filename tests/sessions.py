@@ -7,6 +7,11 @@ for each query (whole-stage and expression code generation, by Janino) than runn
 100-event demo took 184-185 s of JVM CPU with code generation and 134-145 s without. So the
 tests interpret. Results do not depend on it; ``make demo`` and ``make bench`` generate code.
 
+The JVMs compile Java with C1 alone (``-XX:TieredStopAtLevel=1``): C2, the optimizing
+compiler, took 38 % of the test JVMs' CPU and pays off only in code that runs for long (two test
+modules: 153 s of CPU with it, 126 s without). Drivers map the classes they load from the
+tests' class archive (:mod:`tests.class_archive`) where ``make test`` has built it.
+
 Local paths go through :data:`tests.hadoop_fs.LOCAL_FS`, which spares each file created or
 renamed a ``chmod`` or ``readlink`` process.
 """
@@ -15,25 +20,60 @@ from __future__ import annotations
 
 import shlex
 
+from core.spark import QUIET_LOG_CONFIG
+from tests import class_archive, objstore
 from tests.hadoop_fs import LOCAL_FS, fs_jar
 
 INTERPRETED = {
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
 }
+#: Java's just-in-time compilation with its quick compiler only.
+QUICK_COMPILER = "-XX:TieredStopAtLevel=1"
+
+
+def driver_java_options(share_classes: bool = True) -> str:
+    """Java options of a test driver: quiet logs, :data:`QUICK_COMPILER` and, with
+    ``share_classes`` where it is built, the tests' class archive."""
+    options = [f"-Dlog4j2.configurationFile={QUIET_LOG_CONFIG}", QUICK_COMPILER]
+    archive = class_archive.archive_path()
+    if share_classes and archive.exists():
+        # silent where an archive does not fit (it then starts as without one)
+        options += [f"-XX:SharedArchiveFile={archive}", "-Xlog:cds*=off"]
+    return " ".join(options)
 
 
 def session_settings() -> dict[str, str]:
     """The settings every test session starts with: :data:`INTERPRETED`, :data:`LOCAL_FS`,
-    and the tests' file systems on the classpath of the driver and of any executor."""
+    the ``objstore://`` scheme, the tests' file systems on the classpath of the driver and of
+    any executor, and the Java options of both (:func:`driver_java_options`).
+
+    Every session has them, whichever starts first in a test process (the ``spark`` fixture
+    or a command run in process), as its settings are fixed then."""
     jar = str(fs_jar())
     classpath = {"spark.driver.extraClassPath": jar, "spark.executor.extraClassPath": jar}
-    return {**INTERPRETED, **LOCAL_FS, **classpath}
+    java = {
+        "spark.driver.extraJavaOptions": driver_java_options(),
+        "spark.executor.extraJavaOptions": QUICK_COMPILER,
+    }
+    return {**INTERPRETED, **LOCAL_FS, **objstore.SETTINGS, **classpath, **java}
 
 
 def submit_args(settings: dict[str, str] | None = None) -> str:
     """``PYSPARK_SUBMIT_ARGS`` for a process's own local session: :func:`session_settings`,
     then ``settings``."""
     conf = {**session_settings(), **(settings or {})}
+    return _as_submit_args(conf)
+
+
+def submit_args_for_own_driver() -> str:
+    """``PYSPARK_SUBMIT_ARGS`` for a command that sets its driver's class path and Java
+    options itself (``lakehouse serve``): :func:`session_settings` but those, and so with
+    Hadoop's own local file system (the tests' is on that class path)."""
+    own = {"spark.driver.extraClassPath", "spark.driver.extraJavaOptions", *LOCAL_FS}
+    return _as_submit_args({k: v for k, v in session_settings().items() if k not in own})
+
+
+def _as_submit_args(conf: dict[str, str]) -> str:
     args = [f"--conf {shlex.quote(f'{key}={value}')}" for key, value in conf.items()]
     return " ".join([*args, "pyspark-shell"])

@@ -34,7 +34,7 @@ from core.layout import LAYERS, QUARANTINE_TABLE, Warehouse
 from lakehouse.pipeline import run_once
 from tests.cli import LAKEHOUSE, run_cli
 from tests.faults import CommitFaults
-from tests.objstore import objstore_uri, submit_args
+from tests.objstore import objstore_uri
 from tests.runs import (
     PHASES,
     Run,
@@ -202,7 +202,7 @@ def workload(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> W
 
 
 def test_a_killed_run_on_an_object_store_converges_to_the_uninterrupted_result(
-    spark: SparkSession, workload: Workload, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    spark: SparkSession, workload: Workload, tmp_path: Path
 ) -> None:
     """A run on a warehouse at ``objstore://`` (no directory rename; checkpoints and
     idempotency ids through Hadoop's FileSystem), killed during silver and run again, leaves
@@ -210,7 +210,6 @@ def test_a_killed_run_on_an_object_store_converges_to_the_uninterrupted_result(
 
     The one real SIGKILL of the files source: a local path's commits are covered at every
     boundary by ``test_commit_boundaries``, and the object store is the stricter place."""
-    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", submit_args())  # the killed run's own session
     killed = tmp_path / "killed"  # the folder under the warehouse's objstore:// URI
     uri = objstore_uri(killed)
     kills = run_with_kills(workload.source, uri, workload.durations, workload.deadline)

@@ -17,6 +17,7 @@ from pyspark.sql import SparkSession
 
 from core.layout import Warehouse
 from lakehouse.broker import free_port
+from tests import sessions
 from tests.runs import Run
 
 pytestmark = pytest.mark.integration
@@ -66,6 +67,8 @@ def test_serve_reads_over_jdbc_and_refuses_writes_and_paths(
         tmp_path
     )  # the server's Hive client files must not land in the working directory
     started = time.monotonic()
+    # The server sets its driver's class path and Java options itself (lakehouse.serve).
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", sessions.submit_args_for_own_driver())
     run = Run([str(LAKEHOUSE), "serve", "--warehouse", str(warehouse.root), "--port", str(port)])
     try:
         wait_for_line(run, f"serving jdbc:hive2://127.0.0.1:{port}/default", started + 120)
