@@ -28,6 +28,14 @@ INTERPRETED = {
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
 }
+#: One task per stage, not two: a test's batch holds a few rows, and the second task doubles
+#: the work of scheduling and starting tasks (two test modules: 133 s of CPU with two, 97 s
+#: with one). ``test_local_cluster`` keeps two, for its executors.
+ONE_TASK = {
+    "spark.sql.shuffle.partitions": "1",
+    "spark.default.parallelism": "1",
+    "spark.databricks.delta.snapshotPartitions": "1",
+}
 #: Java's just-in-time compilation with its quick compiler only.
 QUICK_COMPILER = "-XX:TieredStopAtLevel=1"
 
@@ -44,7 +52,8 @@ def driver_java_options(share_classes: bool = True) -> str:
 
 
 def session_settings() -> dict[str, str]:
-    """The settings every test session starts with: :data:`INTERPRETED`, :data:`LOCAL_FS`,
+    """The settings every test session starts with: :data:`INTERPRETED`, :data:`ONE_TASK`,
+    :data:`LOCAL_FS`,
     the ``objstore://`` scheme, the tests' file systems on the classpath of the driver and of
     any executor, and the Java options of both (:func:`driver_java_options`).
 
@@ -56,7 +65,7 @@ def session_settings() -> dict[str, str]:
         "spark.driver.extraJavaOptions": driver_java_options(),
         "spark.executor.extraJavaOptions": QUICK_COMPILER,
     }
-    return {**INTERPRETED, **LOCAL_FS, **objstore.SETTINGS, **classpath, **java}
+    return {**INTERPRETED, **ONE_TASK, **LOCAL_FS, **objstore.SETTINGS, **classpath, **java}
 
 
 def submit_args(settings: dict[str, str] | None = None) -> str:

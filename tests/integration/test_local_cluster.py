@@ -16,6 +16,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from core.layout import Warehouse
+from core.spark import LOCAL_SETTINGS
+from tests import sessions
 from tests.cli import lakehouse
 from tests.runs import bronze_multiset, described
 
@@ -29,10 +31,13 @@ VERIFIED = "verify: silver equals the reference fold of bronze, gold its declara
 
 
 def test_the_demo_on_a_local_cluster_verifies_and_ingests_every_record_once(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``lakehouse demo --master local-cluster[2,1,1024]`` passes its verify, and its bronze
     tables hold each line of the demo's source files once."""
+    # The product's task counts, not the tests' one task a stage: both executors get tasks.
+    spread = {key: LOCAL_SETTINGS[key] for key in sessions.ONE_TASK}
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", sessions.submit_args(spread))
     done = lakehouse("demo", "--events", EVENTS, "--warehouse", tmp_path, "--master", MASTER)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert VERIFIED in done.stdout, done.stdout[-3000:]
