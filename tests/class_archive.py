@@ -72,7 +72,7 @@ def build() -> Path:
         return target
     ARCHIVE_DIR.mkdir(parents=True, exist_ok=True)
     partial = target.with_suffix(f".partial-{os.getpid()}")
-    options = sessions.driver_java_options(share_classes=False)
+    options = sessions.driver_java_options(quick_compiler=False, share_classes=False)
     dump = {"spark.driver.extraJavaOptions": f"{options} {DUMP_OPTION}{partial}"}
     env = {**os.environ, "PYSPARK_SUBMIT_ARGS": sessions.submit_args(dump)}
     done = subprocess.run(

@@ -40,14 +40,18 @@ def _cost_rank(item: pytest.Item) -> int:
     return 2 if item.get_closest_marker("unit") is not None else 1
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="session", autouse=True)
 def spark() -> Iterator[SparkSession]:
-    session = get_spark(
-        mode="local-jars",
-        master="local[2]",
-        app_name="cdc-lakehouse-tests",
-        extra_conf=sessions.session_settings(),  # the tests' settings (tests.sessions)
-    )
+    """The worker's session, started before its first test (so that no command run in
+    process starts it as a process's: :mod:`tests.sessions`)."""
+    with pytest.MonkeyPatch.context() as patch:  # its settings win over a process's
+        patch.setenv("PYSPARK_SUBMIT_ARGS", sessions.submit_args(quick_compiler=False))
+        session = get_spark(
+            mode="local-jars",
+            master="local[2]",
+            app_name="cdc-lakehouse-tests",
+            extra_conf=sessions.session_settings(quick_compiler=False),
+        )
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()

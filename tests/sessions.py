@@ -7,10 +7,12 @@ for each query (whole-stage and expression code generation, by Janino) than runn
 100-event demo took 184-185 s of JVM CPU with code generation and 134-145 s without. So the
 tests interpret. Results do not depend on it; ``make demo`` and ``make bench`` generate code.
 
-The JVMs compile Java with C1 alone (``-XX:TieredStopAtLevel=1``): C2, the optimizing
-compiler, took 38 % of the test JVMs' CPU and pays off only in code that runs for long (two test
-modules: 153 s of CPU with it, 126 s without). Drivers map the classes they load from the
-tests' class archive (:mod:`tests.class_archive`) where ``make test`` has built it.
+The commands, kernels and servers run as processes compile Java with C1 alone
+(``-XX:TieredStopAtLevel=1``): C2, the optimizing compiler, took 38 % of the test JVMs' CPU and
+pays off only in a JVM that runs long (a local-cluster demo: 423 s with it, 203 s without). The
+workers' own sessions run for the whole suite and keep C2: with C1 alone, tests late in the run
+took 20 to 90 % longer. Drivers map the classes they load from the tests' class archive
+(:mod:`tests.class_archive`) where ``make test`` has built it.
 
 Local paths go through :data:`tests.hadoop_fs.LOCAL_FS`, which spares each file created or
 renamed a ``chmod`` or ``readlink`` process.
@@ -40,10 +42,12 @@ ONE_TASK = {
 QUICK_COMPILER = "-XX:TieredStopAtLevel=1"
 
 
-def driver_java_options(share_classes: bool = True) -> str:
-    """Java options of a test driver: quiet logs, :data:`QUICK_COMPILER` and, with
+def driver_java_options(quick_compiler: bool = True, share_classes: bool = True) -> str:
+    """Java options of a test driver: quiet logs, :data:`QUICK_COMPILER` if asked and, with
     ``share_classes`` where it is built, the tests' class archive."""
-    options = [f"-Dlog4j2.configurationFile={QUIET_LOG_CONFIG}", QUICK_COMPILER]
+    options = [f"-Dlog4j2.configurationFile={QUIET_LOG_CONFIG}"]
+    if quick_compiler:
+        options.append(QUICK_COMPILER)
     archive = class_archive.archive_path()
     if share_classes and archive.exists():
         # silent where an archive does not fit (it then starts as without one)
@@ -51,27 +55,24 @@ def driver_java_options(share_classes: bool = True) -> str:
     return " ".join(options)
 
 
-def session_settings() -> dict[str, str]:
+def session_settings(quick_compiler: bool = True) -> dict[str, str]:
     """The settings every test session starts with: :data:`INTERPRETED`, :data:`ONE_TASK`,
-    :data:`LOCAL_FS`,
-    the ``objstore://`` scheme, the tests' file systems on the classpath of the driver and of
-    any executor, and the Java options of both (:func:`driver_java_options`).
-
-    Every session has them, whichever starts first in a test process (the ``spark`` fixture
-    or a command run in process), as its settings are fixed then."""
+    :data:`LOCAL_FS`, the ``objstore://`` scheme, the tests' file systems on the classpath of
+    the driver and of any executor, and the Java options of both (:func:`driver_java_options`;
+    ``quick_compiler`` False for a worker's own session)."""
     jar = str(fs_jar())
     classpath = {"spark.driver.extraClassPath": jar, "spark.executor.extraClassPath": jar}
     java = {
-        "spark.driver.extraJavaOptions": driver_java_options(),
+        "spark.driver.extraJavaOptions": driver_java_options(quick_compiler),
         "spark.executor.extraJavaOptions": QUICK_COMPILER,
     }
     return {**INTERPRETED, **ONE_TASK, **LOCAL_FS, **objstore.SETTINGS, **classpath, **java}
 
 
-def submit_args(settings: dict[str, str] | None = None) -> str:
+def submit_args(settings: dict[str, str] | None = None, quick_compiler: bool = True) -> str:
     """``PYSPARK_SUBMIT_ARGS`` for a process's own local session: :func:`session_settings`,
     then ``settings``."""
-    conf = {**session_settings(), **(settings or {})}
+    conf = {**session_settings(quick_compiler), **(settings or {})}
     return _as_submit_args(conf)
 
 
