@@ -4,8 +4,8 @@ read from the jars again. A session's start and first Delta commit took 13 s of 
 and 9 s with it; the suite starts a driver for every command, kernel and server it runs as a
 process.
 
-``make test`` builds it first (``python -m tests.class_archive``, about 40 s, once per JDK and
-set of jars: the archive is named by them). Without it the sessions start as usual.
+``make test`` builds it first (``python -m tests.class_archive``, about a minute, once per JDK
+and set of jars: the archive is named by them). Without it the sessions start as usual.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ BUILD_TIMEOUT = 600
 #: What the building driver does: a Delta table written, merged into, streamed with
 #: ``foreachBatch`` and its change feed read, so that the classes of every layer's work load.
 WORKLOAD = """
-import sys, tempfile
+import tempfile
 from delta.tables import DeltaTable
 from core.spark import get_spark
 spark = get_spark(mode="local-jars", master="local[2]", app_name="class-archive")
