@@ -8,11 +8,11 @@ for each query (whole-stage and expression code generation, by Janino) than runn
 tests interpret. Results do not depend on it; ``make demo`` and ``make bench`` generate code.
 
 The commands, kernels and servers run as processes compile Java with C1 alone
-(``-XX:TieredStopAtLevel=1``): C2, the optimizing compiler, took 38 % of the test JVMs' CPU and
-pays off only in a JVM that runs long (a local-cluster demo: 423 s with it, 203 s without). The
-workers' own sessions run for the whole suite and keep C2: with C1 alone, tests late in the run
-took 20 to 90 % longer. Drivers map the classes they load from the tests' class archive
-(:mod:`tests.class_archive`) where ``make test`` has built it.
+(``-XX:TieredStopAtLevel=1``) and keep what they compiled: C2, the optimizing compiler, took
+38 % of the test JVMs' CPU and pays off only in a JVM that runs long (a local-cluster demo:
+423 s with it, 203 s without). The workers' own sessions run for the whole suite and keep C2:
+with C1 alone, tests late in the run took 20 to 90 % longer. Drivers map the classes they load
+from the tests' class archive (:mod:`tests.class_archive`) where ``make test`` has built it.
 
 Local paths go through :data:`tests.hadoop_fs.LOCAL_FS`, which spares each file created or
 renamed a ``chmod`` or ``readlink`` process.
@@ -40,14 +40,21 @@ ONE_TASK = {
 }
 #: Java's just-in-time compilation with its quick compiler only.
 QUICK_COMPILER = "-XX:TieredStopAtLevel=1"
+#: With the quick compiler, compiled code stays in the code cache: by default Java evicts code
+#: it has not run lately, and a command, which runs one query shape after another, compiled it
+#: again (a 100-event demo: 123-130 s of JVM CPU with eviction, 104-113 s without; a worker's
+#: session, with C2, was not faster without it).
+KEEP_COMPILED = "-XX:-UseCodeCacheFlushing"
+#: The Java options of a command's JVMs (driver and executors).
+QUICK_JVM = f"{QUICK_COMPILER} {KEEP_COMPILED}"
 
 
 def driver_java_options(quick_compiler: bool = True, share_classes: bool = True) -> str:
-    """Java options of a test driver: quiet logs, :data:`QUICK_COMPILER` if asked and, with
+    """Java options of a test driver: quiet logs, :data:`QUICK_JVM` if asked and, with
     ``share_classes`` where it is built, the tests' class archive."""
     options = [f"-Dlog4j2.configurationFile={QUIET_LOG_CONFIG}"]
     if quick_compiler:
-        options.append(QUICK_COMPILER)
+        options.append(QUICK_JVM)
     archive = class_archive.archive_path()
     if share_classes and archive.exists():
         # silent where an archive does not fit (it then starts as without one)
@@ -64,7 +71,7 @@ def session_settings(quick_compiler: bool = True) -> dict[str, str]:
     classpath = {"spark.driver.extraClassPath": jar, "spark.executor.extraClassPath": jar}
     java = {
         "spark.driver.extraJavaOptions": driver_java_options(quick_compiler),
-        "spark.executor.extraJavaOptions": QUICK_COMPILER,
+        "spark.executor.extraJavaOptions": QUICK_JVM,
     }
     return {**INTERPRETED, **ONE_TASK, **LOCAL_FS, **objstore.SETTINGS, **classpath, **java}
 
