@@ -19,7 +19,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from core.alerting import AlertSpec, load_score_function
 from core.config import PipelineConfig
-from core.delta_io import ensure_table, idempotent_dml, table_exists
+from core.delta_io import ensure_table, idempotent_dml, merge_materialized, table_exists
 from core.errors import ConfigError, TableNotFoundError
 from core.layout import Warehouse
 from core.streaming import Trigger
@@ -173,14 +173,14 @@ def _alerter(
         alerts = alerts.localCheckpoint()
         ensure_table(spark, alerts_path, alerts.schema, change_feed=False, widening=GOLD_WIDENING)
         same = (F.col("t.alert") == F.col("s.alert")) & (F.col("t.row_key") == F.col("s.row_key"))
+        merge = (
+            DeltaTable.forPath(spark, alerts_path)
+            .alias("t")
+            .merge(alerts.alias("s"), same)
+            .whenMatchedUpdateAll()
+            .whenNotMatchedInsertAll()
+        )
         with idempotent_dml(spark, app_id, batch_id):
-            (
-                DeltaTable.forPath(spark, alerts_path)
-                .alias("t")
-                .merge(alerts.alias("s"), same)
-                .whenMatchedUpdateAll()
-                .whenNotMatchedInsertAll()
-                .execute()
-            )
+            merge_materialized(merge, alerts)
 
     return score

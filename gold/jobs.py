@@ -37,6 +37,7 @@ from core.delta_io import (
     current_version,
     ensure_table,
     idempotent_dml,
+    merge_materialized,
 )
 from core.errors import ConfigError
 from core.frames import kept_with_totals
@@ -493,19 +494,20 @@ def replace_windows(spark: SparkSession, path: str, changes: DataFrame, table: G
     absent are deleted, the others replace the row of their key or are inserted.
 
     One MERGE, not a delete and an append: a replayed micro-batch must not delete what the
-    first attempt wrote, and applying the same rows again changes nothing.
+    first attempt wrote, and applying the same rows again changes nothing. ``changes`` is
+    materialized (:func:`_checked` keeps it).
     """
     written = (*table.columns, FINAL, FINALIZED_AT)
     values: dict[str, str | Column] = {c: F.col(f"s.{c}") for c in written}
-    (
+    merge = (
         DeltaTable.forPath(spark, path)
         .alias("t")
         .merge(changes.alias("s"), same_key(table))
         .whenMatchedDelete(condition=~F.col(f"s.{PRESENT}"))
         .whenMatchedUpdate(set=values)
         .whenNotMatchedInsert(condition=F.col(f"s.{PRESENT}"), values=values)
-        .execute()
     )
+    merge_materialized(merge, changes)
 
 
 class GoldJob(NamedTuple):

@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
 from core.config import TableSpec
-from core.delta_io import append, ensure_table, idempotent_dml, table_exists
+from core.delta_io import append, ensure_table, idempotent_dml, merge_materialized, table_exists
 from core.layout import Warehouse
 from silver.history import (
     ACTION,
@@ -119,15 +119,15 @@ def _merge(writes: DataFrame, path: str, keys: list[str], columns: list[str]) ->
     same_row = key_match(keys) & (F.col(f"t.{START_AT}") == F.col(f"s.{START_AT}"))
     action = F.col(f"s.{ACTION}")
     values: Assignments = {name: F.col(f"s.{name}") for name in columns}
-    (
+    merge = (
         DeltaTable.forPath(writes.sparkSession, path)
         .alias("t")
         .merge(writes.alias("s"), same_row)
         .whenMatchedDelete(condition=action == "delete")
         .whenMatchedUpdate(condition=action == "update", set=values)
         .whenNotMatchedInsert(condition=action == "insert", values=values)
-        .execute()
     )
+    merge_materialized(merge, writes)  # a local checkpoint
 
 
 def _read(spark: SparkSession, path: str) -> DataFrame | None:

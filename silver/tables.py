@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from functools import reduce
 from typing import Any
 
-from delta.tables import DeltaMergeBuilder, DeltaTable
+from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -20,15 +20,11 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from core.delta_io import session_setting, table_exists
+from core.delta_io import merge_materialized, table_exists
 from silver.changes import LAST_DELETE, fill_order, fill_value, first_value
 from silver.parse import METADATA_COLUMNS, order_of
 
 Assignments = dict[str, str | Column]
-
-#: Whether Delta copies a MERGE's source before reading it (``auto``: whenever the source is
-#: not only Delta scans, which a local checkpoint is not).
-MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
 
 TOMBSTONE_METADATA = ("_sequence", "_bronze_partition", "_bronze_offset", "_source_ts")
 
@@ -149,8 +145,8 @@ def merge_silver(
     value after the key's last delete (``_fill_*``, see ``latest_per_key``), else from the
     table's row if the batch has no delete of the key, else (no previous version) the value the
     key's first event after the delete received (``_first_*``). ``effective`` holds only events
-    newer than the table's row of their key, and is materialized (see :func:`_execute`);
-    ``within``: its key range.
+    newer than the table's row of their key, and is materialized (see
+    :func:`~core.delta_io.merge_materialized`); ``within``: its key range.
     """
     newer = order_of("s.") > order_of("t.")
     is_delete = F.col("s._op") == "d"
@@ -169,7 +165,7 @@ def merge_silver(
             .otherwise(F.col(f"s.{column}"))
         )
         inserts[column] = F.when(filled, fill).when(partial, first).otherwise(F.col(f"s.{column}"))
-    _execute(
+    merge_materialized(
         DeltaTable.forPath(effective.sparkSession, path)
         .alias("t")
         .merge(effective.alias("s"), key_match(keys, within))
@@ -184,10 +180,11 @@ def merge_tombstones(
     effective: DataFrame, path: str, keys: Sequence[str], within: KeyRange | None = None
 ) -> None:
     """Remember the newest delete per key (a newer upsert of the same batch drops it);
-    ``effective`` is materialized (see :func:`_execute`); ``within``: its key range."""
+    ``effective`` is materialized (see :func:`~core.delta_io.merge_materialized`); ``within``:
+    its key range."""
     is_delete = F.col("s._op") == "d"
     columns = _copy_from_source((*keys, *TOMBSTONE_METADATA))
-    _execute(
+    merge_materialized(
         DeltaTable.forPath(effective.sparkSession, path)
         .alias("t")
         .merge(effective.alias("s"), key_match(keys, within))
@@ -196,18 +193,6 @@ def merge_tombstones(
         .whenNotMatchedInsert(condition=is_delete, values=columns),
         effective,
     )
-
-
-def _execute(merge: DeltaMergeBuilder, source: DataFrame) -> None:
-    """Run ``merge`` without Delta's own copy of its ``source``.
-
-    Delta copies a source that is not only Delta scans so that its two passes (find the
-    files with matches, rewrite them) read the same rows; ``source`` must therefore already
-    be materialized (a local checkpoint, as ``kept_with_totals`` makes): a third read of the
-    rows it holds, and one Spark job less per MERGE.
-    """
-    with session_setting(source.sparkSession, MATERIALIZE_SOURCE, "none"):
-        merge.execute()
 
 
 def delete_older_than(spark: SparkSession, path: str, floor: Column) -> None:
