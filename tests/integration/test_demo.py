@@ -45,7 +45,9 @@ def assert_user_error(result: subprocess.CompletedProcess[str], *phrases: str) -
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
     root = tmp_path_factory.mktemp("demo")
-    return root, run_cli("demo", "--events", 3000, "--warehouse", root)
+    # Enough for every case the tests look for: quarantined records, late clicks that correct
+    # final sessions, an alert (1,000 events of seed 42: 10, 188 and 1).
+    return root, run_cli("demo", "--events", 1000, "--warehouse", root)
 
 
 def test_demo_runs_every_layer_and_verifies(
