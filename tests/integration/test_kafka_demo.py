@@ -18,10 +18,10 @@ def test_demo_from_kafka_starts_and_stops_its_broker(
 ) -> None:
     broker_home = tmp_path / "broker"
     monkeypatch.setenv("LAKEHOUSE_BROKER_HOME", str(broker_home))
-    result = run_cli("demo", "--kafka", "--events", 2000, "--warehouse", tmp_path / "demo")
+    result = run_cli("demo", "--kafka", "--events", 500, "--warehouse", tmp_path / "demo")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "local Kafka broker at 127.0.0.1:" in result.stdout
-    assert "producing 2000 records to Kafka" in result.stdout
+    assert "producing 500 records to Kafka" in result.stdout
     assert "silver equals the reference fold" in result.stdout
     assert "bronze.shop_public_orders" in result.stdout
     assert not (broker_home / "broker.pid").exists()
