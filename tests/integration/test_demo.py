@@ -45,8 +45,8 @@ def assert_user_error(result: subprocess.CompletedProcess[str], *phrases: str) -
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
     root = tmp_path_factory.mktemp("demo")
-    # Enough for every case the tests look for: quarantined records, late clicks that correct
-    # final sessions, an alert (1,000 events of seed 42: 10, 188 and 1).
+    # Enough for every case the tests look for: quarantined records and late changes to final
+    # windows (1,000 events of seed 42: 10 and 188; the fixed cost of the run is most of it).
     return root, run_cli("demo", "--events", 1000, "--warehouse", root)
 
 
