@@ -363,8 +363,11 @@ def _apply_changes(
     columns = [c.name for c in layout.value_columns]
     toast_columns = [c for c in toast_columns if c in columns]
     # Dropping the events not newer than the key's live row or tombstone keeps batches of
-    # stale or duplicate events from committing empty MERGE versions, and keeps them from
-    # filling partial columns (a version older than the table's is no previous version).
+    # stale or duplicate events from committing MERGE versions, and keeps them from filling
+    # partial columns (a version older than the table's is no previous version). The MERGE's
+    # own order conditions cannot replace this: Delta rewrites every file its ON condition
+    # matches, even where no clause's condition holds (a stale update of one row: one file
+    # removed, one added, the row copied, a new version).
     # ``within`` bounds every read of the tables by the batch's keys, so Delta reads only the
     # files whose key statistics overlap them.
     fresh = newer_than(changes, current_orders(spark, tables, keys, within), keys)
