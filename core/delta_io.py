@@ -64,8 +64,8 @@ def merge_materialized(merge: DeltaMergeBuilder, source: DataFrame) -> None:
 
     Delta copies a source that is not only Delta scans so that its two passes (find the
     files with matches, rewrite them) read the same rows; ``source`` must therefore already
-    be materialized (a local checkpoint, as :func:`core.frames.kept_with_totals` makes): a
-    third read of the rows it holds, and one Spark job less per MERGE.
+    be materialized (a local checkpoint, as :func:`core.frames.kept_with_totals` makes).
+    Both passes then read the rows it holds, and the MERGE runs one Spark job less.
     """
     with session_setting(source.sparkSession, MATERIALIZE_SOURCE, "none"):
         merge.execute()
