@@ -4,10 +4,11 @@ the current silver table (the contract the streaming engine keeps after every ba
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, FloatType
 
+from core.frames import kept_with_totals
 from core.gold_tables import FINAL, GoldTable
 from gold.aggregates import evaluate
 from gold.enrichment import enrich
@@ -52,13 +53,40 @@ def check_gold(
     if FINAL not in stored.columns:
         stored = stored.withColumn(FINAL, F.lit(None).cast("boolean"))
     actual = _comparable(stored, table)
-    missing, unexpected = expected.exceptAll(actual), actual.exceptAll(expected)
+    counted, totals = _counted(expected, actual)
     check = TableCheck(table=table.name, layer="gold")
-    check.expected_rows, check.actual_rows = expected.count(), actual.count()
-    for kind, frame in (("missing", missing), ("unexpected", unexpected)):
-        for row in frame.limit(MAX_REPORTED).collect():
-            check.differences.append(f"{kind} row {row.asDict()}")
+    check.expected_rows, check.actual_rows = int(totals.expected), int(totals.actual)
+    for kind, more in (("missing", _EXPECTED), ("unexpected", _ACTUAL)):
+        fewer = _ACTUAL if more == _EXPECTED else _EXPECTED
+        surplus = counted.where(F.col(more) > F.col(fewer)).limit(MAX_REPORTED).collect()
+        lines = [
+            f"{kind} row { {c: row[c] for c in expected.columns} }"
+            for row in surplus
+            for _ in range(row[more] - row[fewer])
+        ]
+        check.differences += lines[:MAX_REPORTED]
     return check
+
+
+#: How often a distinct row occurs in the evaluated declaration and in the gold table.
+_EXPECTED, _ACTUAL = "__times_expected", "__times_stored"
+
+
+def _counted(expected: DataFrame, actual: DataFrame) -> tuple[DataFrame, Row]:
+    """Each distinct row of ``expected`` and ``actual`` with how often each holds it, kept, and
+    the two tables' row counts: one Spark job evaluates the declaration once (a multiset
+    difference each way would evaluate it again)."""
+    tagged = expected.withColumns({_EXPECTED: F.lit(1), _ACTUAL: F.lit(0)}).unionByName(
+        actual.withColumns({_EXPECTED: F.lit(0), _ACTUAL: F.lit(1)})
+    )
+    counted = tagged.groupBy(*expected.columns).agg(
+        F.sum(_EXPECTED).alias(_EXPECTED), F.sum(_ACTUAL).alias(_ACTUAL)
+    )
+    return kept_with_totals(
+        counted,
+        F.coalesce(F.sum(_EXPECTED), F.lit(0)).alias("expected"),
+        F.coalesce(F.sum(_ACTUAL), F.lit(0)).alias("actual"),
+    )
 
 
 def _comparable(frame: DataFrame, table: GoldTable) -> DataFrame:
