@@ -10,10 +10,11 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from bronze.table import ensure_bronze_table, with_ingestion_metadata
 from core.config import QualitySpec
+from core.delta_io import append
 from core.identifiers import bronze_tables_for_topics
 from core.layout import QUARANTINE_TABLE, Warehouse
 from core.quarantine import ensure_quarantine, quarantine
-from core.streaming import Trigger, idempotent_write_options, query_app_id
+from core.streaming import Trigger, query_app_id
 from expectations.checks import load_layer_checks
 from expectations.compile import Check
 from expectations.enforce import Outcome, TableChecks
@@ -87,7 +88,7 @@ def append_batch_by_topic(
     checked: set[str] = set()  # topics whose table was created or checked by this query
     suites = dict(checks or {})
 
-    def append(batch: DataFrame, batch_id: int) -> None:
+    def write_batch(batch: DataFrame, batch_id: int) -> None:
         rows = with_ingestion_metadata(batch, batch_id).persist()
         try:
             compiled = {table: c.compile(rows.schema) for table, c in suites.items()}
@@ -148,12 +149,7 @@ def append_batch_by_topic(
                     records = records.where(F.col(_REASON).isNull()).drop(_REASON)
                 elif dropping:
                     records = records.drop(_REASON)
-                (
-                    records.write.format("delta")
-                    .mode("append")
-                    .options(**idempotent_write_options(app_id, batch_id))
-                    .save(path)
-                )
+                append(records, path, app_id, batch_id, merge_schema=False)
                 appended[topic] = records
             if follower is not None:
                 follower(appended, app_id, batch_id)
@@ -162,7 +158,7 @@ def append_batch_by_topic(
         if listener is not None:
             listener(counts)
 
-    return append
+    return write_batch
 
 
 def _drop_reasons(dropping: Mapping[str, list[Check]]) -> Column:

@@ -252,16 +252,56 @@ def idempotent_dml(spark: SparkSession, app_id: str, batch_id: int) -> Iterator[
         spark.conf.unset("spark.databricks.delta.write.txnVersion")
 
 
-def append(frame: DataFrame, path: str, app_id: str, batch_id: int) -> None:
-    """Idempotent append (schema may gain columns)."""
-    (
-        frame.write.format("delta")
-        .mode("append")
-        .option("mergeSchema", "true")
-        .option("txnAppId", app_id)
-        .option("txnVersion", batch_id)
-        .save(path)
-    )
+#: ``userMetadata`` of the commit of an idempotent append: the writing query's id and batch.
+BATCH_MARK = "lakehouse batch {} {}"
+#: Per query id (:func:`core.streaming.query_app_id`): the newest micro-batch its checkpoint
+#: had planned when it started. Its later batches cannot have run before.
+_planned_at_start: dict[str, int] = {}
+
+
+def note_query_start(app_id: str, planned: int | None) -> None:
+    """Record that the query ``app_id`` started with ``planned`` as the newest micro-batch
+    of its checkpoint (None: none), so that :func:`append` knows its later batches are new."""
+    _planned_at_start[app_id] = -1 if planned is None else planned
+
+
+def append(
+    frame: DataFrame, path: str, app_id: str, batch_id: int, merge_schema: bool = True
+) -> None:
+    """Append ``frame`` as micro-batch ``batch_id`` of the query ``app_id`` (or an id derived
+    from it, ``<query id>:<role>``), exactly once: a batch run again after a crash adds nothing.
+
+    The commit names the query and batch (:data:`BATCH_MARK`). A batch the query's checkpoint
+    had not planned when the query started is new and is appended directly. Only a batch that
+    may have run before looks first for its mark in the table's history, back to the query's
+    newest mark, and then appends with Delta's transaction id as well (which also finds the
+    batches of appends written before the marks). Delta 4.0 looks a transaction id up by
+    reconstructing the table's state, a Spark job of three stages on every commit.
+    """
+    writer = frame.write.format("delta").mode("append").option("mergeSchema", merge_schema)
+    planned = _planned_at_start.get(app_id.partition(":")[0])
+    if planned is None or batch_id <= planned:
+        if _marked(frame.sparkSession, path, app_id, batch_id):
+            return
+        writer = writer.option("txnAppId", app_id).option("txnVersion", batch_id)
+    writer.option("userMetadata", BATCH_MARK.format(app_id, batch_id)).save(path)
+
+
+def _marked(spark: SparkSession, path: str, app_id: str, batch_id: int) -> bool:
+    """Whether the newest commit :func:`append` marked for ``app_id`` in the table at ``path``
+    is of batch ``batch_id`` or a later one (read from the newest commit back, in pages)."""
+    if not table_exists(spark, path):
+        return False
+    prefix = BATCH_MARK.format(app_id, "")
+    limit = 16
+    while True:
+        rows = DeltaTable.forPath(spark, path).history(limit).select("userMetadata").collect()
+        for row in rows:  # newest first
+            if (row.userMetadata or "").startswith(prefix):
+                return int(row.userMetadata[len(prefix) :]) >= batch_id
+        if len(rows) < limit:
+            return False
+        limit *= 4
 
 
 #: Table property that lets Delta widen column types in place (see :mod:`core.widening`).

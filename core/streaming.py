@@ -7,7 +7,6 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
@@ -15,6 +14,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 from core import storage
+from core.delta_io import note_query_start
 from core.errors import ConfigError, LakehouseError, PipelineError, raised_error
 
 APP_ID_FILE = "_lakehouse_app_id"
@@ -82,25 +82,25 @@ def between_batches(query: StreamingQuery, interval_seconds: float) -> bool:
 
 
 def query_app_id(spark: SparkSession, checkpoint: str) -> str:
-    """A stable id for a query's idempotent Delta writes (``txnAppId``).
+    """A stable id for a query's idempotent Delta writes (``txnAppId``, and the batch marks of
+    :func:`core.delta_io.append`), called when the query starts.
 
     It lives beside the checkpoint, on the same file system (read and written through Hadoop's
     FileSystem of ``spark``, so any URI works), and dies with it: a restarted query reuses it,
     so a replayed micro-batch is skipped, while a fresh checkpoint (batch ids from 0 again)
-    gets a new id and is not mistaken for a replay.
+    gets a new id and is not mistaken for a replay. The newest batch the checkpoint has
+    planned is noted: the batches after it are new.
     """
     marker = f"{checkpoint}.{APP_ID_FILE}"
     known = storage.read_text(spark, marker)
     if known is not None and known.strip() and storage.exists(spark, checkpoint):
-        return known.strip()
-    app_id = str(uuid.uuid4())
-    storage.write_text(spark, marker, app_id)  # one create: a whole id or none
+        app_id = known.strip()
+    else:
+        app_id = str(uuid.uuid4())
+        storage.write_text(spark, marker, app_id)  # one create: a whole id or none
+    planned = [int(n) for n in storage.names(spark, f"{checkpoint}/offsets") if n.isdigit()]
+    note_query_start(app_id, max(planned, default=None))
     return app_id
-
-
-def idempotent_write_options(app_id: str, batch_id: int) -> dict[str, Any]:
-    """Delta writer options that make a re-run of the same micro-batch a no-op."""
-    return {"txnAppId": app_id, "txnVersion": batch_id}
 
 
 def await_query(query: StreamingQuery) -> None:
