@@ -108,7 +108,7 @@ class Warehouse:
     def watermark(self, gold_table: str) -> str:
         """The watermark state of a gold table: the latest event time its job has seen."""
         name = require_identifier(gold_table, "gold table name")
-        return f"{self.root}/_system/watermarks/{name}"
+        return f"{self.root}/_system/watermarks/{name}.json"
 
     def quality(self) -> str:
         """The data-quality metrics: per micro-batch, table and expectation, rows checked,

@@ -370,7 +370,7 @@ def _maintainer(
         facts, silver, touched, others = _scoped_batch(batch, silver, table, paths)
         keys = touched.collect()  # distinct (group, window) keys: as small as the change
         newest, batch_time = itemgetter("seen", "at")(stats.get)  # filled by the collect
-        before = recorded.read(spark)
+        before = recorded.read(spark, app_id, batch_id)
         seen = max((s for s in (before, newest) if s is not None), default=None)
         watermark = watermark_of(seen, table)
         scope = spark.createDataFrame(keys, touched.schema)
@@ -391,8 +391,8 @@ def _maintainer(
         ensured.ensure(spark, paths.gold, schema, change_feed=False, widening=GOLD_WIDENING)
         if batch_time is None:
             return  # no row images: nothing changed
-        # Writes in this order, each under the batch's transaction id, the watermark last:
-        # a retried batch reads the watermark its first attempt read, so decides the same.
+        # Writes in this order, the watermark last (the others under the batch's transaction
+        # id): a retried batch reads the watermark its first attempt read, so decides the same.
         # The expectations are judged first: a broken ``fail`` one stops before any write.
         previous = watermark_of(before, table)
         gold = spark.read.format("delta").load(paths.gold)

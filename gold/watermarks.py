@@ -1,32 +1,53 @@
-"""The persisted watermark of each gold table (``_system/watermarks/<name>``): the latest
+"""The persisted watermark of each gold table (``_system/watermarks/<name>.json``): the latest
 event time its job has seen, so restarts, retried micro-batches and replays agree on it.
 
-The state is one row, overwritten under the job's Delta transaction id after the batch's gold
-and late-event writes, so a retried batch reads the same state its first attempt read.
+The state is one small JSON document, replaced whole (:func:`core.storage.write_text`) after the
+batch's gold and late-event writes. It names the batch that wrote it and the value before, so
+a batch retried after a crash reads the state its first attempt read.
 """
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime, timedelta
 from functools import reduce
+from typing import Any
 
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from core import storage
 from core.delta_io import table_exists
 from core.gold_tables import FINAL, FINALIZED_AT, GoldTable
 from core.layout import Warehouse
 from gold.finality import at_micros
 
 SEEN = "max_event_micros"
+#: The micro-batch that wrote the state, and the latest event time before it.
+WRITTEN_BY = "written_by"
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _state(spark: SparkSession, path: str) -> dict[str, Any] | None:
+    """The state at ``path``; a warehouse of an earlier version keeps it as a one-row Delta
+    table beside it (``<name>``, not ``<name>.json``)."""
+    text = storage.read_text(spark, path)
+    if text is not None:
+        state: dict[str, Any] = json.loads(text)
+        return state
+    earlier = path.removesuffix(".json")
+    if earlier != path and table_exists(spark, earlier):
+        row = spark.read.format("delta").load(earlier).select(SEEN).first()
+        if row is not None and row[0] is not None:
+            return {SEEN: int(row[0])}
+    return None
 
 
 def seen_micros(spark: SparkSession, path: str) -> int | None:
     """The latest event time (epoch µs) recorded at ``path``, None if none yet."""
-    if not table_exists(spark, path):
-        return None
-    row = spark.read.format("delta").load(path).select(SEEN).first()
-    return None if row is None or row[0] is None else int(row[0])
+    state = _state(spark, path)
+    return None if state is None else int(state[SEEN])
 
 
 def watermark_of(seen: int | None, table: GoldTable) -> int | None:
@@ -34,32 +55,29 @@ def watermark_of(seen: int | None, table: GoldTable) -> int | None:
     return None if seen is None else seen - table.delay_micros
 
 
+def _instant(micros: int) -> str:
+    return (_EPOCH + timedelta(microseconds=micros)).isoformat()
+
+
 def record_seen(
     spark: SparkSession,
     path: str,
     table: GoldTable,
     seen: int,
-    app_id: str | None = None,
-    batch_id: int = 0,
+    written_by: dict[str, Any] | None = None,
 ) -> None:
-    """Overwrite the state at ``path`` with ``seen`` (idempotent per ``app_id``/``batch_id``
-    when an ``app_id`` is given)."""
+    """Replace the state at ``path`` with ``seen`` (``written_by``: the micro-batch writing it,
+    see :class:`RecordedSeen`)."""
     watermark = watermark_of(seen, table)
     assert watermark is not None
-    writer = (
-        spark.range(1)
-        .select(
-            F.lit(table.name).alias("gold_table"),
-            F.lit(seen).cast("bigint").alias(SEEN),
-            at_micros(seen).alias("max_event_time"),
-            at_micros(watermark).alias("watermark"),
-        )
-        .write.format("delta")
-        .mode("overwrite")
-    )
-    if app_id is not None:
-        writer = writer.option("txnAppId", app_id).option("txnVersion", batch_id)
-    writer.save(path)
+    state = {
+        "gold_table": table.name,
+        SEEN: seen,
+        "max_event_time": _instant(seen),
+        "watermark": _instant(watermark),
+        WRITTEN_BY: written_by,
+    }
+    storage.write_text(spark, path, json.dumps(state))
 
 
 class RecordedSeen:
@@ -71,17 +89,26 @@ class RecordedSeen:
         self._seen: int | None = None
         self._known = False
 
-    def read(self, spark: SparkSession) -> int | None:
-        """:func:`seen_micros` of the state, read from the table the first time."""
+    def read(self, spark: SparkSession, app_id: str, batch_id: int) -> int | None:
+        """:func:`seen_micros` of the state, read from its file the first time: the value
+        before micro-batch ``batch_id`` of query ``app_id``, if that batch wrote the state."""
         if not self._known:
-            self._seen, self._known = seen_micros(spark, self.path), True
+            state = _state(spark, self.path) or {}
+            written = state.get(WRITTEN_BY) or {}
+            if (written.get("query"), written.get("batch")) == (app_id, batch_id):
+                self._seen = written.get("previous")
+            else:
+                self._seen = state.get(SEEN)
+            self._known = True
         return self._seen
 
     def record(
         self, spark: SparkSession, table: GoldTable, seen: int, app_id: str, batch_id: int
     ) -> None:
-        """:func:`record_seen` under the batch's transaction id, and keep ``seen``."""
-        record_seen(spark, self.path, table, seen, app_id, batch_id)
+        """:func:`record_seen` for micro-batch ``batch_id`` of query ``app_id``, and keep
+        ``seen``."""
+        written_by = {"query": app_id, "batch": batch_id, "previous": self._seen}
+        record_seen(spark, self.path, table, seen, written_by)
         self._seen, self._known = seen, True
 
 

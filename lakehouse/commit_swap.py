@@ -13,6 +13,7 @@ directory atomically, so nothing is moved into place:
   and a pointer object (:mod:`core.checkpoints`, one PUT) makes it current; a gold query gets
   a fresh generation that starts reading its silver table after the overwrite (its rebuilt gold
   table already holds everything before);
+* each staged state file (a gold table's watermark) replaces the live one whole;
 * derived state the rebuild did not produce is deleted.
 
 The manifest (one PUT, after the staging tree is complete) decides: without it an interrupted
@@ -107,8 +108,15 @@ def swap(spark: SparkSession, root: str) -> list[str]:
     inputs: dict[str, str] = manifest["inputs"]
     generation: str = manifest["generation"]
     for relative in install:
-        if not relative.startswith(CHECKPOINTS) and table_exists(spark, f"{staging}/{relative}"):
-            _overwrite(spark, f"{staging}/{relative}", f"{root}/{relative}", generation)
+        staged = f"{staging}/{relative}"
+        if relative.startswith(CHECKPOINTS):
+            continue
+        if table_exists(spark, staged):
+            _overwrite(spark, staged, f"{root}/{relative}", generation)
+        elif not storage.is_dir(spark, staged):  # a state file (a gold table's watermark)
+            text = storage.read_text(spark, staged)
+            assert text is not None
+            storage.write_text(spark, f"{root}/{relative}", text)  # replaced whole, repeatable
     for relative in manifest["retire"]:
         if relative not in install:
             _retire(spark, f"{root}/{relative}")
