@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -58,22 +59,24 @@ def record_outcomes(
         return
     at = datetime.now(UTC)
     rows = [
-        (
-            o.rule.suite,
-            o.rule.name,
-            o.rule.type,
-            o.rule.action,
-            o.rule.mostly,
-            batch_id,
-            at,
-            o.counted,
-            o.failed,
-            o.dropped,
-            o.held,
-        )
+        {
+            "table": o.rule.suite,
+            "expectation": o.rule.name,
+            "type": o.rule.type,
+            "action": o.rule.action,
+            "mostly": o.rule.mostly,
+            "batch_id": batch_id,
+            "checked_at": at,
+            "rows_counted": o.counted,
+            "rows_failed": o.failed,
+            "rows_dropped": o.dropped,
+            "held": o.held,
+        }
         for o in outcomes
     ]
-    append(spark.createDataFrame(rows, QUALITY_SCHEMA), path, f"{app_id}:quality", batch_id)
+    # From an Arrow table: rows given as Python objects would take a Python worker to decode.
+    frame = spark.createDataFrame(pa.Table.from_pylist(rows), QUALITY_SCHEMA)
+    append(frame, path, f"{app_id}:quality", batch_id)
 
 
 def quality_summary(spark: SparkSession, path: str) -> DataFrame | None:
