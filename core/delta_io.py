@@ -1,4 +1,4 @@
-"""Generic Delta table I/O every layer uses: idempotent appends and DML, table creation and
+"""Generic Delta table I/O every layer uses: exactly-once appends and DML, table creation and
 schema growth, properties, maintenance and log inspection (I/O only).
 
 Table properties are changed with ``ALTER TABLE delta.`<path>` ...`` (the Python API has no
@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
+from enum import Enum
 from urllib.parse import unquote, urlparse
 
 from delta.tables import DeltaMergeBuilder, DeltaTable
@@ -46,17 +47,24 @@ class FileStats:
 
 
 @contextmanager
-def session_setting(spark: SparkSession, key: str, value: str) -> Iterator[None]:
-    """Set a Spark session setting for the block, then restore its previous value."""
-    previous = spark.conf.get(key, None)
-    spark.conf.set(key, value)
+def session_settings(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
+    """Set Spark session settings for the block, then restore their previous values."""
+    previous = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
     try:
         yield
     finally:
-        if previous is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, previous)
+        for key, old in previous.items():
+            if old is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, old)
+
+
+def session_setting(spark: SparkSession, key: str, value: str) -> AbstractContextManager[None]:
+    """Set one Spark session setting for the block (:func:`session_settings`)."""
+    return session_settings(spark, {key: value})
 
 
 def merge_materialized(merge: DeltaMergeBuilder, source: DataFrame) -> None:
@@ -240,20 +248,11 @@ def table_exists(spark: SparkSession, path: str) -> bool:
     return DeltaTable.isDeltaTable(spark, path)
 
 
-@contextmanager
-def idempotent_dml(spark: SparkSession, app_id: str, batch_id: int) -> Iterator[None]:
-    """Make the Delta DML inside the block a no-op when this (app, batch) already committed."""
-    spark.conf.set("spark.databricks.delta.write.txnAppId", app_id)
-    spark.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
-    try:
-        yield
-    finally:
-        spark.conf.unset("spark.databricks.delta.write.txnAppId")
-        spark.conf.unset("spark.databricks.delta.write.txnVersion")
-
-
-#: ``userMetadata`` of the commit of an idempotent append: the writing query's id and batch.
+#: ``userMetadata`` of the commit of an exactly-once write: the writing query's id and batch.
 BATCH_MARK = "lakehouse batch {} {}"
+#: Delta's transaction id of the DML a session runs (a write takes them as options).
+TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
+TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 #: Per query id (:func:`core.streaming.query_app_id`): the newest micro-batch its checkpoint
 #: had planned when it started. Its later batches cannot have run before.
 _planned_at_start: dict[str, int] = {}
@@ -261,35 +260,70 @@ _planned_at_start: dict[str, int] = {}
 
 def note_query_start(app_id: str, planned: int | None) -> None:
     """Record that the query ``app_id`` started with ``planned`` as the newest micro-batch
-    of its checkpoint (None: none), so that :func:`append` knows its later batches are new."""
+    of its checkpoint (None: none), so that its later batches are known to be new."""
     _planned_at_start[app_id] = -1 if planned is None else planned
+
+
+class _Attempt(Enum):
+    """What an exactly-once write of a micro-batch must do (:func:`_attempt`)."""
+
+    #: The batch cannot have run before: write it, marked.
+    NEW = "new"
+    #: It may have run and did not land: write it, marked and under Delta's transaction id.
+    AGAIN = "again"
+    #: It landed: write nothing.
+    LANDED = "landed"
+
+
+def _attempt(spark: SparkSession, path: str, app_id: str, batch_id: int) -> _Attempt:
+    """Whether micro-batch ``batch_id`` of the query ``app_id`` (or an id derived from it,
+    ``<query id>:<role>``) is to be written to the table at ``path``.
+
+    A batch the query's checkpoint had not planned when the query started is new. Only a batch
+    that may have run before looks for its mark (:data:`BATCH_MARK`) in the table's history,
+    back to the query's newest mark; if it is not there, the write also carries Delta's
+    transaction id, which finds the batches written before the marks. Why not the transaction
+    id alone: Delta 4.0 looks it up by reconstructing the table's state, a Spark job of three
+    stages on every commit.
+    """
+    planned = _planned_at_start.get(app_id.partition(":")[0])
+    if planned is not None and batch_id > planned:
+        return _Attempt.NEW
+    return _Attempt.LANDED if _marked(spark, path, app_id, batch_id) else _Attempt.AGAIN
 
 
 def append(
     frame: DataFrame, path: str, app_id: str, batch_id: int, merge_schema: bool = True
 ) -> None:
-    """Append ``frame`` as micro-batch ``batch_id`` of the query ``app_id`` (or an id derived
-    from it, ``<query id>:<role>``), exactly once: a batch run again after a crash adds nothing.
-
-    The commit names the query and batch (:data:`BATCH_MARK`). A batch the query's checkpoint
-    had not planned when the query started is new and is appended directly. Only a batch that
-    may have run before looks first for its mark in the table's history, back to the query's
-    newest mark, and then appends with Delta's transaction id as well (which also finds the
-    batches of appends written before the marks). Delta 4.0 looks a transaction id up by
-    reconstructing the table's state, a Spark job of three stages on every commit.
-    """
+    """Append ``frame`` as micro-batch ``batch_id`` of the query ``app_id`` exactly once: a
+    batch run again after a crash adds nothing (:func:`_attempt`)."""
+    todo = _attempt(frame.sparkSession, path, app_id, batch_id)
+    if todo is _Attempt.LANDED:
+        return
     writer = frame.write.format("delta").mode("append").option("mergeSchema", merge_schema)
-    planned = _planned_at_start.get(app_id.partition(":")[0])
-    if planned is None or batch_id <= planned:
-        if _marked(frame.sparkSession, path, app_id, batch_id):
-            return
+    if todo is _Attempt.AGAIN:
         writer = writer.option("txnAppId", app_id).option("txnVersion", batch_id)
     writer.option("userMetadata", BATCH_MARK.format(app_id, batch_id)).save(path)
 
 
+def dml_once(
+    spark: SparkSession, path: str, app_id: str, batch_id: int, dml: Callable[[], object]
+) -> None:
+    """Run ``dml`` (a MERGE or DELETE: one commit to the table at ``path``) as micro-batch
+    ``batch_id`` of the query ``app_id`` exactly once (:func:`_attempt`)."""
+    todo = _attempt(spark, path, app_id, batch_id)
+    if todo is _Attempt.LANDED:
+        return
+    settings = {USER_METADATA: BATCH_MARK.format(app_id, batch_id)}
+    if todo is _Attempt.AGAIN:
+        settings |= {TXN_APP_ID: app_id, TXN_VERSION: str(batch_id)}
+    with session_settings(spark, settings):
+        dml()
+
+
 def _marked(spark: SparkSession, path: str, app_id: str, batch_id: int) -> bool:
-    """Whether the newest commit :func:`append` marked for ``app_id`` in the table at ``path``
-    is of batch ``batch_id`` or a later one (read from the newest commit back, in pages)."""
+    """Whether the newest commit marked for ``app_id`` in the table at ``path`` is of batch
+    ``batch_id`` or a later one (read from the newest commit back, in pages)."""
     if not table_exists(spark, path):
         return False
     prefix = BATCH_MARK.format(app_id, "")

@@ -10,6 +10,7 @@ latest image of the row whose score was above the threshold.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import NamedTuple
 
 from delta.tables import DeltaTable
@@ -19,7 +20,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from core.alerting import AlertSpec, load_score_function
 from core.config import PipelineConfig
-from core.delta_io import ensure_table, idempotent_dml, merge_materialized, table_exists
+from core.delta_io import dml_once, ensure_table, merge_materialized, table_exists
 from core.errors import ConfigError, TableNotFoundError
 from core.layout import Warehouse
 from core.streaming import Trigger
@@ -180,7 +181,6 @@ def _alerter(
             .whenMatchedUpdateAll()
             .whenNotMatchedInsertAll()
         )
-        with idempotent_dml(spark, app_id, batch_id):
-            merge_materialized(merge, alerts)
+        dml_once(spark, alerts_path, app_id, batch_id, partial(merge_materialized, merge, alerts))
 
     return score

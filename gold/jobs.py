@@ -35,8 +35,8 @@ from core.delta_io import (
     append,
     change_feed_complete,
     current_version,
+    dml_once,
     ensure_table,
-    idempotent_dml,
     merge_materialized,
 )
 from core.errors import ConfigError
@@ -415,8 +415,8 @@ def _maintainer(
             if found.rows:
                 append(late, paths.late_events, app_id, batch_id)
         if merge:
-            with idempotent_dml(spark, app_id, batch_id):
-                replace_windows(spark, paths.gold, changes, table)
+            replace = partial(replace_windows, spark, paths.gold, changes, table)
+            dml_once(spark, paths.gold, app_id, batch_id, replace)
         if seen is not None and seen != before:
             recorded.record(spark, table, seen, app_id, batch_id)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from functools import reduce
+from functools import partial, reduce
 
 from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
 from core.config import TableSpec
-from core.delta_io import append, ensure_table, idempotent_dml, merge_materialized, table_exists
+from core.delta_io import append, dml_once, ensure_table, merge_materialized, table_exists
 from core.layout import Warehouse
 from silver.history import (
     ACTION,
@@ -91,8 +91,8 @@ def apply_history(
     writes = history_changes(desired, existing, keys).localCheckpoint()
     if writes.isEmpty():
         return
-    with idempotent_dml(spark, f"{app_id}:history", batch_id):
-        _merge(writes, tables.history, keys, desired.columns)
+    merge = partial(_merge, writes, tables.history, keys, desired.columns)
+    dml_once(spark, tables.history, f"{app_id}:history", batch_id, merge)
 
 
 def _append_new(events: DataFrame, keys: list[str], path: str, app_id: str, batch_id: int) -> None:

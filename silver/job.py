@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
@@ -13,7 +14,7 @@ from pyspark.sql.types import StructField, StructType
 from bronze.table import INGEST_BATCH
 from core import checkpoints
 from core.config import TableSpec
-from core.delta_io import EnsuredTables, append, current_version, idempotent_dml
+from core.delta_io import EnsuredTables, append, current_version, dml_once
 from core.frames import kept_with_totals
 from core.identifiers import table_name_for_topic
 from core.layout import QUARANTINE_TABLE, Warehouse
@@ -380,13 +381,13 @@ def _apply_changes(
         return 0
     row_schema = _schema_of(effective, (*keys, *columns, *METADATA_COLUMNS))
     state.ensure_table(spark, tables.silver, row_schema, True, widening)
-    with idempotent_dml(spark, f"{app_id}:silver", batch_id):
-        merge_silver(effective, tables.silver, keys, columns, toast_columns, within)
+    merge = partial(merge_silver, effective, tables.silver, keys, columns, toast_columns, within)
+    dml_once(spark, tables.silver, f"{app_id}:silver", batch_id, merge)
     if totals.deletes:
         tombstone_schema = _schema_of(effective, (*keys, *TOMBSTONE_METADATA))
         state.ensure_table(spark, tables.tombstones, tombstone_schema, False, widening)
-        with idempotent_dml(spark, f"{app_id}:tombstones", batch_id):
-            merge_tombstones(effective, tables.tombstones, keys, within)
+        merge = partial(merge_tombstones, effective, tables.tombstones, keys, within)
+        dml_once(spark, tables.tombstones, f"{app_id}:tombstones", batch_id, merge)
     return int(totals.applied)
 
 
@@ -399,10 +400,9 @@ def _truncate(
     floor_row = latest_truncation(spark, tables.truncations)
     assert floor_row is not None
     floor = order_literal(floor_row, _order_type(truncates))
-    with idempotent_dml(spark, f"{app_id}:truncate-silver", batch_id):
-        delete_older_than(spark, tables.silver, floor)
-    with idempotent_dml(spark, f"{app_id}:truncate-tombstones", batch_id):
-        delete_older_than(spark, tables.tombstones, floor)
+    for path, role in ((tables.silver, "silver"), (tables.tombstones, "tombstones")):
+        delete = partial(delete_older_than, spark, path, floor)
+        dml_once(spark, path, f"{app_id}:truncate-{role}", batch_id, delete)
 
 
 def _reasons(events: DataFrame) -> tuple[tuple[str, int], ...]:

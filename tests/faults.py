@@ -5,6 +5,10 @@ job's modules) so that each call is recorded, and the call chosen by ``crash_aft
 :class:`InjectedCrash` after it returned: its commit is in the table, nothing after it ran.
 Running the same micro-batch again then shows what a restart after a crash at that commit
 boundary does. Cheaper and exact where a SIGKILL at a random moment is neither.
+
+A module's :func:`core.delta_io.dml_once` (:data:`GUARDED_DML`) is recorded by the name of the
+DML it guards (``partial(merge_silver, ...)``: ``merge_silver``), whether that DML ran or was
+skipped because its batch had landed.
 """
 
 from __future__ import annotations
@@ -16,6 +20,9 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+
+#: The site name of a module's exactly-once DML (see above).
+GUARDED_DML = "dml_once"
 
 
 class InjectedCrash(Exception):
@@ -46,10 +53,17 @@ class CommitFaults:
         @functools.wraps(function)
         def call(*args: Any, **kwargs: Any) -> Any:
             result = function(*args, **kwargs)
-            self.calls.append(name)
+            site = _guarded_name(*args, **kwargs) if name == GUARDED_DML else name
+            self.calls.append(site)
             if self.crash_after == len(self.calls):
-                self.crashed.append(name)
-                raise InjectedCrash(f"after commit #{len(self.calls)} ({name})")
+                self.crashed.append(site)
+                raise InjectedCrash(f"after commit #{len(self.calls)} ({site})")
             return result
 
         return call
+
+
+def _guarded_name(*args: Any, **kwargs: Any) -> str:
+    """The name of the DML function a ``dml_once`` call guards (a ``functools.partial``)."""
+    dml = kwargs["dml"] if "dml" in kwargs else args[4]
+    return str(dml.func.__name__)

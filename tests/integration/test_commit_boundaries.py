@@ -27,7 +27,7 @@ from core.delta_io import table_exists
 from core.layout import Warehouse
 from silver.job import apply_batch, entity_tables
 from silver.tables import EntityTables
-from tests.faults import CommitFaults, InjectedCrash
+from tests.faults import GUARDED_DML, CommitFaults, InjectedCrash
 from tests.helpers import bronze_frame, customer_change, pg_key
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
@@ -39,9 +39,7 @@ APP_ID = "commit-boundaries"
 #: widens a table, which a replay finds done).
 COMMIT_SITES = [
     (silver.job, "append"),
-    (silver.job, "delete_older_than"),
-    (silver.job, "merge_silver"),
-    (silver.job, "merge_tombstones"),
+    (silver.job, GUARDED_DML),  # delete_older_than, merge_silver, merge_tombstones
 ]
 
 
@@ -125,7 +123,7 @@ def test_a_crash_after_any_commit_then_a_replay_gives_the_uncrashed_tables(
         replayed_sites[(boundary, site)] = list(faults.calls)
         assert state(spark, tables) == expected, f"crash after commit #{boundary} ({site})"
 
-    # The replay after a crash right after the silver MERGE runs that MERGE again (the batch
-    # still has a delete the tombstone table lacks): Delta's transaction id makes it a no-op.
+    # The replay after a crash right after the silver MERGE reaches that MERGE again (the batch
+    # still has a delete the tombstone table lacks): its batch mark makes it a no-op.
     after_merge = next(b for b in replayed_sites if b[1] == "merge_silver")
     assert "merge_silver" in replayed_sites[after_merge]

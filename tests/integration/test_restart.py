@@ -33,7 +33,7 @@ from core.errors import LakehouseError
 from core.layout import LAYERS, QUARANTINE_TABLE, Warehouse
 from lakehouse.pipeline import run_once
 from tests.cli import LAKEHOUSE, run_cli
-from tests.faults import CommitFaults
+from tests.faults import GUARDED_DML, CommitFaults
 from tests.objstore import objstore_uri
 from tests.runs import (
     PHASES,
@@ -232,7 +232,7 @@ def test_sessions_survive_a_crash_after_their_first_commit(
     source = SourceSpec.parse(f"files:{workload.source}")
     # Only the sessions job runs, so the first gold commit is its.
     config = replace(SHOP_CONFIG, gold_tables=(SESSIONS,))
-    faults = CommitFaults(monkeypatch, [(gold.jobs, "replace_windows")], crash_after=1)
+    faults = CommitFaults(monkeypatch, [(gold.jobs, GUARDED_DML)], crash_after=1)
     with pytest.raises(LakehouseError):
         run_once(spark, source, warehouse, config)
     assert faults.crashed == ["replace_windows"]

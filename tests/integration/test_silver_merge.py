@@ -22,12 +22,13 @@ from cdc.records import Record
 from core.config import TableSpec
 from core.delta_io import table_exists
 from core.layout import Warehouse
+from core.streaming import query_app_id
 from silver import job as silver_job
 from silver.job import BatchReport, QueryState, apply_batch, entity_tables
 from silver.reference import fold
 from silver.tables import EntityTables, KeyRange, current_orders
 from silver.verify import check_table, fold_spec
-from tests.faults import CommitFaults, InjectedCrash
+from tests.faults import GUARDED_DML, CommitFaults, InjectedCrash
 from tests.helpers import (
     CUSTOMER_FIELDS,
     DECIMAL_FIELDS,
@@ -273,8 +274,9 @@ def test_duplicate_event_changes_nothing(lake: Lake) -> None:
 def test_replayed_batch_is_idempotent(lake: Lake, monkeypatch: pytest.MonkeyPatch) -> None:
     """A crash right after the silver MERGE, then the same batch id again (a restart before the
     checkpoint): the replay reaches the silver MERGE (the batch's delete is not in the
-    tombstones yet) and Delta's transaction id skips it; only the missing tombstone commit is
-    made. A second replay of the finished batch adds no Delta version anywhere."""
+    tombstones yet) and finds its batch mark in the silver table's history, so skips it; only
+    the missing tombstone commit is made. A second replay of the finished batch adds no Delta
+    version anywhere."""
     batch = [
         event(0, "t", None, (100, 5)),
         event(1, "c", 1, (100, 10), "ann"),
@@ -284,9 +286,11 @@ def test_replayed_batch_is_idempotent(lake: Lake, monkeypatch: pytest.MonkeyPatc
         event(5, "c", 3, (100, 12), "cy"),
         event(6, "d", 3, (100, 13)),
     ]
-    faults = CommitFaults(monkeypatch, [(silver_job, "merge_silver")], crash_after=1)
+    # the truncate's two DELETEs, then the silver MERGE
+    faults = CommitFaults(monkeypatch, [(silver_job, GUARDED_DML)], crash_after=3)
     with pytest.raises(InjectedCrash):
         lake.apply(batch, 0)
+    assert faults.crashed == ["merge_silver"]
     paths = (lake.tables.silver, lake.tables.quarantine, lake.tables.truncations)
     versions = [lake.version(path) for path in paths]
     assert lake.version(lake.tables.tombstones) == -1
@@ -294,7 +298,8 @@ def test_replayed_batch_is_idempotent(lake: Lake, monkeypatch: pytest.MonkeyPatc
     faults.arm(None)
     lake.apply(batch, 0)
 
-    assert faults.calls == ["merge_silver"]  # reached, and skipped by its transaction id
+    # reached, and skipped: the table's history holds its batch mark
+    assert faults.calls == [*["delete_older_than"] * 2, "merge_silver", "merge_tombstones"]
     assert [lake.version(path) for path in paths] == versions
     assert lake.version(lake.tables.tombstones) == 1  # 0: created, 1: the MERGE
     silver = lake.rows(columns=(*ROW, "_bronze_offset"))
@@ -537,15 +542,19 @@ def test_silver_metadata_columns(lake: Lake) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def test_a_batch_of_the_last_batchs_schema_skips_schema_discovery(lake: Lake) -> None:
+def test_a_batch_of_the_last_batchs_schema_skips_schema_discovery(
+    lake: Lake, tmp_path: Path
+) -> None:
     """The query keeps the decoding of its last batch's one Connect schema: a batch whose
     records all carry that schema runs fewer Spark jobs than the same work with nothing kept,
     and gives the same rows."""
-    lake.apply([event(0, "c", 1, (100, 10), "a1"), event(1, "c", 2, (100, 11), "b1")], 0)
+    app_id = query_app_id(lake.spark, str(tmp_path / "checkpoint"))  # its batches are new
+    first = [event(0, "c", 1, (100, 10), "a1"), event(1, "c", 2, (100, 11), "b1")]
+    lake.apply(first, 0, app_id)
     assert lake.state.schemas.version is not None
-    kept = _jobs(lake, lambda: lake.apply([event(2, "u", 1, (100, 12), "a2")], 1))
+    kept = _jobs(lake, lambda: lake.apply([event(2, "u", 1, (100, 12), "a2")], 1, app_id))
     cold = Lake(lake.spark, lake.tables)  # the same tables, nothing kept between batches
-    fresh = _jobs(lake, lambda: cold.apply([event(3, "u", 2, (100, 13), "b2")], 2))
+    fresh = _jobs(lake, lambda: cold.apply([event(3, "u", 2, (100, 13), "b2")], 2, app_id))
 
     assert kept < fresh, (kept, fresh)
     assert kept <= STEADY_BATCH_JOBS, kept
