@@ -368,13 +368,15 @@ def _maintainer(
             F.max(F.when(image, F.unix_micros("_commit_timestamp"))).alias("at"),
         )
         facts, silver, touched, others = _scoped_batch(batch, silver, table, paths)
-        keys = touched.collect()  # distinct (group, window) keys: as small as the change
-        newest, batch_time = itemgetter("seen", "at")(stats.get)  # filled by the collect
+        # Distinct (group, window) keys, as small as the change, kept as Arrow: the scope then
+        # reaches Spark again without a Python worker (timestamps stay instants, in UTC).
+        keys = touched.toArrow()
+        newest, batch_time = itemgetter("seen", "at")(stats.get)  # filled by that job
         before = recorded.read(spark, app_id, batch_id)
         seen = max((s for s in (before, newest) if s is not None), default=None)
         watermark = watermark_of(seen, table)
         scope = spark.createDataFrame(keys, touched.schema)
-        starts = [] if table.window.per_group else [k[table.window.key_column] for k in keys]
+        starts = [] if table.window.per_group else keys[table.window.key_column].to_pylist()
         first, last = (min(starts), max(starts)) if starts else (None, None)
         if paths.other is not None:
             other = spark.read.format("delta").load(paths.other)
@@ -401,10 +403,10 @@ def _maintainer(
             with_finality(recomputed, existing, table, watermark, batch_time), existing, table
         )
         if watermark is not None:
-            outside = out_of_scope(gold, scope, scope_columns(table), bool(keys))
+            outside = out_of_scope(gold, scope, scope_columns(table), keys.num_rows > 0)
             finals = newly_final(outside, table, watermark, batch_time)
             changes = changes.unionByName(finals.withColumn(PRESENT, F.lit(True)))
-        merge = bool(keys) or watermark != previous
+        merge = keys.num_rows > 0 or watermark != previous
         if merge:
             changes = _checked(changes, checks, table, app_id, batch_id)
         if previous is not None:
