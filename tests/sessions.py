@@ -10,9 +10,8 @@ tests interpret. Results do not depend on it; ``make demo`` and ``make bench`` g
 The commands, kernels and servers run as processes compile Java with C1 alone
 (``-XX:TieredStopAtLevel=1``) and keep what they compiled: C2, the optimizing compiler, took
 38 % of the test JVMs' CPU and pays off only in a JVM that runs long (a local-cluster demo:
-423 s with it, 203 s without). The workers' own sessions run for the whole suite and keep C2
-(with C1 alone, tests late in the run took 20 to 90 % longer), for their hottest methods only
-(:data:`HOT_ONLY_C2`). Drivers map the classes they load
+423 s with it, 203 s without). The workers' own sessions run for the whole suite and keep C2:
+with C1 alone, tests late in the run took 20 to 90 % longer. Drivers map the classes they load
 from the tests' class archive (:mod:`tests.class_archive`) where ``make test`` has built it.
 
 Local paths go through :data:`tests.hadoop_fs.LOCAL_FS`, which spares each file created or
@@ -48,27 +47,14 @@ QUICK_COMPILER = "-XX:TieredStopAtLevel=1"
 KEEP_COMPILED = "-XX:-UseCodeCacheFlushing"
 #: The Java options of a command's JVMs (driver and executors).
 QUICK_JVM = f"{QUICK_COMPILER} {KEEP_COMPILED}"
-#: A worker's session keeps C2 but gives it only methods three times as hot as by default:
-#: C2 took a third of a worker JVM's CPU (the property test modules of gold and silver: 88.7
-#: of 260.2 s); with these thresholds 59.4 of 232.8 s, in about the same time (204.6 s, not
-#: 199.1 s).
-HOT_ONLY_C2 = " ".join(
-    f"-XX:{flag}={value}"
-    for flag, value in {
-        "Tier4InvocationThreshold": 15000,
-        "Tier4MinInvocationThreshold": 1800,
-        "Tier4CompileThreshold": 45000,
-        "Tier4BackEdgeThreshold": 120000,
-    }.items()
-)
 
 
 def driver_java_options(quick_compiler: bool = True, share_classes: bool = True) -> str:
-    """Java options of a test driver: quiet logs, :data:`QUICK_JVM` if asked (else
-    :data:`HOT_ONLY_C2`) and, with ``share_classes`` where it is built, the tests' class
-    archive."""
+    """Java options of a test driver: quiet logs, :data:`QUICK_JVM` if asked and, with
+    ``share_classes`` where it is built, the tests' class archive."""
     options = [f"-Dlog4j2.configurationFile={QUIET_LOG_CONFIG}"]
-    options.append(QUICK_JVM if quick_compiler else HOT_ONLY_C2)
+    if quick_compiler:
+        options.append(QUICK_JVM)
     archive = class_archive.archive_path()
     if share_classes and archive.exists():
         # silent where an archive does not fit (it then starts as without one)
