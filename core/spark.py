@@ -60,7 +60,7 @@ LOCAL_SETTINGS: dict[str, str] = {
     # PySpark otherwise records the Python call site of every Column and DataFrame call in
     # the JVM, for Spark's error messages: 13 JVM round trips and a walk of the Python stack
     # per call instead of 3. A micro-batch builds its plans with hundreds of such calls (a
-    # 100-event demo: 95-102 s of CPU without it, 105-111 s with it).
+    # 100-event demo with the tests' settings: 95-102 s of CPU without it, 105-111 s with it).
     "spark.python.sql.dataFrameDebugging.enabled": "false",
 }
 
