@@ -43,8 +43,11 @@ QUICK_COMPILER = "-XX:TieredStopAtLevel=1"
 #: With the quick compiler, compiled code stays in the code cache: by default Java evicts code
 #: it has not run lately, and a command, which runs one query shape after another, compiled it
 #: again (a 100-event demo: 123-130 s of JVM CPU with eviction, 104-113 s without; a worker's
-#: session, with C2, was not faster without it).
-KEEP_COMPILED = "-XX:-UseCodeCacheFlushing"
+#: session, with C2, was not faster without it). The quick compiler alone gets a 48 MB code
+#: cache, which a 100-event demo fills: Java then stops compiling, and one that then needs a
+#: new method-handle stub dies ("Out of space in CodeCache": a demo with Spark's event log on).
+#: So the cache gets C2's default size (the demo's CPU did not change).
+KEEP_COMPILED = "-XX:-UseCodeCacheFlushing -XX:ReservedCodeCacheSize=240m"
 #: The Java options of a command's JVMs (driver and executors).
 QUICK_JVM = f"{QUICK_COMPILER} {KEEP_COMPILED}"
 
