@@ -2,10 +2,15 @@
 Delta table ``<warehouse>/_system/event_log`` (``system.event_log`` in SQL), and the heartbeat
 that says a pipeline is running.
 
-A :class:`StreamingQueryListener` only buffers rows in memory (Spark calls it on its listener
-thread, which must not wait for a Delta write); :func:`recording` appends them every
+A listener of the session's streaming queries only buffers rows in memory (Spark calls it on
+its listener thread, which must not wait for a Delta write); :func:`recording` appends them every
 :data:`FLUSH_SECONDS` of a continuous run from a thread of its own, and at the end of every run
 after Spark has delivered every event, so a clean stop loses no row.
+
+The listener reads each progress as its JSON, in two calls to the JVM. PySpark's own
+``StreamingQueryListener`` converts every event field by field first: about 420 calls and 140 ms
+per progress (a 100-event demo: 7,665 of its 58,230 calls), each ending a map with a Java
+exception.
 """
 
 from __future__ import annotations
@@ -18,17 +23,12 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
+from py4j.java_gateway import JavaObject
 from py4j.protocol import Py4JError
+from pyspark.java_gateway import ensure_callback_server_started
 from pyspark.sql import SparkSession
-from pyspark.sql.streaming.listener import (
-    QueryIdleEvent,
-    QueryProgressEvent,
-    QueryStartedEvent,
-    QueryTerminatedEvent,
-    StreamingQueryListener,
-)
 from pyspark.sql.types import (
     LongType,
     StringType,
@@ -73,11 +73,14 @@ EVENT_LOG_SCHEMA = StructType(
 )
 
 
-class EventLogListener(StreamingQueryListener):
+class EventLogListener:
     """Buffers one row per query progress (and per failed query); never writes itself.
 
     ``summary``: the run's summary, whose silver batch reports give the rows of the silver
     queries their read, applied and quarantined counts.
+
+    Spark calls the ``on…`` methods through Py4J with its own event objects
+    (:data:`JAVA_LISTENER`); :func:`recording` adds and removes the listener.
     """
 
     def __init__(self, summary: RunSummary | None = None) -> None:
@@ -97,13 +100,14 @@ class EventLogListener(StreamingQueryListener):
         with self._lock:
             self._rows = rows + self._rows
 
-    def onQueryStarted(self, event: QueryStartedEvent) -> None:
+    def onQueryStarted(self, event: JavaObject) -> None:
+        query_id = event.id().toString()
         with self._lock:
-            self._names[str(event.id)] = event.name or str(event.id)
+            self._names[query_id] = event.name() or query_id
 
-    def onQueryProgress(self, event: QueryProgressEvent) -> None:
-        progress = event.progress
-        name = progress.name or str(progress.id)
+    def onQueryProgress(self, event: JavaObject) -> None:
+        progress = json.loads(event.progress().json())
+        name = progress["name"] or progress["id"]
         row = progress_row(name, progress)
         rows = [row]
         if self._summary is not None and name.startswith("silver_"):
@@ -112,29 +116,48 @@ class EventLogListener(StreamingQueryListener):
                 row |= _counts(report)
         elif self._summary is not None and name == BRONZE_QUERY:
             # What the batch applied to silver in one hop: a row per entity, as a query's.
-            for entity, report in self._summary.take_hop_reports(progress.batchId):
+            for entity, report in self._summary.take_hop_reports(progress["batchId"]):
                 rows.append(row | {"query": f"silver_{entity}", **_counts(report)})
         with self._lock:
             self._rows.extend(rows)
 
-    def onQueryIdle(self, event: QueryIdleEvent) -> None:
+    def onQueryIdle(self, event: JavaObject) -> None:
         pass
 
-    def onQueryTerminated(self, event: QueryTerminatedEvent) -> None:
-        if event.exception is None:
+    def onQueryTerminated(self, event: JavaObject) -> None:
+        exception = event.exception()
+        if exception.isEmpty():
             return
+        query_id = event.id().toString()
         with self._lock:
-            name = self._names.get(str(event.id), str(event.id))
             self._rows.append(
                 {
-                    "query": name,
+                    "query": self._names.get(query_id, query_id),
                     "event": "failed",
                     "timestamp": datetime.now(UTC),
-                    "error": event.exception.strip().splitlines()[0][:1000],
-                    "query_id": str(event.id),
-                    "run_id": str(event.runId),
+                    "error": exception.get().strip().splitlines()[0][:1000],
+                    "query_id": query_id,
+                    "run_id": event.runId().toString(),
                 }
             )
+
+    class Java:
+        implements: ClassVar = ["org.apache.spark.sql.streaming.PythonStreamingQueryListener"]
+
+
+#: The JVM class that hands a session's query events to a Python listener.
+JAVA_LISTENER = "org.apache.spark.sql.streaming.PythonStreamingQueryListenerWrapper"
+
+
+def _listening(spark: SparkSession, listener: EventLogListener) -> JavaObject:
+    """Add ``listener`` to the session's streaming queries; the handle that removes it."""
+    jvm, gateway = spark.sparkContext._jvm, spark.sparkContext._gateway
+    assert jvm is not None and gateway is not None
+    # The JVM calls the listener through Py4J's callback server.
+    ensure_callback_server_started(gateway)  # type: ignore[no-untyped-call]
+    handle = getattr(jvm, JAVA_LISTENER)(listener)
+    spark._jsparkSession.streams().addListener(handle)
+    return handle
 
 
 def _counts(report: BatchReport) -> dict[str, Any]:
@@ -147,35 +170,27 @@ def _counts(report: BatchReport) -> dict[str, Any]:
     }
 
 
-def progress_row(name: str, progress: Any) -> dict[str, Any]:
-    """The event-log row of one query progress (a ``StreamingQueryProgress``)."""
-    watermark = progress.eventTime.get("watermark") if progress.eventTime else None
+def progress_row(name: str, progress: dict[str, Any]) -> dict[str, Any]:
+    """The event-log row of one query progress (Spark's ``StreamingQueryProgress`` JSON)."""
+    watermark = (progress.get("eventTime") or {}).get("watermark")
     return {
         "query": name,
         "event": "progress",
-        "batch_id": progress.batchId,
-        "timestamp": _instant(progress.timestamp),
-        "input_rows": progress.numInputRows,
-        "duration_ms": progress.batchDuration,
+        "batch_id": progress["batchId"],
+        "timestamp": _instant(progress["timestamp"]),
+        "input_rows": progress.get("numInputRows"),
+        "duration_ms": progress["batchDuration"],
         "watermark": _instant(watermark) if watermark else None,
-        "end_offset": json.dumps([_offset(source.endOffset) for source in progress.sources]),
-        "query_id": str(progress.id),
-        "run_id": str(progress.runId),
+        # A source's offset is JSON in the progress (or a string where it is not JSON).
+        "end_offset": json.dumps([source.get("endOffset") for source in progress["sources"]]),
+        "query_id": progress["id"],
+        "run_id": progress["runId"],
     }
 
 
 def _instant(text: str) -> datetime:
     """Spark's ``2026-11-24T06:05:18.123Z`` as an aware datetime."""
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
-
-
-def _offset(text: str | None) -> Any:
-    if text is None:
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
 
 
 def append_rows(spark: SparkSession, warehouse: Warehouse, rows: list[dict[str, Any]]) -> None:
@@ -193,11 +208,17 @@ class _Recorder:
     """Appends what the listener buffered, and refreshes the heartbeat, every ``interval``."""
 
     def __init__(
-        self, spark: SparkSession, warehouse: Warehouse, listener: EventLogListener, mode: str
+        self,
+        spark: SparkSession,
+        warehouse: Warehouse,
+        listener: EventLogListener,
+        handle: JavaObject,
+        mode: str,
     ) -> None:
         self.spark = spark
         self.warehouse = warehouse
         self.listener = listener
+        self.handle = handle
         self.started = datetime.now(UTC)
         self.mode = mode
         self._stop = threading.Event()
@@ -247,7 +268,7 @@ class _Recorder:
         self._stop.set()
         self._thread.join()
         _wait_for_delivery(self.spark)
-        self.spark.streams.removeListener(self.listener)
+        self.spark._jsparkSession.streams().removeListener(self.handle)
         try:
             self.flush()
         finally:
@@ -272,12 +293,12 @@ def recording(
     does not hide the block's error).
     """
     listener = EventLogListener(summary)
-    spark.streams.addListener(listener)
-    recorder = _Recorder(spark, warehouse, listener, mode)
+    handle = _listening(spark, listener)
+    recorder = _Recorder(spark, warehouse, listener, handle, mode)
     try:
         recorder.start()
     except BaseException:
-        spark.streams.removeListener(listener)
+        spark._jsparkSession.streams().removeListener(handle)
         raise
     try:
         yield

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -74,6 +75,34 @@ def test_event_log_and_status(spark: SparkSession, tmp_path: Path) -> None:
     assert report.running is not None and report.running.alive
     assert report.running.mode == "continuous"
     assert not Path(warehouse.heartbeat).exists()  # removed when the run ended
+
+
+def test_rows_hold_offsets_watermarks_and_failures(spark: SparkSession, tmp_path: Path) -> None:
+    """A progress row holds its sources' end offsets (JSON) and its watermark; a query that
+    fails leaves a ``failed`` row with its error."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "lines.txt").write_text("1\n2\n", encoding="utf-8")
+    warehouse = Warehouse.from_path(tmp_path / "wh")
+    lines = spark.readStream.format("text").load(str(tmp_path / "in"))
+    stamped = lines.withColumn("at", F.current_timestamp()).withWatermark("at", "1 minute")
+
+    def fail(batch: DataFrame, batch_id: int) -> None:
+        raise ValueError("this batch fails")
+
+    def started(frame: DataFrame, name: str) -> Any:
+        writer = frame.writeStream.queryName(name).trigger(availableNow=True)
+        return writer.option("checkpointLocation", str(tmp_path / name))
+
+    with recording(spark, warehouse, None, "once"):
+        started(stamped, "lines").format("noop").start().awaitTermination()
+        with pytest.raises(StreamingQueryException):
+            started(lines, "failing").foreachBatch(fail).start().awaitTermination()
+    log = spark.read.format("delta").load(warehouse.event_log)
+    rows = {row.query: row for row in log.collect()}
+    assert rows["lines"].event == "progress" and rows["lines"].input_rows == 2
+    assert json.loads(rows["lines"].end_offset) == [{"logOffset": 0}]
+    assert rows["lines"].watermark is not None
+    assert rows["failing"].event == "failed" and rows["failing"].error
 
 
 def check_one_row_per_batch(log: DataFrame, root: Path) -> dict[str, list[int]]:
