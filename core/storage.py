@@ -11,11 +11,19 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+HADOOP_PATH = "org.apache.hadoop.fs.Path"
 
-def _file_system(spark: SparkSession, uri: str) -> tuple[Any, Any]:
+
+def _java_class(spark: SparkSession, name: str) -> Any:
+    """The JVM class of the full ``name``, found in one call to the JVM (``jvm.org.apache…``
+    asks once per part of the name, and each part that is no class searches the class path)."""
     jvm = spark.sparkContext._jvm
     assert jvm is not None
-    path = jvm.org.apache.hadoop.fs.Path(uri)
+    return getattr(jvm, name)
+
+
+def _file_system(spark: SparkSession, uri: str) -> tuple[Any, Any]:
+    path = _java_class(spark, HADOOP_PATH)(uri)
     return path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), path
 
 
@@ -24,10 +32,8 @@ def write_text(spark: SparkSession, uri: str, text: str) -> None:
     hidden file beside it, then renamed over it, so a reader or a crash never finds it half
     written (a file system whose rename does not replace deletes the old file first)."""
     fs, path = _file_system(spark, uri)
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
     hidden = f".{path.getName()}.{uuid.uuid4().hex}.tmp"
-    temporary = jvm.org.apache.hadoop.fs.Path(path.getParent(), hidden)
+    temporary = _java_class(spark, HADOOP_PATH)(path.getParent(), hidden)
     stream = fs.create(temporary, True)
     try:
         stream.write(bytearray(text.encode("utf-8")))
@@ -45,11 +51,9 @@ def read_text(spark: SparkSession, uri: str) -> str | None:
     fs, path = _file_system(spark, uri)
     if not fs.exists(path):
         return None
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
     stream = fs.open(path)
     try:
-        return str(jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
+        return str(_java_class(spark, "org.apache.commons.io.IOUtils").toString(stream, "UTF-8"))
     finally:
         stream.close()
 
@@ -117,9 +121,7 @@ def copy_tree(spark: SparkSession, source: str, target: str) -> None:
     """Copy the file or directory ``source`` (with everything in it) to ``target``."""
     source_fs, source_path = _file_system(spark, source)
     target_fs, target_path = _file_system(spark, target)
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
     conf = spark.sparkContext._jsc.hadoopConfiguration()
-    jvm.org.apache.hadoop.fs.FileUtil.copy(
+    _java_class(spark, "org.apache.hadoop.fs.FileUtil").copy(
         source_fs, source_path, target_fs, target_path, False, conf
     )
