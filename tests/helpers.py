@@ -5,10 +5,12 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import TimestampType
 
 from bronze.table import with_ingestion_metadata
 from cdc.files import lines_to_records
@@ -31,8 +33,16 @@ def deliver(source: Path, number: int, records: Iterable[Record]) -> None:
 
 
 def table_rows(spark: SparkSession, path: str) -> list[dict[str, Any]]:
-    """Every row of the Delta table at ``path``, as dicts."""
-    return [r.asDict() for r in spark.read.format("delta").load(path).collect()]
+    """Every row of the Delta table at ``path``, as dicts; timestamps as naive UTC datetimes
+    (``collect()`` gives them in the Python process's local zone, whatever Spark's)."""
+    frame = spark.read.format("delta").load(path)
+    stamps = [f.name for f in frame.schema.fields if isinstance(f.dataType, TimestampType)]
+    rows = [r.asDict() for r in frame.collect()]
+    for row in rows:
+        for name in stamps:
+            if isinstance(row[name], datetime):
+                row[name] = row[name].astimezone(UTC).replace(tzinfo=None)
+    return rows
 
 
 def bronze_frame(spark: SparkSession, records: Iterable[Record], batch_id: int = 0) -> DataFrame:
