@@ -9,7 +9,7 @@ after Spark has delivered every event, so a clean stop loses no row.
 
 The listener reads each progress as its JSON, in two calls to the JVM. PySpark's own
 ``StreamingQueryListener`` converts every event field by field first: about 420 calls and 140 ms
-per progress (a 100-event demo: 7,665 of its 58,230 calls), each ending a map with a Java
+per progress (a 100-event demo: 7,665 of its 58,230 calls), and each map it reads ends in a Java
 exception.
 """
 
