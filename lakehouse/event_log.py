@@ -205,20 +205,16 @@ def append_rows(spark: SparkSession, warehouse: Warehouse, rows: list[dict[str, 
 
 
 class _Recorder:
-    """Appends what the listener buffered, and refreshes the heartbeat, every ``interval``."""
+    """Listens to the session's streaming queries from :meth:`start` to :meth:`close`, and
+    appends what the listener buffered, and refreshes the heartbeat, every ``interval``."""
 
     def __init__(
-        self,
-        spark: SparkSession,
-        warehouse: Warehouse,
-        listener: EventLogListener,
-        handle: JavaObject,
-        mode: str,
+        self, spark: SparkSession, warehouse: Warehouse, listener: EventLogListener, mode: str
     ) -> None:
         self.spark = spark
         self.warehouse = warehouse
         self.listener = listener
-        self.handle = handle
+        self._handle: JavaObject | None = None
         self.started = datetime.now(UTC)
         self.mode = mode
         self._stop = threading.Event()
@@ -226,8 +222,16 @@ class _Recorder:
         self._thread = threading.Thread(target=self._loop, name="event-log", daemon=True)
 
     def start(self) -> None:
-        self.beat()
+        self._handle = _listening(self.spark, self.listener)
+        try:
+            self.beat()
+        except BaseException:
+            self._stop_listening()
+            raise
         self._thread.start()
+
+    def _stop_listening(self) -> None:
+        self.spark._jsparkSession.streams().removeListener(self._handle)
 
     def beat(self) -> None:
         """Write the heartbeat: who runs, since when, last seen now."""
@@ -268,7 +272,7 @@ class _Recorder:
         self._stop.set()
         self._thread.join()
         _wait_for_delivery(self.spark)
-        self.spark._jsparkSession.streams().removeListener(self.handle)
+        self._stop_listening()
         try:
             self.flush()
         finally:
@@ -292,14 +296,8 @@ def recording(
     The rows are appended when the block ends, also when it raises (then a failure to append
     does not hide the block's error).
     """
-    listener = EventLogListener(summary)
-    handle = _listening(spark, listener)
-    recorder = _Recorder(spark, warehouse, listener, handle, mode)
-    try:
-        recorder.start()
-    except BaseException:
-        spark._jsparkSession.streams().removeListener(handle)
-        raise
+    recorder = _Recorder(spark, warehouse, EventLogListener(summary), mode)
+    recorder.start()
     try:
         yield
     except BaseException:
