@@ -82,6 +82,15 @@ def earliest_window(micros: Column, table: GoldTable) -> tuple[Column, Column]:
     return micros, micros
 
 
+def earliest_end(table: GoldTable) -> Column:
+    """An aggregate over change-feed rows: the lowest end (epoch µs) of the
+    :func:`earliest_window` of a row image with an event time (null: none). A batch whose
+    value is after the watermark has no late events; the filter can only drop rows."""
+    micros = F.unix_micros(F.col(table.event_time))
+    image = F.col("_change_type").isin(*ROW_IMAGES)
+    return F.min(F.when(image, earliest_window(micros, table)[1]))
+
+
 def late_events(changes: DataFrame, table: GoldTable, watermark: int) -> DataFrame:
     """The rows of ``gold.late_events`` for a batch of silver change-feed rows: one per row
     image (insert, delete, an update's old and new value) that the declaration counts and

@@ -73,7 +73,13 @@ from gold.enrichment import (
     history_columns,
     scope_rows,
 )
-from gold.finality import LATE_EVENTS_SCHEMA, late_events, newly_final, with_finality
+from gold.finality import (
+    LATE_EVENTS_SCHEMA,
+    earliest_end,
+    late_events,
+    newly_final,
+    with_finality,
+)
 from gold.schema_log import rebase_schema_log, schema_log_location
 from gold.stream_join import (
     OTHER,
@@ -358,7 +364,8 @@ def _maintainer(
     def maintain(batch: DataFrame, batch_id: int) -> None:
         spark = batch.sparkSession
         silver = spark.read.format("delta").load(paths.source)
-        # The batch's newest event time and commit time, taken in the job that finds its scope.
+        # The batch's newest event time and commit time, and the earliest end of a window its
+        # changes can fall in, taken in the job that finds its scope.
         stats = Observation(f"{app_id}:{batch_id}")
         image = F.col("_change_type").isin(*ROW_IMAGES)
         added = image & F.col("_change_type").isin(*ADDS)
@@ -366,12 +373,13 @@ def _maintainer(
             stats,
             F.max(F.when(added, F.unix_micros(F.col(table.event_time)))).alias("seen"),
             F.max(F.when(image, F.unix_micros("_commit_timestamp"))).alias("at"),
+            earliest_end(table).alias("earliest_end"),
         )
         facts, silver, touched, others = _scoped_batch(batch, silver, table, paths)
         # Distinct (group, window) keys, as small as the change, kept as Arrow: the scope then
         # reaches Spark again without a Python worker (timestamps stay instants, in UTC).
         keys = touched.toArrow()
-        newest, batch_time = itemgetter("seen", "at")(stats.get)  # filled by that job
+        newest, batch_time, earliest = itemgetter("seen", "at", "earliest_end")(stats.get)
         before = recorded.read(spark, app_id, batch_id)
         seen = max((s for s in (before, newest) if s is not None), default=None)
         watermark = watermark_of(seen, table)
@@ -409,7 +417,9 @@ def _maintainer(
         merge = keys.num_rows > 0 or watermark != previous
         if merge:
             changes = _checked(changes, checks, table, app_id, batch_id)
-        if previous is not None:
+        # A stream join's late matches are found in the gold rows; otherwise a batch whose
+        # changes all end after the watermark has no late events, and no job looks for them.
+        if previous is not None and (others is not None or _may_be_late(earliest, previous)):
             late = late_events(facts, table, previous)
             if others is not None:
                 late = late.unionByName(late_matches(others, existing, table, previous))
@@ -423,6 +433,12 @@ def _maintainer(
             recorded.record(spark, table, seen, app_id, batch_id)
 
     return maintain
+
+
+def _may_be_late(earliest_end: int | None, watermark: int) -> bool:
+    """Whether a batch whose row images' earliest window end is ``earliest_end`` (epoch µs,
+    None: no row image with an event time) can hold a change late under ``watermark``."""
+    return earliest_end is not None and earliest_end <= watermark
 
 
 def _checked(
