@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pyspark.errors import StreamingQueryException
@@ -138,18 +138,37 @@ def run_to_end(
         LakehouseError: any other failure (see :func:`await_query`), or a schema change after
             :data:`MAX_SCHEMA_RESTARTS` restarts (running again continues).
     """
-    query = start()
-    restarts = 0
-    while True:
-        try:
-            query.awaitTermination()
-            return query
-        except StreamingQueryException as error:
-            if restarts == MAX_SCHEMA_RESTARTS or not stopped_by_schema_change(error):
-                raise failure(query, error) from error
-        restarts += 1
-        restarted(query)
-        query = start()
+    return run_all_to_end([start], restarted)[0]
+
+
+def run_all_to_end(
+    starts: Sequence[Callable[[], StreamingQuery]],
+    restarted: Callable[[StreamingQuery], None] = lambda _: None,
+) -> list[StreamingQuery]:
+    """Start independent queries together and wait for each to end, as :func:`run_to_end`
+    does for one: they share the machine's cores. When one fails, the others are stopped
+    (their checkpoints make the next run go on) and its error is raised."""
+    queries: list[StreamingQuery] = []
+    try:
+        queries.extend(start() for start in starts)
+        for number, start in enumerate(starts):
+            restarts = 0
+            while True:
+                try:
+                    queries[number].awaitTermination()
+                    break
+                except StreamingQueryException as error:
+                    if restarts == MAX_SCHEMA_RESTARTS or not stopped_by_schema_change(error):
+                        raise failure(queries[number], error) from error
+                restarts += 1
+                restarted(queries[number])
+                queries[number] = start()
+    except BaseException:
+        for query in queries:
+            if query.isActive:
+                query.stop()
+        raise
+    return queries
 
 
 def failure(query: StreamingQuery, error: BaseException) -> LakehouseError:

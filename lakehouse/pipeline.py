@@ -6,7 +6,7 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -26,7 +26,7 @@ from core.streaming import (
     Trigger,
     between_batches,
     failure,
-    run_to_end,
+    run_all_to_end,
     stopped_by_schema_change,
 )
 from expectations.checks import load_checks
@@ -135,8 +135,8 @@ def run_from_bronze(
     report = RunReport() if summary is None else RunReport(summary=summary)
     trigger = Trigger()
     _apply_bronze(spark, warehouse, config, progress, report, entities)
-    for _, start in _gold_jobs(spark, warehouse, config, trigger, progress, set(), entities):
-        _finish(start, report, progress)
+    gold = _gold_jobs(spark, warehouse, config, trigger, progress, set(), entities)
+    _finish_all([start for _, start in gold], report, progress)
     report.seconds = time.monotonic() - started
     return report
 
@@ -151,7 +151,9 @@ def _apply_bronze(
     through_batch: int | None = None,
 ) -> None:
     """Run the silver query of each entity (of ``entities``; None: all) with bronze it has
-    not read, until it has read all of it (of bronze batches up to ``through_batch``)."""
+    not read, all at once, until each has read all of it (of bronze batches up to
+    ``through_batch``)."""
+    jobs: list[Callable[[], StreamingQuery]] = []
     for spec in entity_specs(spark, warehouse, config):
         if (entities is None or spec.name in entities) and has_unread_bronze(
             spark, warehouse, spec
@@ -160,10 +162,14 @@ def _apply_bronze(
             report.summary.add_table(spec.name)
             listener = partial(report.summary.silver_batch, spec.name)
             checks = load_checks(spark, config.quality, warehouse, "silver", spec.name)
-            job = partial(
-                start_silver, spark, warehouse, spec, Trigger(), listener, checks, through_batch
+            jobs.append(
+                partial(
+                    start_silver, spark, warehouse, spec, Trigger(), listener, checks, through_batch
+                )
             )
-            _finish(job, report, progress)
+    if len(jobs) > 1:
+        ensure_shared_tables(spark, warehouse)
+    _finish_all(jobs, report, progress)
 
 
 class RunningQueries:
@@ -516,8 +522,16 @@ def _alert_jobs(
 
 
 def _finish(start: Callable[[], StreamingQuery], report: RunReport, progress: Progress) -> None:
+    _finish_all([start], report, progress)
+
+
+def _finish_all(
+    starts: Sequence[Callable[[], StreamingQuery]], report: RunReport, progress: Progress
+) -> None:
+    """Run independent queries together to their end (:func:`core.streaming.run_all_to_end`)."""
+
     def restarted(query: StreamingQuery) -> None:
         progress(f"{query.name}: its input changed schema; continuing from its checkpoint")
 
-    query = run_to_end(start, restarted)
-    report.queries.append(query.name or str(query.id))
+    for query in run_all_to_end(starts, restarted):
+        report.queries.append(query.name or str(query.id))

@@ -155,12 +155,12 @@ def test_a_failed_replay_leaves_the_warehouse_as_it_was(
     with pytest.raises(TableNotFoundError, match=r"Unknown table 'payments'.*customers, orders"):
         replay(spark, warehouse, SHOP_CONFIG, "payments")
 
-    def fail_at_orders(message: str) -> None:
-        if message.startswith("silver: applying shop.public.orders"):
+    def fail_at_gold(message: str) -> None:  # silver is rebuilt, gold not yet
+        if message.startswith("gold: "):
             raise RuntimeError("simulated crash during the rebuild")
 
     with pytest.raises(RuntimeError, match="simulated crash"):
-        replay(spark, warehouse, SHOP_CONFIG, progress=fail_at_orders)
+        replay(spark, warehouse, SHOP_CONFIG, progress=fail_at_gold)
 
     staging = Path(warehouse.root) / swap.STAGING
     assert (staging / "silver" / "customers" / "_delta_log").is_dir()  # the rebuild had begun
