@@ -42,7 +42,7 @@ from core.catalog import register_tables
 from core.config import CatalogSpec
 from core.errors import EnvironmentSetupError
 from core.layout import Warehouse
-from core.spark import QUIET_LOG_CONFIG, local_delta_jars
+from core.spark import DRIVER_JAVA_OPTIONS, local_delta_jars
 from lakehouse.sql_guard import Kind, classify
 from lakehouse.sql_guard import refusal as guard_refusal
 from lakehouse.sql_session import SQL_ON_FILES, SUBSTITUTE
@@ -65,11 +65,11 @@ def session_settings(scratch: Path, mode: str) -> dict[str, str]:
     The Thrift server opens client sessions in threads whose class loader sees only the
     driver's class path, so in ``local-jars`` mode the Delta jars go there too.
     """
-    options = f"-Dlog4j2.configurationFile={QUIET_LOG_CONFIG}"
+    options = f"{DRIVER_JAVA_OPTIONS} -Dderby.stream.error.file={scratch}/derby.log"
     settings = {
         **GUARD_SETTINGS,
         "spark.sql.hive.thriftServer.singleSession": "false",
-        "spark.driver.extraJavaOptions": f"{options} -Dderby.stream.error.file={scratch}/derby.log",
+        "spark.driver.extraJavaOptions": options,
     }
     if mode in ("auto", "local-jars"):
         jars = os.pathsep.join(str(jar) for jar in local_delta_jars())

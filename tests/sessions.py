@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import shlex
 
-from core.spark import QUIET_LOG_CONFIG
+from core.spark import DRIVER_JAVA_OPTIONS
 from tests import class_archive, objstore
 from tests.hadoop_fs import LOCAL_FS, fs_jar
 
@@ -53,9 +53,9 @@ QUICK_JVM = f"{QUICK_COMPILER} {KEEP_COMPILED}"
 
 
 def driver_java_options(quick_compiler: bool = True, share_classes: bool = True) -> str:
-    """Java options of a test driver: quiet logs, :data:`QUICK_JVM` if asked and, with
-    ``share_classes`` where it is built, the tests' class archive."""
-    options = [f"-Dlog4j2.configurationFile={QUIET_LOG_CONFIG}"]
+    """Java options of a test driver: :data:`~core.spark.DRIVER_JAVA_OPTIONS`, :data:`QUICK_JVM`
+    if asked and, with ``share_classes`` where it is built, the tests' class archive."""
+    options = [DRIVER_JAVA_OPTIONS]
     if quick_compiler:
         options.append(QUICK_JVM)
     archive = class_archive.archive_path()

@@ -18,6 +18,7 @@ from pyspark.sql import SparkSession
 from core.layout import Warehouse
 from lakehouse.broker import free_port
 from tests import sessions
+from tests.helpers import table_rows
 from tests.runs import Run
 
 pytestmark = pytest.mark.integration
@@ -77,10 +78,10 @@ def test_serve_reads_over_jdbc_and_refuses_writes_and_paths(
         connection = spark._jvm.java.sql.DriverManager.getConnection(url, "", "")  # type: ignore[union-attr]
         try:
             got = query(connection, "SELECT * FROM gold.revenue_per_minute ORDER BY window_start")
-            want = spark.read.format("delta").load(warehouse.table("gold", "revenue_per_minute"))
-            assert [(datetime.fromisoformat(t), float(r)) for t, r in got] == [
-                (r.window_start, r.revenue) for r in want.orderBy("window_start").collect()
-            ]
+            want = table_rows(spark, warehouse.table("gold", "revenue_per_minute"))
+            assert [(datetime.fromisoformat(t), float(r)) for t, r in got] == sorted(
+                (r["window_start"], r["revenue"]) for r in want
+            )
             messages = {
                 statement: refusal(connection, statement)
                 for statement in (
