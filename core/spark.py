@@ -79,9 +79,9 @@ DELTA_SQL_SETTINGS = {
 QUIET_LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 #: Java options of a local session's driver: quiet logs, and UTC as the JVM's time zone, like
 #: the session's. Where the JVM's zone is not UTC, Delta 4.0 checks the file list it keeps
-#: beside each commit by reconstructing the table's state, one more Spark job per commit
-#: (``allFilesInCrc.verificationMode.forceOnNonUTC.enabled``; a silver batch: 19 jobs in
-#: Europe/Berlin, 17 in UTC).
+#: beside each commit of a small table by reconstructing the table's state, one more Spark
+#: job per commit (``allFilesInCrc.verificationMode.forceOnNonUTC.enabled``; a silver batch:
+#: 19 jobs in Europe/Berlin, 17 in UTC).
 DRIVER_JAVA_OPTIONS = f"-Dlog4j2.configurationFile={QUIET_LOG_CONFIG} -Duser.timezone=UTC"
 
 
