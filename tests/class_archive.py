@@ -53,10 +53,13 @@ spark.stop()
 
 
 def archive_path() -> Path:
-    """Where the archive of this JDK and these jars lives (it fits no other classpath)."""
+    """Where the archive of this JDK, garbage collector and these jars lives (it fits no other
+    classpath, and Java maps it only with the collector it was built with)."""
+    from tests.sessions import SERIAL_GC
+
     java = shutil.which("java") or ""
     jars = Path(pyspark.__file__).parent / "jars"
-    named = [os.path.realpath(java), pyspark.__version__, str(fs_jar())]
+    named = [os.path.realpath(java), SERIAL_GC, pyspark.__version__, str(fs_jar())]
     named += sorted(path.name for path in jars.glob("*.jar"))
     named += [f"{path}:{path.stat().st_size}" for path in local_delta_jars()]
     digest = hashlib.sha256("\n".join(named).encode()).hexdigest()

@@ -13,6 +13,7 @@ The commands, kernels and servers run as processes compile Java with C1 alone
 423 s with it, 203 s without). The workers' own sessions run for the whole suite and keep C2:
 with C1 alone, tests late in the run took 20 to 90 % longer. Drivers map the classes they load
 from the tests' class archive (:mod:`tests.class_archive`) where ``make test`` has built it.
+Every test JVM collects garbage with Java's serial collector (:data:`SERIAL_GC`).
 
 Local paths go through :data:`tests.hadoop_fs.LOCAL_FS`, which spares each file created or
 renamed a ``chmod`` or ``readlink`` process.
@@ -48,16 +49,19 @@ QUICK_COMPILER = "-XX:TieredStopAtLevel=1"
 #: new method-handle stub dies ("Out of space in CodeCache": a demo with Spark's event log on).
 #: So the cache gets C2's default size (the demo's CPU did not change).
 KEEP_COMPILED = "-XX:-UseCodeCacheFlushing -XX:ReservedCodeCacheSize=240m"
+#: Java's serial garbage collector, not G1 (Java's default on two cores): G1's concurrent
+#: threads and write barriers cost CPU that a test, which waits for no pause, does not need
+#: (a 100-event demo, six runs each: 56-66 s of CPU with G1, 54-58 s with it; less in each pair).
+SERIAL_GC = "-XX:+UseSerialGC"
 #: The Java options of a command's JVMs (driver and executors).
-QUICK_JVM = f"{QUICK_COMPILER} {KEEP_COMPILED}"
+QUICK_JVM = f"{QUICK_COMPILER} {KEEP_COMPILED} {SERIAL_GC}"
 
 
 def driver_java_options(quick_compiler: bool = True, share_classes: bool = True) -> str:
     """Java options of a test driver: :data:`~core.spark.DRIVER_JAVA_OPTIONS`, :data:`QUICK_JVM`
-    if asked and, with ``share_classes`` where it is built, the tests' class archive."""
-    options = [DRIVER_JAVA_OPTIONS]
-    if quick_compiler:
-        options.append(QUICK_JVM)
+    if asked (else :data:`SERIAL_GC` alone) and, with ``share_classes`` where it is built, the
+    tests' class archive."""
+    options = [DRIVER_JAVA_OPTIONS, QUICK_JVM if quick_compiler else SERIAL_GC]
     archive = class_archive.archive_path()
     if share_classes and archive.exists():
         # silent where an archive does not fit (it then starts as without one)
