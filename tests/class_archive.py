@@ -54,7 +54,7 @@ spark.stop()
 
 def archive_path() -> Path:
     """Where the archive of this JDK, garbage collector and these jars lives (it fits no other
-    classpath, and Java maps it only with the collector it was built with)."""
+    classpath; Java did not map one built with the serial collector into a JVM using G1)."""
     from tests.sessions import SERIAL_GC
 
     java = shutil.which("java") or ""

@@ -51,7 +51,8 @@ QUICK_COMPILER = "-XX:TieredStopAtLevel=1"
 KEEP_COMPILED = "-XX:-UseCodeCacheFlushing -XX:ReservedCodeCacheSize=240m"
 #: Java's serial garbage collector, not G1 (Java's default on two cores): G1's concurrent
 #: threads and write barriers cost CPU that a test, which waits for no pause, does not need
-#: (a 100-event demo, six runs each: 56-66 s of CPU with G1, 54-58 s with it; less in each pair).
+#: (a 100-event demo, six runs each: 56-66 s of CPU with G1, 54-58 s with it, less in each
+#: pair; ``make test`` on one machine: 933 s of pytest with G1, 818 and 842 s with it).
 SERIAL_GC = "-XX:+UseSerialGC"
 #: The Java options of a command's JVMs (driver and executors).
 QUICK_JVM = f"{QUICK_COMPILER} {KEEP_COMPILED} {SERIAL_GC}"
