@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from bronze.table import with_ingestion_metadata
 from cdc.files import lines_to_records
@@ -97,6 +98,31 @@ def _write_bronze(spark: SparkSession, records: list[Record], path: str, batch_i
         frame = spark.createDataFrame(lines, "value string, _source string")
         bronze = with_ingestion_metadata(lines_to_records(frame), batch_id)
         bronze.write.format("delta").mode("overwrite" if start == 0 else "append").save(path)
+
+
+#: ``--load bulk``: keys applied as Debezium records before the rest are copied from key 0's row.
+SEED_ROWS = 1_000
+#: ``--load bulk``: rows per data file of the copied keys (about what ``maintain`` leaves).
+ROWS_PER_FILE = 1_000_000
+
+
+def _clone_rows(spark: SparkSession, path: str, start: int, rows: int) -> None:
+    """Append keys ``start`` to ``rows - 1`` to the silver table at ``path``, each a copy of
+    key 0's row with its own key, customer and bronze offset, in key order."""
+    if rows <= start:
+        return
+    table = spark.read.format("delta").load(path)
+    template = table.where("id = 0").drop("id", "customer_id")
+    copies = (
+        spark.range(start, rows)
+        .crossJoin(template.drop("_bronze_offset"))
+        .withColumn("customer_id", F.col("id") % 997)
+        .withColumn("_bronze_offset", F.col("id"))
+        .select(*(F.col(f.name).cast(f.dataType) for f in table.schema.fields))
+        .repartitionByRange(max(1, (rows - start) // ROWS_PER_FILE), "id")
+        .sortWithinPartitions("id")
+    )
+    copies.write.format("delta").mode("append").save(path)
 
 
 def _commits(spark: SparkSession, root: Path) -> int:
@@ -181,9 +207,21 @@ def _run(spark: SparkSession, root: Path, args: argparse.Namespace) -> list[dict
     inputs = root / "bronze_in"
     started = time.perf_counter()
     loads = 0
-    for loads, records in enumerate(workload.initial(args.load_batch), start=1):
-        _write_bronze(spark, records, str(inputs / str(loads)), loads)
-        apply(spark.read.format("delta").load(str(inputs / str(loads))), loads)
+    if args.load == "bulk":
+        loads = 1
+        seed = next(workload.initial(min(args.rows, SEED_ROWS)))
+        _write_bronze(spark, seed, str(inputs / "1"), 1)
+        apply(spark.read.format("delta").load(str(inputs / "1")), 1)
+        _clone_rows(spark, tables.silver, SEED_ROWS, args.rows)
+        if args.deletion_vectors:
+            spark.sql(
+                f"ALTER TABLE delta.`{tables.silver}` "
+                "SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')"
+            )
+    else:
+        for loads, records in enumerate(workload.initial(args.load_batch), start=1):
+            _write_bronze(spark, records, str(inputs / str(loads)), loads)
+            apply(spark.read.format("delta").load(str(inputs / str(loads))), loads)
     print(
         f"initial load of {args.rows:,} rows in {loads} batches: "
         f"{time.perf_counter() - started:.1f} s"
@@ -210,6 +248,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=14)
     parser.add_argument("--load-batch", type=int, default=LOAD_BATCH)
     parser.add_argument("--keys", choices=("random", "recent"), default="random")
+    parser.add_argument("--load", choices=("batches", "bulk"), default="batches")
+    parser.add_argument("--deletion-vectors", action="store_true")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--verbose", action="store_true", help="print each job's stages")
     args = parser.parse_args()

@@ -60,6 +60,9 @@ class TableSpec:
     on_incompatible_type: IncompatibleTypePolicy = "fail"
     #: How the entity's tables take a wider column type (core.widening.TypeWidening).
     type_widening: TypeWidening = "in_place"
+    #: Delta deletion vectors on the entity's silver and tombstone tables: a MERGE marks the
+    #: rows it replaces instead of rewriting their files (a reader feature; off by default).
+    deletion_vectors: bool = False
     stored_as_scd_type: int = 1
     track_history_column_list: tuple[str, ...] | None = None
     track_history_except_column_list: tuple[str, ...] | None = None
@@ -583,6 +586,7 @@ _TABLE_TYPES: Mapping[str, type] = {
     "ignore_null_updates": bool,
     "on_incompatible_type": str,
     "type_widening": str,
+    "deletion_vectors": bool,
     "stored_as_scd_type": int,
     "track_history_column_list": list,
     "track_history_except_column_list": list,

@@ -340,6 +340,9 @@ def _marked(spark: SparkSession, path: str, app_id: str, batch_id: int) -> bool:
 
 #: Table property that lets Delta widen column types in place (see :mod:`core.widening`).
 TYPE_WIDENING_PROPERTY = "delta.enableTypeWidening"
+#: Table property that lets DML mark replaced rows in deletion vectors instead of rewriting
+#: their files.
+DELETION_VECTORS_PROPERTY = "delta.enableDeletionVectors"
 
 
 def ensure_table(
@@ -348,6 +351,7 @@ def ensure_table(
     schema: StructType,
     change_feed: bool,
     widening: TypeWidening = "in_place",
+    deletion_vectors: bool = False,
 ) -> None:
     """Make the table at ``path`` able to take rows of ``schema``: create it if missing; add
     the columns it lacks; widen the columns whose type in ``schema`` is a Delta type widening
@@ -357,13 +361,25 @@ def ensure_table(
     them. The first widening either turns the feature on (``in_place``: no data is rewritten,
     a warning names the table) or rewrites the table in the wider types (``rewrite``: one
     overwrite commit; its change feed shows every row deleted and inserted again).
+    ``deletion_vectors``: the table gets (or keeps) Delta's deletion vectors; a warning names
+    it when they are turned on.
     """
     if not table_exists(spark, path):
         builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
         if change_feed:
             builder = builder.property("delta.enableChangeDataFeed", "true")
+        if deletion_vectors:
+            builder = builder.property(DELETION_VECTORS_PROPERTY, "true")
         builder.execute()
+        if deletion_vectors:
+            _warn_deletion_vectors(path)
         return
+    if deletion_vectors and not has_deletion_vectors(spark, path):
+        spark.sql(
+            f"ALTER TABLE {quoted_path(path)} "
+            f"SET TBLPROPERTIES ('{DELETION_VECTORS_PROPERTY}' = 'true')"
+        )
+        _warn_deletion_vectors(path)
     current = spark.read.format("delta").load(path)
     changes = table_changes(current.schema, schema)
     if (changes.widened or changes.altered) and widening == "rewrite":
@@ -399,12 +415,13 @@ class EnsuredTables:
         schema: StructType,
         change_feed: bool,
         widening: TypeWidening = "in_place",
+        deletion_vectors: bool = False,
     ) -> bool:
         """:func:`ensure_table` unless the table already took ``schema`` in this query;
         returns whether it ran."""
         if self._schemas.get(path) == schema:
             return False
-        ensure_table(spark, path, schema, change_feed, widening)
+        ensure_table(spark, path, schema, change_feed, widening, deletion_vectors)
         self._schemas[path] = schema
         return True
 
@@ -425,6 +442,32 @@ def _rewrite_wider(current: DataFrame, path: str, changes: TableChanges) -> None
         .mode("overwrite")
         .option("overwriteSchema", "true")
         .save(path)
+    )
+
+
+def has_deletion_vectors(spark: SparkSession, path: str) -> bool:
+    """Whether DML on the table at ``path`` writes deletion vectors."""
+    return (table_property(spark, path, DELETION_VECTORS_PROPERTY) or "").lower() == "true"
+
+
+def purge_deletion_vectors(spark: SparkSession, path: str) -> None:
+    """Rewrite the table at ``path`` without the rows its deletion vectors mark deleted (until
+    then they are still in its files; a later VACUUM removes the old files): its current rows
+    written again as a rearrangement (``dataChange`` false: no change feed, streams skip it).
+
+    Not ``REORG TABLE ... APPLY (PURGE)``: Delta 4.0.0's fails on Spark 4.0.3 with a
+    NoSuchMethodError; nor OPTIMIZE, which leaves a file alone in its bin as it is."""
+    rows = spark.read.format("delta").load(path)
+    rows.write.format("delta").mode("overwrite").option("dataChange", "false").save(path)
+
+
+def _warn_deletion_vectors(path: str) -> None:
+    _log.warning(
+        "Delta table %s uses deletion vectors (deletion_vectors = true): readers need the "
+        "deletionVectors table feature (delta-rs's SQL reader has it; its pyarrow and pandas "
+        "conversions, and so Polars, refuse the table). Set deletion_vectors = false on new "
+        "tables for every reader.",
+        path,
     )
 
 

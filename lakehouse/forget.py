@@ -16,7 +16,9 @@ about its records. Steps, each through the pipeline's own code or the DeltaTable
 5. run the gold jobs that read the entity: they retract the deleted rows from the silver change
    feed, as for any delete; then delete the rows of ``gold.late_events`` about the key's records
    (a retraction landing in a final window adds one);
-6. VACUUM every touched table with retention 0, so no file of an older version holds the key;
+6. VACUUM every touched table with retention 0, so no file of an older version holds the key
+   (first, in a table with deletion vectors, rewrite the files whose rows they mark deleted:
+   earlier versions of the key's row, and the row itself, are still in those files);
 7. check every version still in each touched table's log: a version whose files all exist
    must not contain the key (its change feed neither, where the table has one).
 
@@ -41,6 +43,8 @@ from core.config import PipelineConfig, TableSpec
 from core.delta_io import (
     change_feed_readable,
     commit_message,
+    has_deletion_vectors,
+    purge_deletion_vectors,
     readable_version,
     rewritable,
     table_exists,
@@ -154,6 +158,9 @@ def forget(
     _delete_all(spark, about, message, report)
     for name, path in touched:
         if table_exists(spark, path):
+            if has_deletion_vectors(spark, path):
+                progress(f"forget: purge deleted rows from the files of {name}")
+                purge_deletion_vectors(spark, path)
             progress(f"forget: vacuum {name} (retention 0)")
             vacuum(spark, path, 0)
             report.vacuumed.append(name)

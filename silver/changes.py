@@ -65,7 +65,8 @@ def newer_than(events: DataFrame, current: DataFrame | None, keys: Sequence[str]
     """
     if current is None:
         return events
-    latest = current.groupBy(*keys).agg(F.max("_current").alias("_current"))
+    ours = current.join(events.select(*keys).distinct(), list(keys), "left_semi")
+    latest = ours.groupBy(*keys).agg(F.max("_current").alias("_current"))
     return (
         events.join(latest, list(keys), "left")
         .where(F.col("_current").isNull() | (order_of() > F.col("_current")))

@@ -20,7 +20,6 @@ from core.identifiers import table_name_for_topic
 from core.layout import QUARANTINE_TABLE, Warehouse
 from core.quarantine import ensure_quarantine, quarantine
 from core.streaming import Trigger, query_app_id
-from core.widening import TypeWidening
 from expectations.compile import Check
 from expectations.enforce import Outcome, TableChecks
 from expectations.metrics import record_outcomes
@@ -117,10 +116,14 @@ class QueryState:
         path: str,
         schema: StructType,
         change_feed: bool,
-        widening: TypeWidening,
+        spec: TableSpec,
     ) -> None:
-        """:func:`core.delta_io.ensure_table`, once per schema and table in this query."""
-        if self._ensured.ensure(spark, path, schema, change_feed, widening):
+        """:func:`core.delta_io.ensure_table` with the entity's settings, once per schema and
+        table in this query."""
+        ensured = self._ensured.ensure(
+            spark, path, schema, change_feed, spec.type_widening, spec.deletion_vectors
+        )
+        if ensured:
             self._columns_known = False
 
 
@@ -280,7 +283,7 @@ def apply_batch(
         kept,
         counts.toast_columns,
         tables,
-        spec.type_widening,
+        spec,
         state,
         app_id,
         batch_id,
@@ -352,7 +355,7 @@ def _apply_changes(
     layout: RowLayout,
     toast_columns: list[str],
     tables: EntityTables,
-    widening: TypeWidening,
+    spec: TableSpec,
     state: QueryState,
     app_id: str,
     batch_id: int,
@@ -380,12 +383,12 @@ def _apply_changes(
     if not totals.applied:
         return 0
     row_schema = _schema_of(effective, (*keys, *columns, *METADATA_COLUMNS))
-    state.ensure_table(spark, tables.silver, row_schema, True, widening)
+    state.ensure_table(spark, tables.silver, row_schema, True, spec)
     merge = partial(merge_silver, effective, tables.silver, keys, columns, toast_columns, within)
     dml_once(spark, tables.silver, f"{app_id}:silver", batch_id, merge)
     if totals.deletes:
         tombstone_schema = _schema_of(effective, (*keys, *TOMBSTONE_METADATA))
-        state.ensure_table(spark, tables.tombstones, tombstone_schema, False, widening)
+        state.ensure_table(spark, tables.tombstones, tombstone_schema, False, spec)
         merge = partial(merge_tombstones, effective, tables.tombstones, keys, within)
         dml_once(spark, tables.tombstones, f"{app_id}:tombstones", batch_id, merge)
     return int(totals.applied)

@@ -4,7 +4,7 @@ longer counts it, bronze's history says why, and a replay still equals the wareh
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from decimal import Decimal
 from functools import reduce
@@ -308,13 +308,20 @@ BATCHES = [
 ]
 
 
-def build_scd2_warehouse(spark: SparkSession, root: Path) -> Warehouse:
+def build_scd2_warehouse(
+    spark: SparkSession, root: Path, config: PipelineConfig = SCD2_CONFIG, runs: int = 1
+) -> Warehouse:
+    """:data:`BATCHES` in bronze, applied by ``runs`` pipeline runs (1: all in one run;
+    otherwise one run per batch)."""
     warehouse = Warehouse.from_path(root)
     bronze = warehouse.table("bronze", table_name_for_topic(TOPIC))
     ensure_bronze_table(spark, bronze, TOPIC)
     for batch_id, records in enumerate(BATCHES):
         bronze_frame(spark, records, batch_id).write.format("delta").mode("append").save(bronze)
-    run_from_bronze(spark, warehouse, SCD2_CONFIG)
+        if runs > 1:
+            run_from_bronze(spark, warehouse, config)
+    if runs == 1:
+        run_from_bronze(spark, warehouse, config)
     return warehouse
 
 
@@ -455,6 +462,28 @@ def test_history_rebuilt_after_forget_does_not_bring_the_key_back(
         ("Eve", "new", True)
     ]
     assert files_holding(Path(warehouse.root)) == []
+
+
+def test_forget_purges_what_deletion_vectors_only_mark_deleted(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """With ``deletion_vectors``, a MERGE or DELETE leaves the rows it replaces in their files
+    (a vector marks them deleted): ``forget`` rewrites those files before its VACUUM."""
+    config = PipelineConfig(tables=(replace(CUSTOMERS, deletion_vectors=True),))
+    warehouse = build_scd2_warehouse(spark, tmp_path / "wh", config, runs=len(BATCHES))
+    silver = warehouse.table("silver", "customers")
+    assert deletion_vector_files(spark, silver), "the MERGEs wrote no deletion vector"
+    forget(spark, warehouse, config, "customers", {"id": FORGOTTEN_ID}, REASON)
+    assert files_holding(Path(warehouse.root)) == []
+    kept = load(spark, warehouse, "silver", "customers").select("id", "name").collect()
+    assert sorted(tuple(r) for r in kept) == [(1, "Bob B"), (2, "Cy")]
+
+
+def deletion_vector_files(spark: SparkSession, path: str) -> list[str]:
+    """Data files that a commit of the table at ``path`` gave a deletion vector."""
+    actions = spark.read.json(f"{path}/_delta_log/*.json")
+    marked = actions.where(F.col("add.deletionVector").isNotNull()).select("add.path")
+    return [row.path for row in marked.collect()]
 
 
 def test_forget_of_a_key_nothing_holds_says_so_and_changes_nothing(

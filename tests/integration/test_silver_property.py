@@ -25,7 +25,7 @@ import random
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ from core.layout import Warehouse
 from silver.job import QueryState, apply_batch, entity_tables
 from silver.reference import BronzeRecord, FoldSpec, fold
 from silver.verify import canonical_rows
+from tests.delta_rs import assert_delta_rs_sql_reads_same_rows
 from tests.draws import draw_examples, example_count, property_seed
 from tests.helpers import bronze_frame, bronze_record, pg_envelope, pg_key
 
@@ -343,15 +344,15 @@ def silver_rows(spark: SparkSession, path: str) -> dict[tuple[Any, ...], dict[st
 
 
 def run_group(
-    spark: SparkSession, warehouse: Path, batches: list[list[Record]]
+    spark: SparkSession, warehouse: Path, batches: list[list[Record]], spec: TableSpec = SPEC
 ) -> dict[tuple[Any, ...], dict[str, Any]]:
     """Apply the batches to a fresh table and return its rows by key."""
-    tables = entity_tables(Warehouse.from_path(warehouse), SPEC)
+    tables = entity_tables(Warehouse.from_path(warehouse), spec)
     state = QueryState()  # kept between batches, as the streaming query keeps it
     for batch_id, records in enumerate(batches):
         if records:
             frame = bronze_frame(spark, records, batch_id)
-            apply_batch(frame, batch_id, SPEC, tables, "prop", state=state)
+            apply_batch(frame, batch_id, spec, tables, "prop", state=state)
     assert not table_exists(spark, tables.quarantine), "valid records were quarantined"
     return silver_rows(spark, tables.silver)
 
@@ -367,7 +368,11 @@ def differences(
 
 
 def check_group(
-    spark: SparkSession, warehouse: Path, scenarios: list[Scenario], indices: list[int]
+    spark: SparkSession,
+    warehouse: Path,
+    scenarios: list[Scenario],
+    indices: list[int],
+    spec: TableSpec = SPEC,
 ) -> str | None:
     """Run one group; None if silver equals the fold, else a report of what differs."""
     batches = group_batches(scenarios, indices)
@@ -376,7 +381,7 @@ def check_group(
     truncates = [i for i in indices if scenarios[i].has_truncate]
     header = f"scenarios {indices} (with a truncate: {truncates})"
     try:
-        actual = run_group(spark, warehouse, batches)
+        actual = run_group(spark, warehouse, batches, spec)
     except Exception as error:
         return f"{header}: apply_batch failed: {type(error).__name__}: {error}"[:4000]
     wrong = list(differences(expected.rows, actual))
@@ -420,6 +425,22 @@ def test_silver_equals_fold_under_any_delivery(spark: SparkSession, tmp_path: Pa
     ]
     print(f"silver property: seed {seed_value}, {coverage}, {time.monotonic() - started:.0f} s")
     assert not failures, f"SILVER_PROPERTY_SEED={seed_value}\n" + "\n\n".join(failures)
+
+
+def test_silver_with_deletion_vectors_equals_fold(spark: SparkSession, tmp_path: Path) -> None:
+    """The same, for the scenarios without a truncate, on tables with deletion vectors (their
+    MERGEs mark replaced rows instead of rewriting files); delta-rs's SQL reader, which
+    supports them, reads the same rows as Spark."""
+    seed_value = property_seed("SILVER_PROPERTY_SEED")
+    scenarios = draw_scenarios(seed_value)
+    plain = [i for i, s in enumerate(scenarios) if not s.has_truncate]
+    spec = replace(SPEC, deletion_vectors=True)
+    report = check_group(spark, tmp_path, scenarios, plain, spec)
+    assert report is None, f"SILVER_PROPERTY_SEED={seed_value}\n{report}"
+    silver = entity_tables(Warehouse.from_path(tmp_path), spec).silver
+    log = spark.read.json(f"{silver}/_delta_log/*.json")
+    assert "deletionVector" in log.schema["add"].dataType.fieldNames(), "no deletion vector"
+    assert_delta_rs_sql_reads_same_rows(spark, silver)
 
 
 def test_bronze_record_matches_bronze_frame(spark: SparkSession) -> None:

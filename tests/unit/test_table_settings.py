@@ -206,6 +206,7 @@ ignore_null_updates = true
 name = "customers"
 topic = "pg.public.customers"
 column_list = ["name"]
+deletion_vectors = true
 """,
     )
     assert load_config(path).tables == (
@@ -220,7 +221,12 @@ column_list = ["name"]
             except_column_list=("operation",),
             ignore_null_updates=True,
         ),
-        TableSpec(name="customers", topic="pg.public.customers", column_list=("name",)),
+        TableSpec(
+            name="customers",
+            topic="pg.public.customers",
+            column_list=("name",),
+            deletion_vectors=True,
+        ),
     )
 
 
@@ -233,7 +239,8 @@ TABLE = '[[tables]]\nname = "users"\ntopic = "app.users"\n'
         (
             "ignore_null_update = true",
             r"^Unknown setting\(s\) ignore_null_update in \[\[tables\]\]\. Allowed: "
-            r"apply_as_deletes, apply_as_truncates, column_list, except_column_list, format, "
+            r"apply_as_deletes, apply_as_truncates, column_list, deletion_vectors, "
+            r"except_column_list, format, "
             r"ignore_null_updates, keys, name, on_incompatible_type, schema, sequence_by, "
             r"stored_as_scd_type, tombstone_retention_days, topic, track_history_column_list, "
             r"track_history_except_column_list, type_widening\.$",
@@ -263,6 +270,10 @@ TABLE = '[[tables]]\nname = "users"\ntopic = "app.users"\n'
             r"^Table 'users': set either 'column_list'",
         ),
         ('apply_as_truncates = "x > 1"', r"^Unsupported condition 'x > 1' for apply_as_trunc"),
+        (
+            'deletion_vectors = "on"',
+            r"^Setting 'deletion_vectors' in \[\[tables\]\] must be true or false, not 'on'\.$",
+        ),
     ],
     ids=[
         "unknown",
@@ -273,6 +284,7 @@ TABLE = '[[tables]]\nname = "users"\ntopic = "app.users"\n'
         "list-item",
         "both",
         "grammar",
+        "deletion-vectors-string",
     ],
 )
 def test_load_config_rejects(tmp_path: Path, setting: str, message: str) -> None:
