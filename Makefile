@@ -50,9 +50,12 @@ test-deep: venv
 unit: venv
 	$(BIN)/pytest -m unit $(PYTEST_ARGS)
 
+# Then one silver batch against tables of 100k, 1M and 10M rows, without and with deletion vectors.
 bench: venv
 	$(BIN)/python -m benchmarks.bench $(BENCH_ARGS)
 	$(BIN)/python -m benchmarks.gold_bench $(GOLD_BENCH_ARGS)
+	$(BIN)/python -m benchmarks.batch_cost --sizes 100000,1000000,10000000 --batches 2 \
+		--warmup 1 --json benchmarks/results/latest-batch-cost.json
 
 # Headless Chromium (Debian package) for the test that opens the GX Data Docs; installed with
 # apt-get where missing; where apt-get is unavailable it says so and that test is skipped.

@@ -10,8 +10,15 @@ Per batch: the Spark jobs it ran (a job group around the call), the Delta commit
 (versions of every table under the warehouse) and its wall time. Prints the figures of every
 batch and the median of the batches after the first ``--warmup``; ``--json`` writes them.
 
+``--load bulk`` builds the table fast: a thousand keys applied as Debezium records, the rest
+copies of key 0's row written in key order, files of a million rows (about what ``maintain``
+leaves). ``--sizes`` (``make bench``) measures tables of each size so built, first as they are,
+then with the ``deletion_vectors`` setting turned on, and compares the largest with the
+smallest (goal: within 2x).
+
     .venv/bin/python -m benchmarks.batch_cost --rows 100000 --events 2000
     .venv/bin/python -m benchmarks.batch_cost --rows 1000000 --load-batch 100000 --keys recent
+    .venv/bin/python -m benchmarks.batch_cost --sizes 100000,1000000,10000000
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -194,90 +202,179 @@ class _Workload:
         return records
 
 
-def _run(spark: SparkSession, root: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
+def _load(spark: SparkSession, root: Path, workload: _Workload, args: argparse.Namespace) -> int:
+    """The initial table: ``--load batches`` applies every key's insert in micro-batches of
+    ``--load-batch``; ``--load bulk`` applies :data:`SEED_ROWS` keys, then copies key 0's row
+    for the rest (:func:`_clone_rows`). Returns the id of the last batch applied."""
     warehouse = Warehouse.from_path(root / "warehouse")
-    tables = entity_tables(warehouse, SPEC)
     ensure_shared_tables(spark, warehouse)
-    state = QueryState()
+    apply = _applier(warehouse, SPEC)
+    started = time.perf_counter()
+    size = min(workload.rows, SEED_ROWS) if args.load == "bulk" else args.load_batch
+    loads = 0
+    for loads, records in enumerate(workload.initial(size), start=1):
+        path = str(root / "bronze_in" / str(loads))
+        _write_bronze(spark, records, path, loads)
+        apply(spark.read.format("delta").load(path), loads)
+        if args.load == "bulk":
+            _clone_rows(spark, entity_tables(warehouse, SPEC).silver, SEED_ROWS, workload.rows)
+            break
+    print(f"initial load of {workload.rows:,} rows: {time.perf_counter() - started:.1f} s")
+    return loads
+
+
+def _applier(warehouse: Warehouse, spec: TableSpec) -> Applier:
+    """``apply_batch`` of one silver query (its state kept between batches)."""
+    tables, state = entity_tables(warehouse, spec), QueryState()
 
     def apply(batch: DataFrame, batch_id: int) -> BatchReport:
-        return apply_batch(batch, batch_id, SPEC, tables, "bench", None, state)
+        return apply_batch(batch, batch_id, spec, tables, "bench", None, state)
 
-    workload = _Workload(args.rows, args.seed, recent=args.keys == "recent")
-    inputs = root / "bronze_in"
-    started = time.perf_counter()
-    loads = 0
-    if args.load == "bulk":
-        loads = 1
-        seed = next(workload.initial(min(args.rows, SEED_ROWS)))
-        _write_bronze(spark, seed, str(inputs / "1"), 1)
-        apply(spark.read.format("delta").load(str(inputs / "1")), 1)
-        _clone_rows(spark, tables.silver, SEED_ROWS, args.rows)
-        if args.deletion_vectors:
-            spark.sql(
-                f"ALTER TABLE delta.`{tables.silver}` "
-                "SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')"
-            )
-    else:
-        for loads, records in enumerate(workload.initial(args.load_batch), start=1):
-            _write_bronze(spark, records, str(inputs / str(loads)), loads)
-            apply(spark.read.format("delta").load(str(inputs / str(loads))), loads)
-    print(
-        f"initial load of {args.rows:,} rows in {loads} batches: "
-        f"{time.perf_counter() - started:.1f} s"
-    )
+    return apply
+
+
+def _measure(
+    spark: SparkSession,
+    root: Path,
+    workload: _Workload,
+    spec: TableSpec,
+    batch_ids: range,
+    args: argparse.Namespace,
+) -> list[dict[str, Any]]:
+    """Apply one batch of updates per id in ``batch_ids`` with a new query of ``spec``; the
+    figures of each."""
+    apply = _applier(Warehouse.from_path(root / "warehouse"), spec)
     figures = []
-    for batch_id in range(loads + 1, loads + args.batches + 1):
-        path = str(inputs / str(batch_id))
+    for batch_id in batch_ids:
+        path = str(root / "bronze_in" / str(batch_id))
         _write_bronze(spark, workload.batch(args.events, args.redelivered), path, batch_id)
         batch = spark.read.format("delta").load(path)
         batch.inputFiles()  # a stream's batch names its files: no snapshot job in the batch
         figure = _one_batch(spark, batch, batch_id, apply, root / "warehouse", args.verbose)
         figures.append(figure)
-        print(json.dumps(figure))
+        print(json.dumps(figure), flush=True)
     return figures
+
+
+def _summary(figures: list[dict[str, Any]], warmup: int) -> dict[str, Any]:
+    """Medians of the batches after the first ``warmup``."""
+    steady = figures[warmup:] or figures
+    return {
+        "median_ms": statistics.median(f["ms"] for f in steady),
+        "median_jobs": statistics.median(f["jobs"] for f in steady),
+        "median_commits": statistics.median(f["commits"] for f in steady),
+        "batches": figures,
+    }
+
+
+def _one_size(spark: SparkSession, args: argparse.Namespace) -> dict[str, Any]:
+    """``--rows`` keys, then ``--batches`` batches with the table as it is (no deletion
+    vectors unless ``--deletion-vectors``)."""
+    root = Path(tempfile.mkdtemp(prefix="batch-cost-"))
+    try:
+        workload = _Workload(args.rows, args.seed, recent=args.keys == "recent")
+        loaded = _load(spark, root, workload, args)
+        spec = replace(SPEC, deletion_vectors=args.deletion_vectors)
+        batch_ids = range(loaded + 1, loaded + args.batches + 1)
+        figures = _measure(spark, root, workload, spec, batch_ids, args)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    summary = {"rows": args.rows, "events": args.events, "keys": args.keys}
+    return summary | _summary(figures, args.warmup)
+
+
+#: ``--sizes``: the goal, a batch on the largest table within this factor of the smallest's.
+SIZE_GOAL = 2.0
+
+
+def size_curve(spark: SparkSession, args: argparse.Namespace) -> dict[str, Any]:
+    """Per table size of ``--sizes`` (loaded in bulk): ``--batches`` batches without deletion
+    vectors, then the same with them (the setting turned on, as a user would on a grown
+    table), each after ``--warmup`` unmeasured batches."""
+    args.load = "bulk"
+    curve: dict[str, Any] = {"events": args.events, "keys": args.keys, "sizes": {}}
+    for rows in args.sizes:
+        root = Path(tempfile.mkdtemp(prefix="batch-cost-"))
+        try:
+            workload = _Workload(rows, args.seed, recent=args.keys == "recent")
+            next_id = _load(spark, root, workload, args) + 1
+            by_mode = {}
+            for mode, vectors in (("default", False), ("deletion_vectors", True)):
+                count = args.warmup + args.batches
+                batch_ids = range(next_id, next_id + count)
+                spec = replace(SPEC, deletion_vectors=vectors)
+                figures = _measure(spark, root, workload, spec, batch_ids, args)
+                by_mode[mode] = _summary(figures, args.warmup)
+                next_id += count
+                print(f"{rows:,} rows, {mode}: {by_mode[mode]['median_ms']:.0f} ms", flush=True)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        curve["sizes"][str(rows)] = by_mode
+    smallest, largest = (curve["sizes"][str(f(args.sizes))] for f in (min, max))
+    curve["largest_vs_smallest"] = {
+        mode: round(largest[mode]["median_ms"] / smallest[mode]["median_ms"], 2)
+        for mode in ("default", "deletion_vectors")
+    }
+    curve["goal_largest_vs_smallest"] = SIZE_GOAL
+    return curve
+
+
+def print_curve(curve: dict[str, Any]) -> None:
+    print(
+        f"\nsilver batch of {curve['events']:,} updates ({curve['keys']} keys) vs table size, "
+        "median ms (Spark jobs):"
+    )
+    print(f"{'rows':>12}{'default':>18}{'deletion vectors':>20}")
+    for rows, modes in curve["sizes"].items():
+        cells = [
+            f"{modes[m]['median_ms']:>8.0f} ({modes[m]['median_jobs']:.0f} jobs)"
+            for m in ("default", "deletion_vectors")
+        ]
+        print(f"{int(rows):>12,}{cells[0]:>18}{cells[1]:>20}")
+    ratios = curve["largest_vs_smallest"]
+    print(
+        f"largest vs smallest: {ratios['default']:.1f}x default, "
+        f"{ratios['deletion_vectors']:.1f}x with deletion vectors "
+        f"(goal <= {curve['goal_largest_vs_smallest']:.0f}x)"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument(
+        "--sizes",
+        type=lambda text: [int(n) for n in text.split(",")],
+        default=None,
+        help="comma-separated table sizes: the per-size curve, without and with deletion vectors",
+    )
     parser.add_argument("--events", type=int, default=2_000)
     parser.add_argument("--batches", type=int, default=6)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--redelivered", type=float, default=0.02)
     parser.add_argument("--seed", type=int, default=14)
     parser.add_argument("--load-batch", type=int, default=LOAD_BATCH)
-    parser.add_argument("--keys", choices=("random", "recent"), default="random")
     parser.add_argument("--load", choices=("batches", "bulk"), default="batches")
     parser.add_argument("--deletion-vectors", action="store_true")
+    parser.add_argument("--keys", choices=("random", "recent"), default="random")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--verbose", action="store_true", help="print each job's stages")
     args = parser.parse_args()
 
     spark = get_spark(mode="local-jars")
     spark.sparkContext.setLogLevel("ERROR")
-    root = Path(tempfile.mkdtemp(prefix="batch-cost-"))
-    try:
-        figures = _run(spark, root, args)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-    steady = figures[args.warmup :] or figures
-    summary = {
-        "rows": args.rows,
-        "events": args.events,
-        "keys": args.keys,
-        "median_ms": statistics.median(f["ms"] for f in steady),
-        "median_jobs": statistics.median(f["jobs"] for f in steady),
-        "median_commits": statistics.median(f["commits"] for f in steady),
-        "batches": figures,
-    }
-    print(
-        f"steady state ({len(steady)} batches of {args.events:,} events, "
-        f"{args.rows:,}-row table, {args.keys} keys): {summary['median_ms']:.0f} ms, "
-        f"{summary['median_jobs']:.0f} Spark jobs, {summary['median_commits']:.0f} commits"
-    )
+    if args.sizes:
+        result = size_curve(spark, args)
+        print_curve(result)
+    else:
+        result = _one_size(spark, args)
+        print(
+            f"steady state ({args.rows:,}-row table, {args.events:,} events, {args.keys} keys): "
+            f"{result['median_ms']:.0f} ms, {result['median_jobs']:.0f} Spark jobs, "
+            f"{result['median_commits']:.0f} commits"
+        )
     if args.json is not None:
-        args.json.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@ from the file source, our silver apply over the resulting bronze tables, then th
 (per-batch dedupe + plain MERGE) over the same bronze tables, and our apply again with the
 demo's data-quality suites (into a staging warehouse); then ``lakehouse maintain``
 (silver's data files before and after) and ``lakehouse replay`` (rebuild of silver and gold from
-bronze). Prints a table and writes JSON to ``benchmarks/results/``.
+bronze). Prints a table, then each figure with its goal (issue 14) and whether it is met, and
+writes JSON to ``benchmarks/results/``.
 
 ``--quality-only`` measures just what the data-quality checks cost: after bronze ingest, silver
 apply without and with the demo's suites, each twice in the order without, with, with, without
@@ -127,8 +128,43 @@ def main() -> None:
     }
     if args.kafka_events:
         result["kafka"] = kafka_results(spark, args.kafka_events, args.seed, WORK)
+    result["goals"] = goals(result, replay_seconds)
     _print(result)
     _write(result, "bench")
+
+
+#: Issue 14's goals: (figure, how it is compared, goal).
+GOALS = (
+    ("silver apply vs baseline (x)", ">=", 2.0),
+    ("replay of 1M records (s)", "<=", 60.0),
+    ("Kafka -> bronze vs raw consume (x)", ">=", 0.3),
+    ("freshness p50, one hop (s)", "<=", 2.0),
+    ("freshness p99, one hop (s)", "<=", 5.0),
+)
+
+
+def goals(result: dict[str, Any], replay_seconds: float) -> list[dict[str, Any]]:
+    """Each figure of :data:`GOALS` the run measured, with its goal and whether it is met
+    (the replay's only for a run of a million records)."""
+    kafka = result.get("kafka", {})
+    one_hop = kafka.get("freshness", {}).get("one-hop", {})
+    values = {
+        "silver apply vs baseline (x)": result["silver_vs_baseline_speed"],
+        "replay of 1M records (s)": replay_seconds if result["events"] == 1_000_000 else None,
+        "Kafka -> bronze vs raw consume (x)": kafka.get("bronze_vs_raw_consume"),
+        "freshness p50, one hop (s)": one_hop.get("p50_seconds"),
+        "freshness p99, one hop (s)": one_hop.get("p99_seconds"),
+    }
+    return [
+        {
+            "figure": figure,
+            "value": round(values[figure], 3),
+            "goal": f"{sign} {goal:g}",
+            "met": values[figure] >= goal if sign == ">=" else values[figure] <= goal,
+        }
+        for figure, sign, goal in GOALS
+        if values[figure] is not None
+    ]
 
 
 def _write(result: dict[str, Any], kind: str) -> None:
@@ -241,6 +277,13 @@ def _timed(stage: str, action: Callable[[], object]) -> float:
     return seconds
 
 
+def _print_goals(rows: list[dict[str, Any]]) -> None:
+    print(f"\n{'figure':<40}{'measured':>10}{'goal':>10}  met")
+    for row in rows:
+        met = "yes" if row["met"] else "no"
+        print(f"{row['figure']:<40}{row['value']:>10g}{row['goal']:>10}  {met}")
+
+
 def _print(result: dict[str, Any]) -> None:
     print(f"\nbenchmark: {result['events']:,} generated records, seed {result['seed']}")
     print(f"{'stage':<46}{'records':>12}{'seconds':>10}{'records/s':>12}")
@@ -274,6 +317,7 @@ def _print(result: dict[str, Any]) -> None:
                 f"(goal p50 <= 2 s, p99 <= 5 s; {fresh['applied_on_their_own']:,} of "
                 f"{fresh['records']:,} applied on their own)"
             )
+    _print_goals(result["goals"])
 
 
 if __name__ == "__main__":

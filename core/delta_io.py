@@ -465,8 +465,8 @@ def _warn_deletion_vectors(path: str) -> None:
     _log.warning(
         "Delta table %s uses deletion vectors (deletion_vectors = true): readers need the "
         "deletionVectors table feature (delta-rs's SQL reader has it; its pyarrow and pandas "
-        "conversions, and so Polars, refuse the table). Set deletion_vectors = false on new "
-        "tables for every reader.",
+        "conversions, and so Polars, refuse the table). Leave deletion_vectors off for tables "
+        "every Delta reader must open.",
         path,
     )
 
