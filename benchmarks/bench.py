@@ -57,6 +57,15 @@ def main() -> None:
         "--kafka-events", type=int, default=200_000, help="records for the Kafka figures (0: skip)"
     )
     parser.add_argument(
+        "--fresh-rate", type=float, default=1_000.0, help="records/s produced for freshness"
+    )
+    parser.add_argument(
+        "--fresh-seconds", type=float, default=60.0, help="how long freshness is measured"
+    )
+    parser.add_argument(
+        "--two-hop", action="store_true", help="freshness in two hops too (bronze, then silver)"
+    )
+    parser.add_argument(
         "--quality-only",
         action="store_true",
         help="only bronze ingest and silver apply without/with the demo's suites (the ratio)",
@@ -127,7 +136,15 @@ def main() -> None:
         "maintain": maintenance,
     }
     if args.kafka_events:
-        result["kafka"] = kafka_results(spark, args.kafka_events, args.seed, WORK)
+        result["kafka"] = kafka_results(
+            spark,
+            args.kafka_events,
+            args.seed,
+            WORK,
+            args.fresh_rate,
+            args.fresh_seconds,
+            args.two_hop,
+        )
     result["goals"] = goals(result, replay_seconds)
     _print(result)
     _write(result, "bench")

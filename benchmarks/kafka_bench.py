@@ -196,13 +196,23 @@ def _quantile(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(len(values) * q))] if values else float("nan")
 
 
-def kafka_results(spark: SparkSession, events: int, seed: int, work: Path) -> dict[str, Any]:
+def kafka_results(
+    spark: SparkSession,
+    events: int,
+    seed: int,
+    work: Path,
+    rate: float,
+    seconds: float,
+    two_hop: bool = False,
+) -> dict[str, Any]:
     """All Kafka figures on a fresh local broker: produce, raw consume, Kafka -> bronze and
-    freshness; JSON-ready."""
+    freshness in one hop at ``rate`` records/s for ``seconds`` (and in two hops with
+    ``two_hop``); JSON-ready."""
     broker = LocalBroker(home=work / "kafka-broker", port=free_port())
     shutil.rmtree(broker.home / "data", ignore_errors=True)
     for name in ("kafka-warehouse", "fresh-one-hop", "fresh-two-hop"):
         shutil.rmtree(work / name, ignore_errors=True)
+    modes = (("one-hop", True), ("two-hop", False)) if two_hop else (("one-hop", True),)
     broker.start()
     try:
         report = send_workload(WorkloadConfig(events=events, seed=seed), broker.bootstrap)
@@ -211,9 +221,14 @@ def kafka_results(spark: SparkSession, events: int, seed: int, work: Path) -> di
         bronze_seconds = kafka_to_bronze_seconds(spark, report, broker.bootstrap, warehouse)
         fresh = {
             hops: freshness(
-                spark, broker.bootstrap, Warehouse.from_path(work / f"fresh-{hops}"), one_hop
+                spark,
+                broker.bootstrap,
+                Warehouse.from_path(work / f"fresh-{hops}"),
+                one_hop,
+                rate,
+                seconds,
             )
-            for hops, one_hop in (("one-hop", True), ("two-hop", False))
+            for hops, one_hop in modes
         }
     finally:
         broker.stop()

@@ -50,8 +50,8 @@ from silver.tables import (
     delete_older_than,
     latest_truncation,
     merge_silver,
-    merge_tombstones,
     order_literal,
+    tombstones_of,
 )
 
 
@@ -389,8 +389,8 @@ def _apply_changes(
     if totals.deletes:
         tombstone_schema = _schema_of(effective, (*keys, *TOMBSTONE_METADATA))
         state.ensure_table(spark, tables.tombstones, tombstone_schema, False, spec)
-        merge = partial(merge_tombstones, effective, tables.tombstones, keys, within)
-        dml_once(spark, tables.tombstones, f"{app_id}:tombstones", batch_id, merge)
+        tombstones = tombstones_of(effective, keys)
+        append(tombstones, tables.tombstones, f"{app_id}:tombstones", batch_id, False)
     return int(totals.applied)
 
 

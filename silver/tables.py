@@ -176,23 +176,11 @@ def merge_silver(
     )
 
 
-def merge_tombstones(
-    effective: DataFrame, path: str, keys: Sequence[str], within: KeyRange | None = None
-) -> None:
-    """Remember the newest delete per key (a newer upsert of the same batch drops it);
-    ``effective`` is materialized (see :func:`~core.delta_io.merge_materialized`); ``within``:
-    its key range."""
-    is_delete = F.col("s._op") == "d"
-    columns = _copy_from_source((*keys, *TOMBSTONE_METADATA))
-    merge_materialized(
-        DeltaTable.forPath(effective.sparkSession, path)
-        .alias("t")
-        .merge(effective.alias("s"), key_match(keys, within))
-        .whenMatchedUpdate(condition=is_delete & (order_of("s.") > order_of("t.")), set=columns)
-        .whenMatchedDelete(condition=~is_delete & (order_of("s.") > order_of("t.")))
-        .whenNotMatchedInsert(condition=is_delete, values=columns),
-        effective,
-    )
+def tombstones_of(effective: DataFrame, keys: Sequence[str]) -> DataFrame:
+    """The batch's deletes as tombstone rows, to append: a key may then have several, and
+    older ones than its live row; a reader takes the newest order per key (``newer_than``),
+    and tombstone retention removes them all in time."""
+    return effective.where(F.col("_op") == "d").select(*keys, *TOMBSTONE_METADATA)
 
 
 def delete_older_than(spark: SparkSession, path: str, floor: Column) -> None:

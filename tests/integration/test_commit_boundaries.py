@@ -39,7 +39,7 @@ APP_ID = "commit-boundaries"
 #: widens a table, which a replay finds done).
 COMMIT_SITES = [
     (silver.job, "append"),
-    (silver.job, GUARDED_DML),  # delete_older_than, merge_silver, merge_tombstones
+    (silver.job, GUARDED_DML),  # delete_older_than, merge_silver
 ]
 
 
@@ -107,7 +107,7 @@ def test_a_crash_after_any_commit_then_a_replay_gives_the_uncrashed_tables(
     apply_batch(bronze_frame(spark, SECOND, 1), 1, SPEC, reference, APP_ID)
     boundaries = list(faults.calls)
     expected = state(spark, reference)
-    assert set(boundaries) == {"append", "delete_older_than", "merge_silver", "merge_tombstones"}
+    assert set(boundaries) == {"append", "delete_older_than", "merge_silver"}
     assert all(version >= 0 for version, _ in expected.values()), expected
 
     replayed_sites = {}
