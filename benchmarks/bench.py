@@ -153,7 +153,7 @@ def main() -> None:
 #: Issue 14's goals: (figure, how it is compared, goal).
 GOALS = (
     ("silver apply vs baseline (x)", ">=", 2.0),
-    ("replay of 1M records (s)", "<=", 60.0),
+    ("replay of 1M records, warm session (s)", "<=", 60.0),
     ("Kafka -> bronze vs raw consume (x)", ">=", 0.3),
     ("freshness p50, one hop (s)", "<=", 2.0),
     ("freshness p99, one hop (s)", "<=", 5.0),
@@ -165,9 +165,10 @@ def goals(result: dict[str, Any], replay_seconds: float) -> list[dict[str, Any]]
     (the replay's only for a run of a million records)."""
     kafka = result.get("kafka", {})
     one_hop = kafka.get("freshness", {}).get("one-hop", {})
+    replay = replay_seconds if result["events"] == 1_000_000 else None
     values = {
         "silver apply vs baseline (x)": result["silver_vs_baseline_speed"],
-        "replay of 1M records (s)": replay_seconds if result["events"] == 1_000_000 else None,
+        "replay of 1M records, warm session (s)": replay,
         "Kafka -> bronze vs raw consume (x)": kafka.get("bronze_vs_raw_consume"),
         "freshness p50, one hop (s)": one_hop.get("p50_seconds"),
         "freshness p99, one hop (s)": one_hop.get("p99_seconds"),
