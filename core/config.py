@@ -60,8 +60,8 @@ class TableSpec:
     on_incompatible_type: IncompatibleTypePolicy = "fail"
     #: How the entity's tables take a wider column type (core.widening.TypeWidening).
     type_widening: TypeWidening = "in_place"
-    #: Delta deletion vectors on the entity's silver and tombstone tables: a MERGE marks the
-    #: rows it replaces instead of rewriting their files (a reader feature; off by default).
+    #: Delta deletion vectors on the entity's silver table: a MERGE marks the rows it replaces
+    #: instead of rewriting their files (a reader feature; off by default).
     deletion_vectors: bool = False
     stored_as_scd_type: int = 1
     track_history_column_list: tuple[str, ...] | None = None

@@ -20,6 +20,7 @@ from core.identifiers import table_name_for_topic
 from core.layout import QUARANTINE_TABLE, Warehouse
 from core.quarantine import ensure_quarantine, quarantine
 from core.streaming import Trigger, query_app_id
+from core.widening import TypeWidening
 from expectations.compile import Check
 from expectations.enforce import Outcome, TableChecks
 from expectations.metrics import record_outcomes
@@ -116,13 +117,11 @@ class QueryState:
         path: str,
         schema: StructType,
         change_feed: bool,
-        spec: TableSpec,
+        widening: TypeWidening,
+        deletion_vectors: bool = False,
     ) -> None:
-        """:func:`core.delta_io.ensure_table` with the entity's settings, once per schema and
-        table in this query."""
-        ensured = self._ensured.ensure(
-            spark, path, schema, change_feed, spec.type_widening, spec.deletion_vectors
-        )
+        """:func:`core.delta_io.ensure_table`, once per schema and table in this query."""
+        ensured = self._ensured.ensure(spark, path, schema, change_feed, widening, deletion_vectors)
         if ensured:
             self._columns_known = False
 
@@ -383,12 +382,14 @@ def _apply_changes(
     if not totals.applied:
         return 0
     row_schema = _schema_of(effective, (*keys, *columns, *METADATA_COLUMNS))
-    state.ensure_table(spark, tables.silver, row_schema, True, spec)
+    state.ensure_table(
+        spark, tables.silver, row_schema, True, spec.type_widening, spec.deletion_vectors
+    )
     merge = partial(merge_silver, effective, tables.silver, keys, columns, toast_columns, within)
     dml_once(spark, tables.silver, f"{app_id}:silver", batch_id, merge)
     if totals.deletes:
         tombstone_schema = _schema_of(effective, (*keys, *TOMBSTONE_METADATA))
-        state.ensure_table(spark, tables.tombstones, tombstone_schema, False, spec)
+        state.ensure_table(spark, tables.tombstones, tombstone_schema, False, spec.type_widening)
         tombstones = tombstones_of(effective, keys)
         append(tombstones, tables.tombstones, f"{app_id}:tombstones", batch_id, False)
     return int(totals.applied)
