@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -13,6 +14,7 @@ from core.config import QualitySpec
 from core.delta_io import append
 from core.identifiers import bronze_tables_for_topics
 from core.layout import QUARANTINE_TABLE, Warehouse
+from core.parallel import run_side_by_side
 from core.quarantine import ensure_quarantine, quarantine
 from core.streaming import Trigger, query_app_id
 from expectations.checks import load_layer_checks
@@ -75,7 +77,8 @@ def append_batch_by_topic(
     checks: Mapping[str, TableChecks] | None = None,
     follower: BatchFollower | None = None,
 ) -> Callable[[DataFrame, int], None]:
-    """A foreachBatch function appending each topic's rows to its bronze table exactly once.
+    """A foreachBatch function appending each topic's rows to its bronze table exactly once
+    (the tables' appends run side by side).
 
     ``checks`` (by bronze table name) are enforced on the rows of their table's topic, counted
     in the job that counts the batch's records per topic: a ``fail`` expectation that breaks
@@ -140,17 +143,21 @@ def append_batch_by_topic(
                 )
             appended = {}
             for topic in sorted(counts):
-                path = warehouse.table("bronze", tables[topic])
-                if topic not in checked:
-                    ensure_bronze_table(spark, path, topic)
-                    checked.add(topic)
                 records = kept.where(F.col("topic") == topic)
                 if topic in dropping:
                     records = records.where(F.col(_REASON).isNull()).drop(_REASON)
                 elif dropping:
                     records = records.drop(_REASON)
-                append(records, path, app_id, batch_id, merge_schema=False)
                 appended[topic] = records
+
+            def append_topic(topic: str) -> None:
+                path = warehouse.table("bronze", tables[topic])
+                if topic not in checked:
+                    ensure_bronze_table(spark, path, topic)
+                    checked.add(topic)
+                append(appended[topic], path, app_id, batch_id, merge_schema=False)
+
+            run_side_by_side(spark, [partial(append_topic, topic) for topic in appended])
             if follower is not None:
                 follower(appended, app_id, batch_id)
         finally:
