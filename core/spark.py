@@ -90,7 +90,7 @@ QUIET_LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 DRIVER_JAVA_OPTIONS = f"-Dlog4j2.configurationFile={QUIET_LOG_CONFIG} -Duser.timezone=UTC"
 #: The garbage collector of a local session's driver: Java's parallel (throughput) collector,
 #: not G1, the default, whose concurrent work competes with Spark's tasks for the cores (a 1M
-#: replay in a new process, 2 cores: 71.6-78.2 s with G1, 67.8-67.9 s with it; freshness at
+#: replay in a new process, 2 cores: 71.6-80.1 s with G1, 67.3-69.4 s with it; freshness at
 #: 1,000 records/s no worse: p50 8.5 s against 9.0-9.4 s).
 DRIVER_GC = "-XX:+UseParallelGC"
 
