@@ -98,8 +98,13 @@ def table_property(spark: SparkSession, path: str, key: str) -> str | None:
     return next((str(row.value) for row in rows if row.key == key), None)
 
 
+def table_flag(spark: SparkSession, path: str, key: str) -> bool:
+    """Whether the boolean table property ``key`` of the Delta table at ``path`` is on."""
+    return (table_property(spark, path, key) or "").lower() == "true"
+
+
 def is_append_only(spark: SparkSession, path: str) -> bool:
-    return (table_property(spark, path, APPEND_ONLY) or "false").lower() == "true"
+    return table_flag(spark, path, APPEND_ONLY)
 
 
 def set_append_only(spark: SparkSession, path: str, enabled: bool) -> None:
@@ -447,7 +452,7 @@ def _rewrite_wider(current: DataFrame, path: str, changes: TableChanges) -> None
 
 def has_deletion_vectors(spark: SparkSession, path: str) -> bool:
     """Whether DML on the table at ``path`` writes deletion vectors."""
-    return (table_property(spark, path, DELETION_VECTORS_PROPERTY) or "").lower() == "true"
+    return table_flag(spark, path, DELETION_VECTORS_PROPERTY)
 
 
 def purge_deletion_vectors(spark: SparkSession, path: str) -> None:
@@ -472,7 +477,7 @@ def _warn_deletion_vectors(path: str) -> None:
 
 
 def _enable_type_widening(spark: SparkSession, path: str) -> None:
-    if (table_property(spark, path, TYPE_WIDENING_PROPERTY) or "").lower() != "true":
+    if not table_flag(spark, path, TYPE_WIDENING_PROPERTY):
         spark.sql(
             f"ALTER TABLE {quoted_path(path)} "
             f"SET TBLPROPERTIES ('{TYPE_WIDENING_PROPERTY}' = 'true')"

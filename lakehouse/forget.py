@@ -48,7 +48,7 @@ from core.delta_io import (
     readable_version,
     rewritable,
     table_exists,
-    table_property,
+    table_flag,
     vacuum,
     versions,
 )
@@ -269,7 +269,7 @@ def _check(spark: SparkSession, targets: list[_Target], report: ForgetReport) ->
 
 
 def _has_change_feed(spark: SparkSession, path: str) -> bool:
-    return (table_property(spark, path, CHANGE_FEED) or "false").lower() == "true"
+    return table_flag(spark, path, CHANGE_FEED)
 
 
 def _change_feed_holds_key(spark: SparkSession, target: _Target, version: int) -> bool:
