@@ -50,6 +50,7 @@ from silver.tables import (
     data_columns,
     delete_older_than,
     latest_truncation,
+    listed_values,
     merge_silver,
     order_literal,
     tombstones_of,
@@ -378,9 +379,12 @@ def _apply_changes(
         latest_per_key(fresh, keys, toast_columns),
         F.count(F.lit(1)).alias("applied"),
         F.count_if(F.col("_op") == "d").alias("deletes"),
+        *([listed_values(within.column).alias("listed")] if within is not None else []),
     )
     if not totals.applied:
         return 0
+    if within is not None:
+        within = within.listing(totals.listed)
     row_schema = _schema_of(effective, (*keys, *columns, *METADATA_COLUMNS))
     state.ensure_table(
         spark, tables.silver, row_schema, True, spec.type_widening, spec.deletion_vectors

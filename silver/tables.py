@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import reduce
 from typing import Any
 
@@ -58,10 +58,34 @@ class KeyRange:
     column: str
     low: int | str
     high: int | str
+    #: The batch's values of the column, when few (see :func:`listed_values`): a row whose
+    #: value is not among them is dropped as it is read, before any join.
+    values: tuple[int | str, ...] | None = None
 
     def holds(self, prefix: str = "") -> Column:
         column = F.col(f"{prefix}{self.column}")
-        return (column >= F.lit(self.low)) & (column <= F.lit(self.high))
+        bounded = (column >= F.lit(self.low)) & (column <= F.lit(self.high))
+        return bounded if self.values is None else bounded & column.isin(list(self.values))
+
+    def listing(self, values: list[int | str] | None) -> KeyRange:
+        """This range with ``values`` listed (None, as :func:`listed_values` gives for many
+        rows: unchanged)."""
+        return self if values is None else replace(self, values=tuple(values))
+
+
+#: Most rows whose keys :func:`listed_values` lists.
+LISTED_KEYS = 10_000
+
+
+def listed_values(column: str) -> Column:
+    """An aggregate: the values of ``column``, if there are at most :data:`LISTED_KEYS` rows
+    (else null).
+
+    A MERGE whose condition lists its source's keys drops the table's rows of other keys as
+    it reads them; without the list, its rewrite pass joins every row of the files it touches
+    (with keys spread over the table: all of them) with the source.
+    """
+    return F.when(F.count(F.lit(1)) <= LISTED_KEYS, F.collect_list(column))
 
 
 #: Key types whose values come back from Spark as exact Python values (integers and strings):

@@ -24,9 +24,10 @@ from core.delta_io import table_exists
 from core.layout import Warehouse
 from core.streaming import query_app_id
 from silver import job as silver_job
+from silver import tables as silver_tables
 from silver.job import BatchReport, QueryState, apply_batch, entity_tables
 from silver.reference import fold
-from silver.tables import EntityTables, KeyRange, current_orders
+from silver.tables import EntityTables, KeyRange, current_orders, merge_silver
 from silver.verify import check_table, fold_spec
 from tests.faults import GUARDED_DML, CommitFaults, InjectedCrash
 from tests.helpers import (
@@ -612,5 +613,35 @@ def test_a_batch_reads_only_the_files_that_can_hold_its_keys(
     assert read[0][0] == KeyRange("id", 101, 102)
     assert 0 < read[0][1] < every_file, (read, every_file)
     records = [bronze_record(r) for batch in [*batches, update] for r in batch]
+    expected = fold(records, fold_spec(SPEC, None)).rows.values()
+    assert lake.rows(columns=("id", "name")) == sorted((r["id"], r["name"]) for r in expected)
+
+
+def test_a_merge_of_few_keys_names_them(lake: Lake, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch of at most ``LISTED_KEYS`` keys names them in its MERGE's condition, so the
+    table's rows of keys between them are dropped as they are read; a larger batch bounds its
+    keys only. Either way the result is the fold's."""
+    inserts = [event(i, "c", i, (100, i)) for i in range(6)]
+    lake.apply(inserts, 0)
+    merged: list[KeyRange | None] = []
+
+    def spied(*args: Any, **kwargs: Any) -> None:
+        merged.append(args[-1])
+        merge_silver(*args, **kwargs)
+
+    monkeypatch.setattr(silver_job, "merge_silver", spied)
+    few = [event(10, "u", 1, (200, 1), "new"), event(11, "u", 4, (200, 2), "new")]
+    lake.apply(few, 1)
+    monkeypatch.setattr(silver_tables, "LISTED_KEYS", 1)
+    more = [event(12, "u", 2, (300, 1), "newer"), event(13, "d", 3, (300, 2))]
+    lake.apply(more, 2)
+
+    listed, bounded = merged
+    assert listed is not None and sorted(listed.values or ()) == [1, 4]
+    assert (listed.column, listed.low, listed.high) == ("id", 1, 4)
+    table = lake.spark.read.format("delta").load(lake.tables.silver)
+    assert sorted(r.id for r in table.where(listed.holds()).collect()) == [1, 4]
+    assert bounded == KeyRange("id", 2, 3)
+    records = [bronze_record(r) for r in (*inserts, *few, *more)]
     expected = fold(records, fold_spec(SPEC, None)).rows.values()
     assert lake.rows(columns=("id", "name")) == sorted((r["id"], r["name"]) for r in expected)
