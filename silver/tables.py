@@ -21,6 +21,7 @@ from pyspark.sql.types import (
 )
 
 from core.delta_io import merge_materialized, table_exists
+from core.frames import is_in
 from silver.changes import LAST_DELETE, fill_order, fill_value, first_value
 from silver.parse import METADATA_COLUMNS, order_of
 
@@ -63,9 +64,9 @@ class KeyRange:
     values: tuple[int | str, ...] | None = None
 
     def holds(self, prefix: str = "") -> Column:
-        column = F.col(f"{prefix}{self.column}")
-        bounded = (column >= F.lit(self.low)) & (column <= F.lit(self.high))
-        return bounded if self.values is None else bounded & column.isin(list(self.values))
+        name = f"{prefix}{self.column}"
+        bounded = (F.col(name) >= F.lit(self.low)) & (F.col(name) <= F.lit(self.high))
+        return bounded if self.values is None else bounded & is_in(name, self.values)
 
     def listing(self, values: list[int | str] | None) -> KeyRange:
         """This range with ``values`` listed (None, as :func:`listed_values` gives for many

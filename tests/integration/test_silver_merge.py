@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 from cdc.records import Record
 from core.config import TableSpec
 from core.delta_io import table_exists
+from core.frames import is_in
 from core.layout import Warehouse
 from core.streaming import query_app_id
 from silver import job as silver_job
@@ -645,3 +646,14 @@ def test_a_merge_of_few_keys_names_them(lake: Lake, monkeypatch: pytest.MonkeyPa
     records = [bronze_record(r) for r in (*inserts, *few, *more)]
     expected = fold(records, fold_spec(SPEC, None)).rows.values()
     assert lake.rows(columns=("id", "name")) == sorted((r["id"], r["name"]) for r in expected)
+
+
+def test_is_in_keeps_exactly_the_listed_values(spark: SparkSession) -> None:
+    """``core.frames.is_in`` (the list handed over as JSON) keeps the rows whose value is
+    listed, for integer keys beyond 32 bits and for strings JSON must escape."""
+    numbers = spark.createDataFrame([(v,) for v in (1, 2, 3, 2**40, -(2**40))], "k long")
+    assert sorted(r.k for r in numbers.where(is_in("k", [3, 2**40, 7])).collect()) == [3, 2**40]
+    texts = ['a"b', "c\\d", "é\u2028😀", "plain", "it's"]
+    strings = spark.createDataFrame([(t,) for t in texts], "k string")
+    kept = [r.k for r in strings.where(is_in("k", [*texts[:3], "absent"])).collect()]
+    assert sorted(kept) == sorted(texts[:3])
