@@ -50,7 +50,7 @@ from silver.tables import (
     data_columns,
     delete_older_than,
     latest_truncation,
-    listed_values,
+    lists_keys,
     merge_silver,
     order_literal,
     tombstones_of,
@@ -288,6 +288,7 @@ def apply_batch(
         app_id,
         batch_id,
         read.key_range,
+        lists_keys(counts.records),
     )
     if tables.history is not None:
         apply_history(valid, kept, spec, tables.history, app_id, batch_id)
@@ -360,6 +361,7 @@ def _apply_changes(
     app_id: str,
     batch_id: int,
     within: KeyRange | None = None,
+    list_keys: bool = False,
 ) -> int:
     keys = layout.key_names
     if not keys:  # no keyed record in the batch: every change was quarantined
@@ -379,11 +381,11 @@ def _apply_changes(
         latest_per_key(fresh, keys, toast_columns),
         F.count(F.lit(1)).alias("applied"),
         F.count_if(F.col("_op") == "d").alias("deletes"),
-        *([listed_values(within.column).alias("listed")] if within is not None else []),
+        *([F.collect_list(within.column).alias("listed")] if within and list_keys else []),
     )
     if not totals.applied:
         return 0
-    if within is not None:
+    if within is not None and list_keys:
         within = within.listing(totals.listed)
     row_schema = _schema_of(effective, (*keys, *columns, *METADATA_COLUMNS))
     state.ensure_table(
