@@ -12,6 +12,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from bronze.table import ensure_bronze_table, with_ingestion_metadata
 from core.config import QualitySpec
 from core.delta_io import append
+from core.failures import guarded
 from core.identifiers import bronze_tables_for_topics
 from core.layout import QUARANTINE_TABLE, Warehouse
 from core.parallel import run_side_by_side
@@ -62,8 +63,10 @@ def start_bronze(
         source.writeStream.queryName(BRONZE_QUERY)
         .option("checkpointLocation", checkpoint)
         .foreachBatch(
-            append_batch_by_topic(
-                warehouse, query_app_id(spark, checkpoint), listener, checks, follower
+            guarded(
+                append_batch_by_topic(
+                    warehouse, query_app_id(spark, checkpoint), listener, checks, follower
+                )
             )
         )
     )

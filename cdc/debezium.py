@@ -10,6 +10,8 @@ module does not know is decoded as its Connect type.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -38,9 +40,6 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from core.errors import ConfigError
-from core.identifiers import require_identifier
-
 #: Postgres TOAST placeholder: "this column did not change".
 UNAVAILABLE_VALUE = "__debezium_unavailable_value"
 
@@ -68,7 +67,7 @@ _MICROS_PER_DAY = 86_400_000_000
 #: ``io.debezium.time.ZonedTime``: ``HH:MM[:SS[.fraction]]`` and ``Z`` or an offset.
 _ISO_TIME = (
     r"^([0-9]{2}):([0-9]{2})(?::([0-9]{2})(?:[.,]([0-9]+))?)?"
-    r"(Z|z|([+-])([0-9]{2})(?::?([0-9]{2}))?)?$"
+    r"(Z|z|([+-])([0-9]{2})(?::?([0-9]{2}))?)?\z"
 )
 
 #: Fields of ``source`` used for ordering and provenance, for every connector.
@@ -135,8 +134,9 @@ class _Typed:
 
 
 def codec_for(field: Mapping[str, Any]) -> ColumnCodec:
-    """Map one Connect schema field (``{"type", "name", "parameters", "field", ...}``) to a
-    codec. A column can carry the TOAST placeholder if it is text or binary in silver."""
+    """Map one Connect schema field (``{"type", "name", "parameters", "field", ...}``, as
+    :func:`check_schema` accepts it) to a codec. A column can carry the TOAST placeholder if
+    it is text or binary in silver."""
     typed = _typed(field)
     name = str(field["field"])
     toastable = isinstance(typed.raw, StringType) and isinstance(
@@ -146,27 +146,21 @@ def codec_for(field: Mapping[str, Any]) -> ColumnCodec:
 
 
 def _typed(schema: Mapping[str, Any]) -> _Typed:
+    """How a schema :func:`check_schema` accepted is read."""
     logical = schema.get("name")
     if isinstance(logical, str) and logical in _LOGICAL:
         return _LOGICAL[logical](schema)
-    connect_type = str(schema.get("type", "string"))
+    connect_type = schema["type"]
     if connect_type in _PRIMITIVES:
         primitive = _PRIMITIVES[connect_type]
         return _Typed(primitive, _identity, primitive)
     if connect_type == "bytes":
         return _Typed(StringType(), _base64_bytes, BinaryType())
     if connect_type == "array":
-        return _array(_typed(_schema(schema.get("items"))))
+        return _array(_typed(schema["items"]))
     if connect_type == "map":
-        return _map(_typed(_schema(schema.get("keys"))), _typed(_schema(schema.get("values"))))
-    if connect_type == "struct":
-        return _struct(schema)
-    # Anything else is kept as its JSON text.
-    return _Typed(StringType(), _identity, StringType())
-
-
-def _schema(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+        return _map(_typed(schema["keys"]), _typed(schema["values"]))
+    return _struct(schema)
 
 
 def _array(element: _Typed) -> _Typed:
@@ -202,9 +196,14 @@ def _map(key: _Typed, value: _Typed) -> _Typed:
     return _Typed(ArrayType(ArrayType(StringType())), from_pairs, decoded)
 
 
+#: Base64 as the JsonConverter writes it (RFC 4648 section 4: the standard alphabet, padded,
+#: nothing else). Spark's own decoder also takes text without padding or with spaces.
+BASE64 = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?\z"
+
+
 def _base64_bytes(text: Column) -> Column:
-    """Base64 text as bytes; null for text that is not base64 (``unbase64`` fails the batch)."""
-    return F.try_to_binary(text, F.lit("base64"))
+    """:data:`BASE64` text as bytes; null for any other text (``unbase64`` fails the batch)."""
+    return F.when(text.rlike(BASE64), F.try_to_binary(text, F.lit("base64")))
 
 
 def _from_text(text: Column, raw: DataType) -> Column:
@@ -217,11 +216,7 @@ def _from_text(text: Column, raw: DataType) -> Column:
 
 
 def _struct(schema: Mapping[str, Any]) -> _Typed:
-    fields = [
-        (str(f["field"]), _typed(f))
-        for f in schema.get("fields") or []
-        if isinstance(f, Mapping) and "field" in f
-    ]
+    fields = [(str(f["field"]), _typed(f)) for f in struct_fields(schema)]
     raw = StructType([StructField(name, t.raw) for name, t in fields])
     decoded = StructType([StructField(name, t.type) for name, t in fields])
     if all(t.decode is _identity for _, t in fields):
@@ -375,12 +370,8 @@ def _prepared_decimal(encoded: Column, scale: Column, present: Column) -> Column
 def _decimal(schema: Mapping[str, Any]) -> _Typed:
     """``org.apache.kafka.connect.data.Decimal``: base64 unscaled value, ``scale`` parameter,
     as ``decimal(min(precision, 38), scale)``; a value with more digits does not fit."""
-    parameters = schema.get("parameters") or {}
-    scale = int(parameters.get("scale", 0))
-    precision = int(parameters.get("connect.decimal.precision", 38))
-    if not 0 <= scale <= min(precision, 38):
-        raise ValueError(f"decimal scale {scale} does not fit precision {precision}")
-    target = DecimalType(min(precision, 38), scale)
+    precision, scale = _decimal_parameters(schema["parameters"])
+    target = DecimalType(precision, scale)
     staged = _decimal_staged(
         target,
         DECIMAL_FIX,
@@ -406,6 +397,27 @@ def _variable_scale_decimal(_schema: Mapping[str, Any]) -> _Typed:
 
 
 _TIMESTAMP, _DATE, _TIME_OF_DAY = TimestampType(), DateType(), LongType()
+#: The most epoch milliseconds a timestamp holds (its microseconds fill a bigint).
+_MAX_MILLIS = (2**63 - 1) // 1000
+#: ``io.debezium.time.ZonedTimestamp`` as Debezium writes it: ISO-8601 date and time with
+#: seconds and an offset. Spark's cast also reads other forms (a time alone: today's).
+ISO_TIMESTAMP = (
+    r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:[.][0-9]{1,9})?"
+    r"(?:Z|[+-][0-9]{2}(?::?[0-9]{2})?)\z"
+)
+
+
+def timestamp_from_millis(millis: Column) -> Column:
+    """Epoch milliseconds (bigint) as a timestamp; null where there is no such timestamp
+    (``timestamp_millis`` fails the batch there)."""
+    return F.when(millis.between(-_MAX_MILLIS, _MAX_MILLIS), F.timestamp_millis(millis))
+
+
+def _zoned_timestamp(text: Column) -> Column:
+    """:data:`ISO_TIMESTAMP` text (year 1 and later) as a timestamp; null for other text."""
+    iso = text.rlike(ISO_TIMESTAMP) & ~text.startswith("0000")
+    return F.when(iso, text.try_cast(_TIMESTAMP))
+
 
 #: Debezium and Connect logical types: schema -> how it is read. Times of day are bigint
 #: microseconds since midnight (Spark 4.0 has no time type Delta can store), durations bigint
@@ -413,15 +425,15 @@ _TIMESTAMP, _DATE, _TIME_OF_DAY = TimestampType(), DateType(), LongType()
 _LOGICAL: Mapping[str, Callable[[Mapping[str, Any]], _Typed]] = {
     "io.debezium.time.Date": _simple(IntegerType(), F.date_from_unix_date, _DATE),
     "org.apache.kafka.connect.data.Date": _simple(IntegerType(), F.date_from_unix_date, _DATE),
-    "io.debezium.time.Timestamp": _simple(LongType(), F.timestamp_millis, _TIMESTAMP),
-    "org.apache.kafka.connect.data.Timestamp": _simple(LongType(), F.timestamp_millis, _TIMESTAMP),
+    "io.debezium.time.Timestamp": _simple(LongType(), timestamp_from_millis, _TIMESTAMP),
+    "org.apache.kafka.connect.data.Timestamp": _simple(
+        LongType(), timestamp_from_millis, _TIMESTAMP
+    ),
     "io.debezium.time.MicroTimestamp": _simple(LongType(), F.timestamp_micros, _TIMESTAMP),
     "io.debezium.time.NanoTimestamp": _simple(
         LongType(), lambda c: F.timestamp_micros(_floor_div(c, 1000)), _TIMESTAMP
     ),
-    "io.debezium.time.ZonedTimestamp": _simple(
-        StringType(), lambda c: c.try_cast(_TIMESTAMP), _TIMESTAMP
-    ),
+    "io.debezium.time.ZonedTimestamp": _simple(StringType(), _zoned_timestamp, _TIMESTAMP),
     "io.debezium.time.Time": _simple(
         IntegerType(), lambda c: c.cast(LongType()) * 1000, _TIME_OF_DAY
     ),
@@ -441,40 +453,152 @@ class SchemaProblem(ValueError):
     """A Connect schema that cannot be decoded; the message is its records' quarantine reason."""
 
 
-def row_codecs(connect_struct: Mapping[str, Any]) -> list[ColumnCodec]:
-    """Codecs for the fields of a Connect ``struct`` schema, in schema order.
+#: The types of Connect schemas as the JsonConverter writes them (see :data:`_PRIMITIVES`).
+CONNECT_TYPES = frozenset({*_PRIMITIVES, "bytes", "array", "map", "struct"})
+#: How deep Connect schemas may nest (Debezium's: envelope, row, column, array items).
+MAX_SCHEMA_DEPTH = 32
+_DECIMAL = "org.apache.kafka.connect.data.Decimal"
+#: A whole number parameter (the JsonConverter writes parameters as text).
+_WHOLE = re.compile(r"[0-9]{1,10}")
+
+
+def check_schema(schema: Any, where: str, depth: int = 1) -> Mapping[str, Any]:
+    """``schema`` if it is a Connect schema this module can read, checked all the way down.
+
+    That is a JSON object whose ``type`` is one of :data:`CONNECT_TYPES`; its ``name`` (if
+    not null) a string, its ``parameters`` (if not null) an object of strings; a ``struct``'s
+    ``fields`` (if not null) a list of such schemas each named by a string ``field``, no name
+    twice (letter case aside); an ``array`` has ``items``, a ``map`` ``keys`` and ``values``; a
+    ``Decimal`` has a ``scale`` and maybe a ``connect.decimal.precision`` parameter (whole
+    numbers; the scale at most the precision and 38); nothing nests deeper than
+    :data:`MAX_SCHEMA_DEPTH`. Other members (``optional``, ``default``, ``doc``, ...) are
+    not read. ``where`` names the schema in the message.
 
     Raises:
-        SchemaProblem: the fields are not a list of named field schemas, a name is not a plain
-            column name or is repeated, or a field's parameters cannot be read.
+        SchemaProblem: ``invalid Connect schema: <where>: <what is wrong>``.
     """
-    fields = connect_struct.get("fields", [])
-    if not isinstance(fields, list) or not all(
-        isinstance(f, Mapping) and isinstance(f.get("field"), str) for f in fields
-    ):
-        raise SchemaProblem("invalid Connect schema: 'fields' is not a list of named fields")
-    names = [str(f["field"]) for f in fields]
-    for name in names:
+    if not isinstance(schema, dict):
+        raise _problem(f"{where} is not an object: {_shown(schema)}")
+    if depth > MAX_SCHEMA_DEPTH:
+        raise _problem(f"{where} nests deeper than {MAX_SCHEMA_DEPTH} schemas")
+    kind, name, parameters = schema.get("type"), schema.get("name"), schema.get("parameters")
+    if not isinstance(kind, str) or kind not in CONNECT_TYPES:
+        raise _problem(f"{where}: type {_shown(kind)} is not a Connect type")
+    if name is not None and not isinstance(name, str):
+        raise _problem(f"{where}: name {_shown(name)} is not a string")
+    if parameters is not None and not isinstance(parameters, dict):
+        raise _problem(f"{where}: parameters {_shown(parameters)} are not an object")
+    for parameter, value in (parameters or {}).items():
+        if not isinstance(value, str):
+            raise _problem(f"{where}: parameter {parameter!r} {_shown(value)} is not a string")
+    if name == _DECIMAL:
         try:
-            require_identifier(name)
-        except ConfigError:
-            raise SchemaProblem(f"unsupported column name {name!r}") from None
-    if len({name.lower() for name in names}) < len(names):
-        raise SchemaProblem("invalid Connect schema: a field name is repeated (letter case aside)")
-    try:
-        return [codec_for(field) for field in fields]
-    except (KeyError, TypeError, ValueError, AttributeError) as error:
-        raise SchemaProblem(f"invalid Connect schema: {error}") from None
+            _decimal_parameters(parameters or {})
+        except ValueError as error:
+            raise _problem(f"{where}: {error}") from None
+    if kind == "struct":
+        _check_fields(struct_fields(schema), where, depth)
+    for member in {"array": ("items",), "map": ("keys", "values")}.get(kind, ()):
+        check_schema(schema.get(member), f"{where} > {member}", depth + 1)
+    return schema
 
 
-def envelope_row_schema(envelope_schema: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The row struct (``after``, else ``before``) of a Debezium envelope's Connect schema."""
-    by_name = {f.get("field"): f for f in envelope_schema.get("fields", [])}
-    for side in ("after", "before"):
-        if side in by_name and by_name[side].get("type") == "struct":
-            row: Mapping[str, Any] = by_name[side]
-            return row
-    return None
+def struct_fields(schema: Mapping[str, Any]) -> Any:
+    """The ``fields`` of a struct schema (none when absent or null)."""
+    fields = schema.get("fields")
+    return [] if fields is None else fields
+
+
+def _check_fields(fields: Any, where: str, depth: int) -> None:
+    if not isinstance(fields, list):
+        raise _problem(f"{where}: fields {_shown(fields)} are not a list")
+    seen: set[str] = set()
+    for number, field in enumerate(fields):
+        if not isinstance(field, dict):
+            raise _problem(f"{where} > field {number} is not an object: {_shown(field)}")
+        name = field.get("field")
+        if not isinstance(name, str):
+            raise _problem(f"{where} > field {number}: name {_shown(name)} is not a string")
+        if name.lower() in seen:
+            raise _problem(f"{where}: field {name!r} is repeated (letter case aside)")
+        seen.add(name.lower())
+        check_schema(field, f"{where} > field {name!r}", depth + 1)
+
+
+def _decimal_parameters(parameters: Mapping[str, Any]) -> tuple[int, int]:
+    """(precision, scale) of a ``Decimal`` schema; precision at most 38 (38 when not given).
+
+    Raises:
+        ValueError: the message says which parameter is wrong.
+    """
+    numbers = []
+    for what, default in (("scale", None), ("connect.decimal.precision", "38")):
+        text = parameters.get(what, default)
+        if not isinstance(text, str) or not _WHOLE.fullmatch(text):
+            raise ValueError(f"decimal parameter {what!r} {_shown(text)} is not a whole number")
+        numbers.append(int(text))
+    scale, precision = numbers
+    if precision == 0 or scale > min(precision, 38):
+        raise ValueError(f"decimal scale {scale} does not fit precision {precision}")
+    return min(precision, 38), scale
+
+
+def _problem(what: str) -> SchemaProblem:
+    return SchemaProblem(f"invalid Connect schema: {what}")
+
+
+def _shown(value: Any) -> str:
+    """A JSON value in a message, cut to 40 characters."""
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def row_codecs(connect_struct: Mapping[str, Any]) -> list[ColumnCodec]:
+    """Codecs for the fields of a Connect ``struct`` schema :func:`check_schema` accepted, in
+    schema order (whatever their names: which ones silver keeps is decided there)."""
+    return [codec_for(field) for field in struct_fields(connect_struct)]
+
+
+#: The row schema of an envelope without ``after`` and ``before``: no columns.
+_NO_ROW: Mapping[str, Any] = {"type": "struct", "fields": []}
+
+
+def envelope_row_schema(envelope_schema: Any) -> Mapping[str, Any]:
+    """The row struct (``after``, else ``before``; without both, one of no fields) of a
+    Debezium envelope's Connect schema, once the whole schema is checked
+    (:func:`check_schema`).
+
+    Raises:
+        SchemaProblem: the schema cannot be read, is no struct, or its ``after`` or ``before``
+            is no struct.
+    """
+    schema = _struct_schema(envelope_schema, "value schema")
+    sides = {f["field"]: f for f in struct_fields(schema) if f["field"] in ("after", "before")}
+    for side, field in sides.items():
+        if field["type"] != "struct":
+            raise _problem(
+                f"value schema > field {side!r}: type {_shown(field['type'])} is not struct"
+            )
+    row: Mapping[str, Any] = sides.get("after", sides.get("before", _NO_ROW))
+    return row
+
+
+def key_struct(key_schema: Any) -> Mapping[str, Any] | None:
+    """The Connect schema of a record key, once checked (:func:`check_schema`), if it is a
+    struct (None: a key of another type, which has no key columns).
+
+    Raises:
+        SchemaProblem: the schema cannot be read.
+    """
+    schema = check_schema(key_schema, "key schema")
+    return schema if schema["type"] == "struct" else None
+
+
+def _struct_schema(schema: Any, where: str) -> Mapping[str, Any]:
+    checked = check_schema(schema, where)
+    if checked["type"] != "struct":
+        raise _problem(f"{where}: type {_shown(checked['type'])} is not struct")
+    return checked
 
 
 def inferred_codecs(row_type: StructType) -> list[ColumnCodec]:

@@ -1,210 +1,1246 @@
-"""Row conditions of the table settings ``apply_as_deletes`` / ``apply_as_truncates``.
+"""Row conditions: ``apply_as_deletes`` / ``apply_as_truncates`` and gold filters.
 
-A condition is a small subset of Spark SQL, parsed here into a tree of frozen dataclasses so
-that the Spark job (``silver.settings``) and the plain-Python model (``silver.reference``) each
-evaluate the same tree on their own, and no SQL text from the config is handed to Spark. The
-accepted grammar (keywords in any case)::
+A condition is a Spark SQL boolean expression, written as Databricks and Spark write them
+(``operation = "DELETE"``, ``lower(op) IN ('d', 'delete')``, ``is_deleted``). It is parsed
+with sqlglot (Spark dialect), checked against an allow-list and turned into a tree of frozen
+dataclasses. No condition text ever reaches Spark: the Spark job (``silver.settings``) builds
+its Column from the checked tree node by node, and the plain-Python models
+(``silver.reference``) evaluate the same tree on their own.
 
-    condition  := term (OR term)*
-    term       := factor (AND factor)*
-    factor     := NOT factor | '(' condition ')' | comparison
-    comparison := column ('=' | '<>' | '!=') literal | column IS [NOT] NULL
-    literal    := 'text' (a quote doubled inside) | integer | TRUE | FALSE
+Two steps, because column types are known only when a batch is read:
 
-Comparisons follow SQL's three-valued logic: a null column makes ``=`` and ``<>`` unknown, and
-only a condition that is true makes an event a delete or a truncate.
+* :func:`parse_condition` (at load): one expression of the allowed forms, at most
+  :data:`MAX_OPERATORS` operators and :data:`MAX_DEPTH` levels deep, whose literals fit
+  together (``'abc' = 1`` and ``lower(5)`` are refused here already);
+* :func:`typed_condition` (with the column types): every column exists and every operator
+  gets operands of types it takes. Each implicit conversion becomes an explicit :class:`Cast`
+  and each arithmetic node gets its result type, so the two evaluators follow one set of rules.
+
+The rules (docs/silver-semantics.md, "Conditions"): SQL's three-valued logic; numbers compare
+with numbers (as DOUBLE when one side is DOUBLE or FLOAT, else exactly), strings with strings
+(by code point), booleans with booleans; other types only take ``IS [NOT] NULL``. Nothing in an
+accepted condition can fail at run time (Spark runs with ANSI mode on, where a bad cast or an
+overflow would stop the stream): arithmetic that overflows or divides by zero, and a CAST that
+does not convert, give NULL, as Spark's ``try_`` functions do.
 """
 
 from __future__ import annotations
 
+import logging
 import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import NoReturn
+from decimal import ROUND_HALF_UP, Context, Decimal
+from functools import lru_cache
+from typing import Any, NoReturn
+
+from sqlglot import exp
+from sqlglot.dialects.spark import Spark
+from sqlglot.errors import ParseError, SqlglotError
+from sqlglot.tokenizer_core import Token, TokenType
 
 from core.errors import ConfigError
 
-Literal = str | int | bool
+#: A literal's value: NULL, a boolean, an integer, a DOUBLE, a DECIMAL or a string.
+Value = None | bool | int | float | Decimal | str
+
+#: The functions a condition may call (each also has a plain-Python twin in the reference).
+FUNCTIONS = (
+    "lower",
+    "upper",
+    "trim",
+    "ltrim",
+    "rtrim",
+    "length",
+    "substring",
+    "concat",
+    "coalesce",
+    "abs",
+    "startswith",
+    "endswith",
+    "contains",
+)
+#: Names a function may be called by (Spark's aliases of the allowed functions included).
+FUNCTION_NAMES = frozenset(
+    {
+        *FUNCTIONS,
+        *("lcase", "ucase", "len", "char_length", "character_length", "substr", "nvl"),
+        *("ifnull", "isnull", "isnotnull", "if", "mod", "like", "ilike", "cast", "try_cast"),
+        *("string", "int", "double", "boolean"),
+    }
+)
 
 SUPPORTED = (
-    "write column = literal, column <> literal, column IS NULL or column IS NOT NULL "
-    "(literal: 'text', an integer, TRUE or FALSE), combined with AND, OR, NOT and parentheses"
+    "write a Spark SQL condition over the row's columns: comparisons (= == <> != < <= > >= "
+    "<=>), [NOT] IN (...), [NOT] BETWEEN, [NOT] LIKE / ILIKE with a literal pattern, "
+    "IS [NOT] NULL / TRUE / FALSE, CASE WHEN, IF, CAST(x AS STRING / BOOLEAN / INT / BIGINT / "
+    "DOUBLE / DECIMAL(p,s)), + - * / %, AND, OR, NOT, literals ('text', \"text\", numbers, "
+    "TRUE, FALSE, NULL), `quoted names` and the functions "
+    f"{', '.join(FUNCTIONS)} (and their aliases), isnull, isnotnull, nvl, ifnull"
+)
+TYPE_RULES = (
+    "compare numbers with numbers, strings with strings and booleans with booleans (CAST one "
+    "side to change its type); columns of other types take only IS [NOT] NULL"
 )
 
-_KEYWORDS = ("AND", "OR", "NOT", "IS", "NULL", "TRUE", "FALSE")
-_INT64 = 2**63
-_TOKEN = re.compile(
-    r"\s*(?:(?P<text>'(?:[^']|'')*')|(?P<int>-?[0-9]+)|(?P<word>[A-Za-z_][A-Za-z0-9_]*)"
-    r"|(?P<symbol><>|!=|=|\(|\)))"
-)
+#: Bounds that keep parsing and every evaluation (here, in Spark and in the reference models,
+#: all recursive) far from Python's recursion limit.
+MAX_OPERATORS = 300
+MAX_NESTING = 16
+MAX_DEPTH = 40
+MAX_LENGTH = 20_000
+
+UNKNOWN = "?"  # the type of a column before the column types are known
+UNKNOWN_NUMBER = "?number"  # the type of arithmetic on such a column
+VOID = "void"  # the type of NULL
+_INTEGER_DIGITS = {"tinyint": 3, "smallint": 5, "int": 10, "bigint": 20}
+INTEGER_BOUNDS = {"tinyint": 2**7, "smallint": 2**15, "int": 2**31, "bigint": 2**63}
+_DECIMAL_TYPE = re.compile(r"decimal\((\d+),(\d+)\)")
+_MAX_PRECISION = 38
+_NUMBER = re.compile(r"[0-9]*\.?[0-9]*(?:[eE][+-]?[0-9]+)?")
+_DECIMAL_TEXT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_EXACT = Context(prec=100, rounding=ROUND_HALF_UP)
+
+
+# --------------------------------------------------------------------------------------------
+# The tree
+# --------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class Compare:
-    """``column = value``, or ``column <> value`` when ``negated``."""
+class Column:
+    """The value of column ``name`` (any name; Spark reads it as one name, never a path)."""
 
-    column: str
-    value: Literal
-    negated: bool = False
+    name: str
 
 
 @dataclass(frozen=True)
-class IsNull:
-    """``column IS NULL``, or ``column IS NOT NULL`` when ``negated``."""
+class Literal:
+    """A constant of Spark type ``type`` (``string``, ``boolean``, ``bigint``, ``double``,
+    ``decimal(p,s)`` or ``void`` for NULL)."""
 
-    column: str
-    negated: bool = False
+    value: Value
+    type: str
 
 
 @dataclass(frozen=True)
 class Not:
-    operand: Condition
+    operand: Expr
 
 
 @dataclass(frozen=True)
 class And:
-    left: Condition
-    right: Condition
+    operands: tuple[Expr, ...]
 
 
 @dataclass(frozen=True)
 class Or:
-    left: Condition
-    right: Condition
+    operands: tuple[Expr, ...]
 
 
-Condition = Compare | IsNull | Not | And | Or
+@dataclass(frozen=True)
+class Compare:
+    """``left op right``; ``op`` is one of ``= <> < <= > >= <=>`` (null-safe equality)."""
+
+    op: str
+    left: Expr
+    right: Expr
 
 
-def parse_condition(text: str, where: str) -> Condition:
-    """Parse ``text``; ``where`` names the setting in error messages (e.g. ``table 'x'
-    apply_as_deletes``).
+@dataclass(frozen=True)
+class In:
+    """``operand [NOT] IN (items)``."""
 
-    Raises:
-        ConfigError: the text is not in the grammar above; the message says what is supported.
-    """
-    return _Parser(text, where).parse()
+    operand: Expr
+    items: tuple[Expr, ...]
+    negated: bool = False
+
+
+@dataclass(frozen=True)
+class Like:
+    """``operand [NOT] LIKE pattern ESCAPE escape`` (``ILIKE`` when ``case_insensitive``: both
+    sides lowered first). ``%`` is any text, ``_`` one character."""
+
+    operand: Expr
+    pattern: str
+    escape: str = "\\"
+    negated: bool = False
+    case_insensitive: bool = False
+
+
+@dataclass(frozen=True)
+class IsNull:
+    """``operand IS NULL``, or ``IS NOT NULL`` when ``negated``."""
+
+    operand: Expr
+    negated: bool = False
+
+
+@dataclass(frozen=True)
+class IsBool:
+    """``operand IS [NOT] TRUE / FALSE``: never unknown (a null operand is neither)."""
+
+    operand: Expr
+    value: bool
+    negated: bool = False
+
+
+@dataclass(frozen=True)
+class Case:
+    """``CASE WHEN condition THEN value ... ELSE default END`` (no default: NULL)."""
+
+    branches: tuple[tuple[Expr, Expr], ...]
+    default: Expr | None = None
+
+
+@dataclass(frozen=True)
+class Cast:
+    """``CAST(operand AS to)``; NULL where the value does not convert (as ``TRY_CAST``)."""
+
+    operand: Expr
+    to: str
+
+
+@dataclass(frozen=True)
+class Arith:
+    """``left op right`` for ``op`` in ``+ - * / %``; ``type`` is the result type, set by
+    :func:`typed_condition` (both operands then have one numeric type, or are decimals)."""
+
+    op: str
+    left: Expr
+    right: Expr
+    type: str = UNKNOWN
+
+
+@dataclass(frozen=True)
+class Negate:
+    """``-operand``; ``type`` as for :class:`Arith`."""
+
+    operand: Expr
+    type: str = UNKNOWN
+
+
+@dataclass(frozen=True)
+class Func:
+    """A call of one of :data:`FUNCTIONS`. ``substring`` has the text, then the start and the
+    length as integer literals; ``type`` (the result type) is set by :func:`typed_condition`."""
+
+    name: str
+    args: tuple[Expr, ...]
+    type: str = UNKNOWN
+
+
+Expr = (
+    Column
+    | Literal
+    | Not
+    | And
+    | Or
+    | Compare
+    | In
+    | Like
+    | IsNull
+    | IsBool
+    | Case
+    | Cast
+    | Arith
+    | Negate
+    | Func
+)
+#: A parsed condition: the root of its tree.
+Condition = Expr
+
+
+def children(expr: Expr) -> tuple[Expr, ...]:
+    """The direct operands of a node, in order."""
+    match expr:
+        case Column() | Literal():
+            return ()
+        case Not(operand) | Like(operand) | IsNull(operand) | IsBool(operand):
+            return (operand,)
+        case Cast(operand) | Negate(operand):
+            return (operand,)
+        case And(operands) | Or(operands):
+            return operands
+        case Compare(_, left, right) | Arith(_, left, right):
+            return (left, right)
+        case In(operand, items):
+            return (operand, *items)
+        case Case(branches, default):
+            flat = tuple(part for branch in branches for part in branch)
+            return flat if default is None else (*flat, default)
+        case Func(_, args):
+            return args
 
 
 def condition_columns(condition: Condition) -> tuple[str, ...]:
     """The columns a condition reads, in order of first appearance."""
-    if isinstance(condition, Compare | IsNull):
-        return (condition.column,)
-    if isinstance(condition, Not):
-        return condition_columns(condition.operand)
-    return tuple(
-        dict.fromkeys((*condition_columns(condition.left), *condition_columns(condition.right)))
-    )
+    found: dict[str, None] = {}
+    stack = [condition]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Column):
+            found[node.name] = None
+        stack.extend(reversed(children(node)))
+    return tuple(found)
 
 
-#: Conditions are evaluated recursively (here, in Spark and in the reference fold): a bound on
-#: their operators keeps every evaluation far from Python's recursion limit.
-MAX_OPERATORS = 200
-_OPERATOR_TOKENS = frozenset({"AND", "OR", "NOT", "("})
+# --------------------------------------------------------------------------------------------
+# Types
+# --------------------------------------------------------------------------------------------
 
 
-class _Parser:
-    """Recursive descent over the tokens of one condition."""
+def type_kind(type_name: str) -> str:
+    """``unknown``, ``void``, ``boolean``, ``string``, ``integral``, ``decimal``, ``double``
+    (DOUBLE and FLOAT) or ``other`` (any other Spark type, e.g. ``timestamp``)."""
+    if type_name.startswith(UNKNOWN):
+        return "unknown"
+    if type_name in (VOID, "boolean", "string"):
+        return type_name
+    if type_name in _INTEGER_DIGITS:
+        return "integral"
+    if type_name in ("double", "float"):
+        return "double"
+    return "decimal" if _DECIMAL_TYPE.fullmatch(type_name) else "other"
 
-    def __init__(self, text: str, where: str) -> None:
-        self.text = text
-        self.where = where
-        self.tokens = self._tokenize(text)
-        self.position = 0
 
-    def parse(self) -> Condition:
-        if not self.tokens:
-            self._fail("it is empty")
-        operators = sum(
-            1 for kind, text in self.tokens if kind != "text" and text.upper() in _OPERATOR_TOKENS
-        )
-        if operators > MAX_OPERATORS:
-            self._fail(f"it has {operators} operators and parentheses; at most {MAX_OPERATORS}")
-        condition = self._condition()
-        if self.position < len(self.tokens):
-            self._fail(f"unexpected {self.tokens[self.position][1]!r}")
-        return condition
+def decimal_precision(type_name: str) -> tuple[int, int]:
+    """``(precision, scale)`` of a ``decimal(p,s)`` type name."""
+    match = _DECIMAL_TYPE.fullmatch(type_name)
+    assert match is not None, type_name
+    return int(match.group(1)), int(match.group(2))
 
-    def _condition(self) -> Condition:
-        condition = self._term()
-        while self._accept_keyword("OR"):
-            condition = Or(condition, self._term())
-        return condition
 
-    def _term(self) -> Condition:
-        condition = self._factor()
-        while self._accept_keyword("AND"):
-            condition = And(condition, self._factor())
-        return condition
+def _decimal(precision: int, scale: int) -> str:
+    return f"decimal({precision},{scale})"
 
-    def _factor(self) -> Condition:
-        if self._accept_keyword("NOT"):
-            return Not(self._factor())
-        if self._accept("symbol", "("):
-            condition = self._condition()
-            if not self._accept("symbol", ")"):
-                self._fail("a '(' is not closed")
-            return condition
-        return self._comparison()
 
-    def _comparison(self) -> Condition:
-        kind, column = self._next("a column name")
-        if kind != "word" or column.upper() in _KEYWORDS:
-            self._fail(f"expected a column name, found {column!r}")
-        if self._accept_keyword("IS"):
-            negated = self._accept_keyword("NOT")
-            if not self._accept_keyword("NULL"):
-                self._fail(f"expected NULL after {column} IS")
-            return IsNull(column, negated)
-        kind, operator = self._next(f"'=' or '<>' after {column}")
-        if kind != "symbol" or operator not in ("=", "<>", "!="):
-            self._fail(f"expected '=' or '<>' after {column}, found {operator!r}")
-        return Compare(column, self._literal(), negated=operator != "=")
+def _bounded(precision: int, scale: int) -> str:
+    """Spark's result decimal type when ``precision`` exceeds 38: the integer digits are kept
+    and the scale shrinks, to no less than 6 (``DecimalType.adjustPrecisionScale``)."""
+    if precision <= _MAX_PRECISION:
+        return _decimal(precision, scale)
+    integer_digits = precision - scale
+    return _decimal(_MAX_PRECISION, max(_MAX_PRECISION - integer_digits, min(scale, 6)))
 
-    def _literal(self) -> Literal:
-        kind, token = self._next("a literal")
-        if kind == "text":
-            return token[1:-1].replace("''", "'")
-        if kind == "int" and -_INT64 <= int(token) < _INT64:
-            return int(token)
-        if kind == "word" and token.upper() in ("TRUE", "FALSE"):
-            return token.upper() == "TRUE"
-        self._fail(f"expected a literal, found {token!r}")
 
-    def _tokenize(self, text: str) -> list[tuple[str, str]]:
-        tokens: list[tuple[str, str]] = []
-        position = 0
-        while text[position:].strip():
-            match = _TOKEN.match(text, position)
-            if match is None or match.lastgroup is None:
-                rest = text[position:].strip()
-                self._fail(f"cannot read {rest[:20]!r}")
-            tokens.append((match.lastgroup, match.group(match.lastgroup)))
-            position = match.end()
-        return tokens
+def decimal_result(op: str, left: str, right: str) -> str:
+    """Spark's result type of ``left op right`` for two decimal types."""
+    p1, s1 = decimal_precision(left)
+    p2, s2 = decimal_precision(right)
+    if op in ("+", "-"):
+        scale = max(s1, s2)
+        return _bounded(max(p1 - s1, p2 - s2) + scale + 1, scale)
+    if op == "*":
+        return _bounded(p1 + p2 + 1, s1 + s2)
+    if op == "/":
+        scale = max(6, s1 + p2 + 1)
+        return _bounded(p1 - s1 + s2 + scale, scale)
+    scale = max(s1, s2)
+    return _decimal(min(p1 - s1, p2 - s2) + scale, scale)
 
-    def _next(self, expected: str) -> tuple[str, str]:
-        if self.position >= len(self.tokens):
-            self._fail(f"it ends where {expected} is expected")
-        token = self.tokens[self.position]
-        self.position += 1
-        return token
 
-    def _accept(self, kind: str, value: str) -> bool:
-        if self.position < len(self.tokens) and self.tokens[self.position] == (kind, value):
-            self.position += 1
-            return True
-        return False
+# --------------------------------------------------------------------------------------------
+# Parsing
+# --------------------------------------------------------------------------------------------
 
-    def _accept_keyword(self, keyword: str) -> bool:
-        if self.position < len(self.tokens):
-            kind, token = self.tokens[self.position]
-            if kind == "word" and token.upper() == keyword:
-                self.position += 1
-                return True
-        return False
 
-    def _fail(self, problem: str) -> NoReturn:
-        shown = self.text if len(self.text) <= 200 else self.text[:200] + "..."
+class _Refused(Exception):
+    """A condition outside the rules; ``problem`` says why (a phrase, no final period)."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(problem)
+        self.problem = problem
+
+
+@lru_cache(maxsize=256)
+def parse_condition(text: str, where: str) -> Condition:
+    """Parse and check ``text``; ``where`` names the setting in messages (e.g. ``apply_as_deletes
+    of table 'x'``).
+
+    Raises:
+        ConfigError: one line naming the setting, the offending construct and what is allowed.
+    """
+    try:
+        return _parse(text)
+    except _Refused as refused:
+        shown = text if len(text) <= 200 else text[:200] + "..."
         raise ConfigError(
-            f"Unsupported condition {shown!r} for {self.where}: {problem}; {SUPPORTED}."
+            f"Unsupported condition {shown!r} for {where}: {refused.problem}; {SUPPORTED}."
+        ) from None
+
+
+def _parse(text: str) -> Expr:
+    if not text.strip():
+        raise _Refused("it is empty")
+    if len(text) > MAX_LENGTH:
+        raise _Refused(f"it has {len(text)} characters; at most {MAX_LENGTH}")
+    dialect = Spark()
+    try:
+        tokens = list(dialect.tokenize(text))
+    except SqlglotError as error:
+        raise _Refused(f"it cannot be read ({_first_line(error)})") from None
+    _check_tokens(tokens)
+    logger = logging.getLogger("sqlglot")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        trees = [tree for tree in dialect.parse(text) if tree is not None]
+    except ParseError as error:
+        raise _Refused(f"it is not a Spark SQL expression ({_parse_problem(error)})") from None
+    except RecursionError:
+        raise _Refused("it is nested too deeply") from None
+    except SqlglotError as error:
+        raise _Refused(f"it is not a Spark SQL expression ({_first_line(error)})") from None
+    finally:
+        logger.setLevel(level)
+    if not trees:
+        raise _Refused("it is empty")
+    if len(trees) > 1:
+        raise _Refused("it holds more than one statement (';')")
+    depth = _depth(trees[0])
+    if depth > MAX_DEPTH:
+        raise _Refused(f"it nests {depth} levels deep; at most {MAX_DEPTH}")
+    condition = _Converter().convert(trees[0])
+    try:  # what can be checked before the column types are known
+        _Typer(None).condition(condition)
+    except _Refused as refused:
+        raise _Refused(f"it {refused.problem}") from None
+    return condition
+
+
+#: Tokens that are operands, separators or closing brackets (everything else counts as an
+#: operator towards :data:`MAX_OPERATORS`).
+_OPERAND_TOKENS = frozenset(
+    {
+        TokenType.VAR,
+        TokenType.IDENTIFIER,
+        TokenType.STRING,
+        TokenType.NUMBER,
+        TokenType.RAW_STRING,
+        TokenType.COMMA,
+        TokenType.R_PAREN,
+        TokenType.NULL,
+        TokenType.TRUE,
+        TokenType.FALSE,
+    }
+)
+#: Keywords that may stand before an opening parenthesis without being a function.
+_KEYWORDS_BEFORE_PAREN = frozenset(
+    {
+        TokenType.IN,
+        TokenType.NOT,
+        TokenType.AND,
+        TokenType.OR,
+        TokenType.CASE,
+        TokenType.WHEN,
+        TokenType.THEN,
+        TokenType.ELSE,
+        TokenType.END,
+        TokenType.IS,
+        TokenType.BETWEEN,
+        TokenType.ESCAPE,
+        TokenType.ALIAS,
+        TokenType.DISTINCT,
+        TokenType.FROM,
+    }
+)
+
+
+def _check_tokens(tokens: Sequence[Token]) -> None:
+    """Refuse what the parser must not see: too many operators, deep nesting, a function
+    outside the allow-list, adjacent strings."""
+    operators = sum(1 for token in tokens if token.token_type not in _OPERAND_TOKENS)
+    if operators > MAX_OPERATORS:
+        raise _Refused(f"it has {operators} operators and parentheses; at most {MAX_OPERATORS}")
+    depth = deepest = negations = 0
+    for index, token in enumerate(tokens):
+        kind = token.token_type
+        negations = negations + 1 if kind == TokenType.NOT else 0
+        if kind in (TokenType.L_PAREN, TokenType.CASE):
+            depth += 1
+        elif kind in (TokenType.R_PAREN, TokenType.END):
+            depth -= 1
+        deepest = max(deepest, depth + negations)
+        following = tokens[index + 1] if index + 1 < len(tokens) else None
+        previous = tokens[index - 1] if index > 0 else None
+        if (
+            following is not None
+            and following.token_type == TokenType.L_PAREN
+            and kind not in _KEYWORDS_BEFORE_PAREN
+            and _PLAIN_NAME.fullmatch(token.text)
+            and (previous is None or previous.token_type != TokenType.ALIAS)  # CAST(x AS t(
+            and token.text.lower() not in FUNCTION_NAMES
+        ):
+            raise _Refused(
+                f"function {token.text!r} is not allowed (only deterministic built-ins, no "
+                "UDFs, aggregates, window functions, table or file reads)"
+            )
+        if kind == TokenType.STRING and following and following.token_type == TokenType.STRING:
+            raise _Refused(
+                "two strings follow each other (Spark joins them: 'it''s' is 'its'); write a "
+                "quote inside a string as \\' ('it\\'s') or use the other quotes (\"it's\")"
+            )
+    if deepest > MAX_NESTING:
+        raise _Refused(f"it nests parentheses, CASE or NOT {deepest} deep; at most {MAX_NESTING}")
+
+
+def _depth(root: exp.Expr) -> int:
+    """The depth of a sqlglot tree, without recursion; a chain of AND (or of OR) counts once,
+    as :class:`And` and :class:`Or` hold all their operands."""
+    deepest = 0
+    stack: list[tuple[exp.Expr, int]] = [(root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        for child in node.iter_expressions():
+            chained = isinstance(node, exp.And | exp.Or) and type(child) is type(node)
+            flat = chained or isinstance(node, exp.Paren)
+            stack.append((child, depth if flat else depth + 1))
+    return deepest
+
+
+def _parse_problem(error: ParseError) -> str:
+    first = error.errors[0] if error.errors else {}
+    description = str(first.get("description") or "")
+    place = f"at column {first.get('col')}" if first.get("col") is not None else ""
+    if not description or "<class" in description:
+        return place or _first_line(error)
+    return f"{description} {place}".strip()
+
+
+def _first_line(error: Exception) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
+
+
+_COMPARISONS: dict[type[exp.Expr], str] = {
+    exp.EQ: "=",
+    exp.NEQ: "<>",
+    exp.LT: "<",
+    exp.LTE: "<=",
+    exp.GT: ">",
+    exp.GTE: ">=",
+    exp.NullSafeEQ: "<=>",
+}
+_ARITHMETIC: dict[type[exp.Expr], str] = {
+    exp.Add: "+",
+    exp.Sub: "-",
+    exp.Mul: "*",
+    exp.Div: "/",
+    exp.Mod: "%",
+}
+_SIMPLE_FUNCTIONS: dict[type[exp.Expr], str] = {
+    exp.Lower: "lower",
+    exp.Upper: "upper",
+    exp.Length: "length",
+    exp.Abs: "abs",
+}
+_TWO_STRING_FUNCTIONS: dict[type[exp.Expr], str] = {
+    exp.StartsWith: "startswith",
+    exp.EndsWith: "endswith",
+    exp.Contains: "contains",
+}
+_CAST_TARGETS = {
+    exp.DataType.Type.TEXT: "string",
+    exp.DataType.Type.VARCHAR: "string",
+    exp.DataType.Type.CHAR: "string",
+    exp.DataType.Type.BOOLEAN: "boolean",
+    exp.DataType.Type.TINYINT: "tinyint",
+    exp.DataType.Type.SMALLINT: "smallint",
+    exp.DataType.Type.INT: "int",
+    exp.DataType.Type.BIGINT: "bigint",
+    exp.DataType.Type.DOUBLE: "double",
+}
+
+
+class _Converter:
+    """sqlglot's tree of an allowed expression to ours; anything else is refused."""
+
+    def convert(self, node: exp.Expr) -> Expr:
+        while isinstance(node, exp.Paren):
+            node = node.this
+        if isinstance(node, exp.And | exp.Or):
+            return self._connective(node)
+        if type(node) in _COMPARISONS:
+            return Compare(_COMPARISONS[type(node)], self.convert(node.this), self._right(node))
+        if isinstance(node, exp.NullSafeNEQ):
+            return Not(Compare("<=>", self.convert(node.this), self._right(node)))
+        if type(node) in _ARITHMETIC:
+            return Arith(_ARITHMETIC[type(node)], self.convert(node.this), self._right(node))
+        handler = _HANDLERS.get(type(node))
+        if handler is not None:
+            return handler(self, node)
+        if type(node) in _SIMPLE_FUNCTIONS:
+            return Func(_SIMPLE_FUNCTIONS[type(node)], (self.convert(node.this),))
+        if type(node) in _TWO_STRING_FUNCTIONS:
+            name = _TWO_STRING_FUNCTIONS[type(node)]
+            return Func(name, (self.convert(node.this), self._right(node)))
+        self._refuse(node)
+
+    def _right(self, node: exp.Expr) -> Expr:
+        return self.convert(node.expression)
+
+    def _connective(self, node: exp.And | exp.Or) -> Expr:
+        operands: list[exp.Expr] = []
+        stack: list[exp.Expr] = [node]
+        while stack:  # the chain's operands, left to right, without recursion
+            current = stack.pop()
+            if type(current) is type(node):
+                stack += [current.expression, current.this]
+            else:
+                operands.append(current)
+        converted = tuple(self.convert(operand) for operand in operands)
+        return And(converted) if isinstance(node, exp.And) else Or(converted)
+
+    def _not(self, node: exp.Not) -> Expr:
+        inner = self.convert(node.this)
+        if isinstance(inner, In | IsNull | IsBool) and not isinstance(node.this, exp.Paren):
+            return _negated(inner)
+        return Not(inner)
+
+    def _literal(self, node: exp.Literal) -> Expr:
+        if node.is_string:
+            return Literal(node.this, "string")
+        return _number(node.this)
+
+    def _rawstring(self, node: exp.RawString) -> Expr:
+        return Literal(node.this, "string")
+
+    def _boolean(self, node: exp.Boolean) -> Expr:
+        return Literal(bool(node.this), "boolean")
+
+    def _null(self, _node: exp.Null) -> Expr:
+        return Literal(None, VOID)
+
+    def _neg(self, node: exp.Neg) -> Expr:
+        operand = self.convert(node.this)
+        value = operand.value if isinstance(operand, Literal) else None
+        if isinstance(value, float):
+            return Literal(-value, "double")
+        if isinstance(value, Decimal) or (isinstance(value, int) and not isinstance(value, bool)):
+            return _number(format(-value, "f") if isinstance(value, Decimal) else str(-value))
+        return Negate(operand)
+
+    def _column(self, node: exp.Column) -> Expr:
+        if not isinstance(node.this, exp.Identifier) or any(
+            node.args.get(part) for part in ("table", "db", "catalog")
+        ):
+            raise _Refused(
+                f"{node.sql(dialect='spark')!r} is not a column name: qualified names and struct "
+                "fields are not supported (write a name with a dot in backquotes: `a.b`)"
+            )
+        return Column(str(node.this.this))
+
+    def _in(self, node: exp.In) -> Expr:
+        if node.args.get("query") or node.args.get("unnest") or node.args.get("field"):
+            raise _Refused("IN takes a list of values, not a subquery or a table")
+        if not node.expressions:
+            raise _Refused("IN () has no values")
+        return In(self.convert(node.this), tuple(self.convert(e) for e in node.expressions))
+
+    def _between(self, node: exp.Between) -> Expr:
+        if node.args.get("symmetric"):
+            raise _Refused("BETWEEN SYMMETRIC is not supported")
+        operand = self.convert(node.this)
+        low, high = self.convert(node.args["low"]), self.convert(node.args["high"])
+        return And((Compare(">=", operand, low), Compare("<=", operand, high)))
+
+    def _like(self, node: exp.Like | exp.ILike, escape: str = "\\") -> Expr:
+        pattern = node.expression
+        if not (isinstance(pattern, exp.Literal) and pattern.is_string) and not isinstance(
+            pattern, exp.RawString
+        ):
+            raise _Refused(
+                f"{node.sql(dialect='spark')!r}: the pattern of LIKE must be one string literal"
+            )
+        insensitive = isinstance(node, exp.ILike)
+        text = str(pattern.this)
+        _check_pattern(text.lower() if insensitive else text, escape)
+        return Like(
+            self.convert(node.this), text, escape, bool(node.args.get("negate")), insensitive
         )
+
+    def _escape(self, node: exp.Escape) -> Expr:
+        escape = node.expression
+        if not isinstance(node.this, exp.Like | exp.ILike) or not (
+            isinstance(escape, exp.Literal) and escape.is_string
+        ):
+            self._refuse(node)
+        character = str(escape.this)
+        if len(character) != 1 or character in "%_" or ord(character) > 0xFFFF:
+            raise _Refused(
+                f"ESCAPE {escape.sql(dialect='spark')}: the escape must be one character, not "
+                "% or _"
+            )
+        return self._like(node.this, character)
+
+    def _is(self, node: exp.Is) -> Expr:
+        operand = self.convert(node.this)
+        if isinstance(node.expression, exp.Null):
+            return IsNull(operand)
+        if isinstance(node.expression, exp.Boolean):
+            return IsBool(operand, bool(node.expression.this))
+        self._refuse(node)
+
+    def _case(self, node: exp.Case) -> Expr:
+        subject = self.convert(node.this) if node.this is not None else None
+        branches = []
+        for branch in node.args.get("ifs") or ():
+            when, then = self.convert(branch.this), self.convert(branch.args["true"])
+            branches.append((when if subject is None else Compare("=", subject, when), then))
+        default = node.args.get("default")
+        return Case(tuple(branches), None if default is None else self.convert(default))
+
+    def _if(self, node: exp.If) -> Expr:
+        if node.args.get("false") is None:
+            raise _Refused("if(condition, then, else) takes three arguments")
+        then, otherwise = self.convert(node.args["true"]), self.convert(node.args["false"])
+        return Case(((self.convert(node.this), then),), otherwise)
+
+    def _cast(self, node: exp.Cast | exp.TryCast) -> Expr:
+        target = node.to
+        if target.this == exp.DataType.Type.DECIMAL:
+            params = [p.this for p in target.expressions]
+            if not all(isinstance(p, exp.Literal) and p.is_int for p in params) or len(params) > 2:
+                self._refuse(node)
+            values = [int(p.this) for p in params]
+            precision = values[0] if values else 10  # Spark's DECIMAL is DECIMAL(10,0)
+            scale = values[1] if len(values) > 1 else 0
+            if not 1 <= precision <= _MAX_PRECISION or scale > precision:
+                raise _Refused(f"{target.sql(dialect='spark')} is not a valid DECIMAL type")
+            to = _decimal(precision, scale)
+            if isinstance(node.this, exp.Literal) and node.this.is_string:
+                return _decimal_literal_from_text(str(node.this.this), to)  # 1.5BD
+        elif target.this in _CAST_TARGETS and (
+            not target.expressions or _CAST_TARGETS[target.this] == "string"
+        ):
+            to = _CAST_TARGETS[target.this]
+        else:
+            raise _Refused(
+                f"CAST to {target.sql(dialect='spark')} is not supported (CAST to STRING, "
+                "BOOLEAN, TINYINT, SMALLINT, INT, BIGINT, DOUBLE or DECIMAL(p,s))"
+            )
+        return Cast(self.convert(node.this), to)
+
+    def _trim(self, node: exp.Trim) -> Expr:
+        if node.expression is not None or node.args.get("collation"):
+            raise _Refused("trim takes one argument (trimming other characters is not supported)")
+        position = str(node.args.get("position") or "BOTH").upper()
+        name = {"LEADING": "ltrim", "TRAILING": "rtrim"}.get(position, "trim")
+        return Func(name, (self.convert(node.this),))
+
+    def _substring(self, node: exp.Substring) -> Expr:
+        start, length = node.args.get("start"), node.args.get("length")
+        if start is None:
+            raise _Refused("substring takes the text, a start and an optional length")
+        bounds = [self.convert(start), self.convert(length) if length is not None else None]
+        for bound in bounds:
+            if bound is not None and not (
+                isinstance(bound, Literal)
+                and type(bound.value) is int
+                and -(2**31) <= bound.value < 2**31
+            ):
+                raise _Refused("the start and length of substring must be integer literals")
+        length_literal = bounds[1] or Literal(2**31 - 1, "bigint")
+        assert bounds[0] is not None
+        return Func("substring", (self.convert(node.this), bounds[0], length_literal))
+
+    def _concat(self, node: exp.Concat) -> Expr:
+        if not node.expressions:
+            raise _Refused("concat() takes at least one argument")
+        return Func("concat", tuple(self.convert(e) for e in node.expressions))
+
+    def _dpipe(self, node: exp.DPipe) -> Expr:
+        return Func("concat", (self.convert(node.this), self._right(node)))
+
+    def _coalesce(self, node: exp.Coalesce) -> Expr:
+        parts = [node.this, *node.expressions]
+        return Func("coalesce", tuple(self.convert(e) for e in parts))
+
+    def _anonymous(self, node: exp.Anonymous) -> Expr:
+        name = str(node.name).lower()
+        if name in ("isnull", "isnotnull") and len(node.expressions) == 1:
+            return IsNull(self.convert(node.expressions[0]), negated=name == "isnotnull")
+        raise _Refused(f"function {node.name!r} is not allowed")
+
+    def _refuse(self, node: exp.Expr) -> NoReturn:
+        shown = node.sql(dialect="spark")
+        shown = shown if len(shown) <= 60 else shown[:60] + "..."
+        if isinstance(node, exp.Query | exp.Subquery | exp.Exists):
+            raise _Refused(f"{shown!r}: subqueries and table reads are not allowed")
+        if isinstance(node, exp.Window | exp.AggFunc):
+            raise _Refused(f"{shown!r}: aggregate and window functions are not allowed")
+        if isinstance(node, exp.Lambda):
+            raise _Refused(f"{shown!r}: lambda functions are not allowed")
+        if isinstance(node, exp.Func):
+            raise _Refused(f"function {node.sql_name().lower()!r} is not allowed")
+        raise _Refused(f"{shown!r} is not allowed")
+
+
+_HANDLERS: dict[type[exp.Expr], Callable[[_Converter, Any], Expr]] = {
+    exp.Not: _Converter._not,
+    exp.Literal: _Converter._literal,
+    exp.RawString: _Converter._rawstring,
+    exp.Boolean: _Converter._boolean,
+    exp.Null: _Converter._null,
+    exp.Neg: _Converter._neg,
+    exp.Column: _Converter._column,
+    exp.In: _Converter._in,
+    exp.Between: _Converter._between,
+    exp.Like: _Converter._like,
+    exp.ILike: _Converter._like,
+    exp.Escape: _Converter._escape,
+    exp.Is: _Converter._is,
+    exp.Case: _Converter._case,
+    exp.If: _Converter._if,
+    exp.Cast: _Converter._cast,
+    exp.TryCast: _Converter._cast,
+    exp.Trim: _Converter._trim,
+    exp.Substring: _Converter._substring,
+    exp.Concat: _Converter._concat,
+    exp.DPipe: _Converter._dpipe,
+    exp.Coalesce: _Converter._coalesce,
+    exp.Anonymous: _Converter._anonymous,
+}
+
+
+def _negated(node: In | IsNull | IsBool) -> Expr:
+    if isinstance(node, In):
+        return In(node.operand, node.items, not node.negated)
+    if isinstance(node, IsNull):
+        return IsNull(node.operand, not node.negated)
+    return IsBool(node.operand, node.value, not node.negated)
+
+
+def _number(text: str | float) -> Literal:
+    """A numeric literal as Spark types it: an integer is BIGINT (a wider one DECIMAL(n,0)), a
+    number with a point DECIMAL(p,s), one with an exponent DOUBLE."""
+    if isinstance(text, float):
+        return Literal(text, "double")
+    if "e" in text.lower():
+        value = float(text)
+        if value in (float("inf"), float("-inf")):
+            raise _Refused(f"the number {text} is out of range")
+        return Literal(value, "double")
+    if not _NUMBER.fullmatch(text.lstrip("-")):
+        raise _Refused(f"{text!r} is not a number")
+    number = Decimal(text)
+    if "." not in text and -(2**63) <= number < 2**63:
+        return Literal(int(number), "bigint")
+    digits, exponent = number.as_tuple().digits, int(number.as_tuple().exponent)
+    scale = max(0, -exponent)
+    precision = max(len(digits), scale, 1)
+    if precision > _MAX_PRECISION:
+        raise _Refused(f"the number {text} has more than {_MAX_PRECISION} digits")
+    return Literal(number, _decimal(precision, scale))
+
+
+def _decimal_literal_from_text(text: str, to: str) -> Literal:
+    """A string literal cast to DECIMAL (``1.5BD`` reads so): a decimal literal, if the text
+    is a plain number."""
+    if not _DECIMAL_TEXT.fullmatch(text.strip()):
+        raise _Refused(f"CAST of {text!r} to DECIMAL: not a number")
+    number = Decimal(text.strip())
+    precision, scale = decimal_precision(to)
+    rounded = _EXACT.quantize(number, Decimal(1).scaleb(-scale))
+    if rounded.adjusted() >= precision - scale and rounded != 0:
+        raise _Refused(f"the number {text} does not fit {to}")
+    return Literal(rounded, to)
+
+
+def _check_pattern(pattern: str, escape: str) -> None:
+    """Refuse a LIKE pattern Spark refuses: its escape must precede ``_``, ``%`` or itself."""
+    characters = iter(pattern)
+    for character in characters:
+        if character == escape:
+            following = next(characters, None)
+            if following is None:
+                raise _Refused(f"the LIKE pattern {pattern!r} ends with its escape character")
+            if following not in ("_", "%", escape):
+                raise _Refused(
+                    f"in the LIKE pattern {pattern!r} the escape character {escape!r} precedes "
+                    f"{following!r}; it may only precede _, % or itself"
+                )
+
+
+# --------------------------------------------------------------------------------------------
+# Types of a condition's nodes
+# --------------------------------------------------------------------------------------------
+
+
+def typed_condition(condition: Condition, types: Mapping[str, str], where: str) -> Condition:
+    """The condition with explicit conversions for columns of ``types`` (Spark type names as
+    ``DataType.simpleString()`` writes them: ``int``, ``decimal(12,2)``, ``timestamp``, ...).
+
+    In the result every :class:`Compare`, :class:`In`, ``CASE`` and ``coalesce`` has operands
+    of one type, every :class:`Arith`, :class:`Negate` and :class:`Func` its result type, and
+    every operator gets operands it takes (a FLOAT column is read as DOUBLE).
+
+    Raises:
+        ConfigError: ``where`` followed by what is wrong, e.g. ``Table 'x': apply_as_deletes
+            compares column 'id' of type int with the string 'a'; ...``.
+    """
+    try:
+        return _Typer(types).condition(condition)
+    except _Refused as refused:
+        raise ConfigError(f"{where} {refused.problem}.") from None
+
+
+class _Typer:
+    """Types a tree; with ``types`` None every column has the unknown type (load time)."""
+
+    def __init__(self, types: Mapping[str, str] | None) -> None:
+        self.types = types
+
+    def condition(self, condition: Expr) -> Expr:
+        typed, type_name = self.expr(condition)
+        return self.boolean(typed, type_name, condition)
+
+    def expr(self, node: Expr) -> tuple[Expr, str]:
+        match node:
+            case Column(name):
+                if self.types is None:
+                    return node, UNKNOWN
+                if name not in self.types:
+                    columns = ", ".join(self.types) or "none"
+                    raise _Refused(
+                        f"reads column {name!r}, which is not a column of the table. "
+                        f"Columns: {columns}"
+                    )
+                return node, self.types[name]
+            case Literal(_, type_name):
+                return node, type_name
+            case Not(operand):
+                return Not(self.boolean(*self.expr(operand), operand)), "boolean"
+            case And(operands) | Or(operands):
+                each = tuple(self.boolean(*self.expr(o), o) for o in operands)
+                return (And(each) if isinstance(node, And) else Or(each)), "boolean"
+            case Compare(op, left, right):
+                (left_typed, right_typed), _ = self.same([left, right], "compares")
+                return Compare(op, left_typed, right_typed), "boolean"
+            case In(operand, items, negated):
+                (operand_typed, *items_typed), _ = self.same([operand, *items], "compares")
+                return In(operand_typed, tuple(items_typed), negated), "boolean"
+            case Like(operand, pattern, escape, negated, insensitive):
+                typed = self.string(*self.expr(operand), operand, "LIKE")
+                return Like(typed, pattern, escape, negated, insensitive), "boolean"
+            case IsNull(operand, negated):
+                return IsNull(self.expr(operand)[0], negated), "boolean"
+            case IsBool(operand, value, negated):
+                return IsBool(self.boolean(*self.expr(operand), operand), value, negated), "boolean"
+            case Case(branches, default):
+                return self.case(branches, default)
+            case Cast(operand, to):
+                typed, type_name = self.expr(operand)
+                self.check_cast(operand, type_name, to)
+                return Cast(typed, to), to
+            case Arith(op, left, right):
+                return self.arith(op, left, right)
+            case Negate(operand):
+                typed, type_name = self.number(operand, "-")
+                result = _promoted(type_name)
+                return Negate(_convert(typed, type_name, result), result), result
+            case Func(name, args):
+                return self.function(name, args)
+        raise AssertionError(node)
+
+    # -- operands -------------------------------------------------------------------------
+
+    def boolean(self, typed: Expr, type_name: str, original: Expr) -> Expr:
+        kind = _family(type_name)
+        if kind in ("boolean", "unknown"):
+            return typed
+        if kind == VOID:
+            return Cast(typed, "boolean")
+        raise _Refused(
+            f"uses {_describe(original, type_name)} as a condition, which is not true or false "
+            "(compare it, e.g. x = 'DELETE', or test it with IS NULL)"
+        )
+
+    def string(self, typed: Expr, type_name: str, original: Expr, where: str) -> Expr:
+        kind = _family(type_name)
+        if kind in ("string", "unknown"):
+            return typed
+        if kind == VOID:
+            return Cast(typed, "string")
+        raise _Refused(
+            f"applies {where} to {_describe(original, type_name)}; {where} takes strings "
+            "(CAST(x AS STRING) converts a number or boolean)"
+        )
+
+    def number(self, node: Expr, what: str) -> tuple[Expr, str]:
+        typed, type_name = self.expr(node)
+        kind = type_kind(type_name)
+        if kind in ("integral", "decimal", "double", "unknown"):
+            return typed, type_name
+        if kind == VOID:
+            return Cast(typed, "bigint"), "bigint"
+        raise _Refused(f"applies {what} to {_describe(node, type_name)}; {what} takes numbers")
+
+    def same(self, nodes: Sequence[Expr], verb: str) -> tuple[list[Expr], str]:
+        """The nodes converted to their common type (comparisons, IN, CASE, coalesce)."""
+        typed = [self.expr(node) for node in nodes]
+        for node, (_, type_name) in zip(nodes, typed, strict=True):
+            if type_kind(type_name) == "other":
+                raise _Refused(
+                    f"{verb} {_describe(node, type_name)}, which takes only IS [NOT] NULL; "
+                    f"{TYPE_RULES}"
+                )
+        known = [(n, t) for n, (_, t) in zip(nodes, typed, strict=True) if t not in (UNKNOWN, VOID)]
+        kinds = {_family(t) for _, t in known}
+        if len(kinds) > 1:
+            first = known[0]
+            other = next(item for item in known if _family(item[1]) != _family(first[1]))
+            raise _Refused(
+                f"{verb} {_describe(first[0], first[1])} with {_describe(*other)}; {TYPE_RULES}"
+            )
+        if any(type_kind(t) == "unknown" for _, t in typed):
+            return [e for e, _ in typed], UNKNOWN_NUMBER if kinds == {"number"} else UNKNOWN
+        if not known:
+            return [e for e, _ in typed], VOID
+        target = _common([t for _, t in known], [n for n, _ in known], verb)
+        return [_convert(e, t, target) for e, t in typed], target
+
+    # -- operators ------------------------------------------------------------------------
+
+    def case(
+        self, branches: tuple[tuple[Expr, Expr], ...], default: Expr | None
+    ) -> tuple[Expr, str]:
+        conditions = tuple(self.boolean(*self.expr(when), when) for when, _ in branches)
+        values = [then for _, then in branches] + ([default] if default is not None else [])
+        typed, type_name = self.same(values, "mixes in its results")
+        new_default = typed.pop() if default is not None else None
+        return Case(tuple(zip(conditions, typed, strict=True)), new_default), type_name
+
+    def check_cast(self, operand: Expr, type_name: str, to: str) -> None:
+        source = type_kind(type_name)
+        target = type_kind(to)
+        allowed = {
+            "string": ("string", "boolean", "integral", "decimal"),
+            "boolean": ("boolean", "string", "integral", "decimal", "double"),
+            "integral": ("integral", "decimal", "double", "boolean", "string"),
+            "double": ("integral", "decimal", "double", "boolean"),
+            "decimal": ("integral", "decimal", "boolean"),
+        }[target]
+        if source not in (*allowed, "unknown", VOID):
+            raise _Refused(
+                f"casts {_describe(operand, type_name)} to {to.upper()}, which is not supported "
+                "(a DOUBLE converts to numbers and BOOLEAN only, a string to STRING, BOOLEAN "
+                "and the integer types only; other types not at all)"
+            )
+
+    def arith(self, op: str, left: Expr, right: Expr) -> tuple[Expr, str]:
+        (left_typed, left_type), (right_typed, right_type) = (
+            self.number(left, op),
+            self.number(right, op),
+        )
+        if "unknown" in (type_kind(left_type), type_kind(right_type)):
+            return Arith(op, left_typed, right_typed), UNKNOWN_NUMBER
+        kinds = {type_kind(left_type), type_kind(right_type)}
+        if "double" in kinds or ("integral" in kinds and len(kinds) == 1 and op == "/"):
+            result = "double"
+            return Arith(
+                op,
+                _convert(left_typed, left_type, result),
+                _convert(right_typed, right_type, result),
+                result,
+            ), result
+        if "decimal" in kinds:
+            left_decimal, right_decimal = (
+                _as_decimal(left, left_type),
+                _as_decimal(right, right_type),
+            )
+            if op == "%":
+                p1, s1 = decimal_precision(left_decimal)
+                if p1 - s1 + decimal_precision(right_decimal)[1] > _MAX_PRECISION:
+                    raise _Refused(
+                        f"computes {_describe(left, left_type)} % {_describe(right, right_type)}, "
+                        f"whose quotient can exceed {_MAX_PRECISION} digits"
+                    )
+            result = decimal_result(op, left_decimal, right_decimal)
+            return Arith(
+                op,
+                _convert(left_typed, left_type, left_decimal),
+                _convert(right_typed, right_type, right_decimal),
+                result,
+            ), result
+        result = "bigint"
+        return Arith(
+            op,
+            _convert(left_typed, left_type, result),
+            _convert(right_typed, right_type, result),
+            result,
+        ), result
+
+    def function(self, name: str, args: tuple[Expr, ...]) -> tuple[Expr, str]:
+        if name == "coalesce":
+            typed, type_name = self.same(args, "mixes in coalesce")
+            return Func(name, tuple(typed), type_name), type_name
+        if name == "abs":
+            typed_arg, type_name = self.number(args[0], "abs")
+            result = _promoted(type_name)
+            return Func(name, (_convert(typed_arg, type_name, result),), result), result
+        strings = args[:1] if name == "substring" else args
+        converted = [self.string(*self.expr(arg), arg, f"{name}()") for arg in strings]
+        converted += args[len(strings) :]
+        result = _FUNCTION_RESULTS.get(name, "string")
+        return Func(name, tuple(converted), result), result
+
+
+_FUNCTION_RESULTS = {
+    "length": "int",
+    "startswith": "boolean",
+    "endswith": "boolean",
+    "contains": "boolean",
+}
+
+
+def _family(type_name: str) -> str:
+    """``number`` for any numeric type (also before the column types are known), else the
+    kind."""
+    if type_name == UNKNOWN_NUMBER:
+        return "number"
+    kind = type_kind(type_name)
+    return "number" if kind in ("integral", "decimal", "double") else kind
+
+
+def _promoted(type_name: str) -> str:
+    """The type unary arithmetic computes in: integers as BIGINT, FLOAT as DOUBLE."""
+    kind = type_kind(type_name)
+    promoted = {"integral": "bigint", "double": "double", "unknown": UNKNOWN_NUMBER}
+    return promoted.get(kind, type_name)
+
+
+def _as_decimal(node: Expr, type_name: str) -> str:
+    """The decimal type an integer operand joins decimal arithmetic or comparison as: a literal
+    with its own digits, a column with its type's (``int``: ``decimal(10,0)``)."""
+    if type_kind(type_name) == "decimal":
+        return type_name
+    if isinstance(node, Literal) and isinstance(node.value, int):
+        return _decimal(max(len(str(abs(node.value))), 1), 0)
+    return _decimal(_INTEGER_DIGITS.get(type_name, 20), 0)
+
+
+def _common(types: list[str], nodes: list[Expr], verb: str) -> str:
+    """The common type of one family: DOUBLE if any is DOUBLE or FLOAT, else the narrowest
+    decimal holding every decimal and integer exactly, else BIGINT (or the one type)."""
+    if len(set(types)) == 1 and type_kind(types[0]) != "double":
+        return types[0]
+    kinds = {type_kind(t) for t in types}
+    if kinds <= {"boolean", "string"}:
+        return types[0]
+    if "double" in kinds:
+        return "double"
+    if "decimal" in kinds:
+        pairs = [decimal_precision(_as_decimal(n, t)) for n, t in zip(nodes, types, strict=True)]
+        scale = max(s for _, s in pairs)
+        integer_digits = max(p - s for p, s in pairs)
+        if integer_digits + scale > _MAX_PRECISION:
+            shown = " with ".join(_describe(n, t) for n, t in zip(nodes, types, strict=True))
+            raise _Refused(
+                f"{verb} {shown}, which needs a decimal of {integer_digits + scale} digits; "
+                f"at most {_MAX_PRECISION} (CAST one side to a narrower DECIMAL or to DOUBLE)"
+            )
+        return _decimal(integer_digits + scale, scale)
+    return "bigint"
+
+
+def _convert(node: Expr, type_name: str, target: str) -> Expr:
+    """``node`` (of ``type_name``) as ``target``: itself if the types are equal or unknown, an
+    integer literal as a decimal literal, anything else through :class:`Cast`."""
+    if type_name == target or "unknown" in (type_kind(type_name), type_kind(target)):
+        return node
+    if (
+        isinstance(node, Literal)
+        and isinstance(node.value, int)
+        and not isinstance(node.value, bool)
+    ):
+        if type_kind(target) == "decimal":
+            return (
+                Literal(Decimal(node.value), target)
+                if _fits(node.value, target)
+                else Cast(node, target)
+            )
+        if target == "bigint":
+            return Literal(node.value, target)
+    return Cast(node, target)
+
+
+def _fits(value: int, decimal_type: str) -> bool:
+    precision, scale = decimal_precision(decimal_type)
+    return abs(value) < int(10 ** (precision - scale))
+
+
+def _describe(node: Expr, type_name: str) -> str:
+    """A node for a message: ``column 'id' of type int``, ``the string 'x'``, ``lower(a)``."""
+    if isinstance(node, Column):
+        known = type_kind(type_name) != "unknown"
+        return f"column {node.name!r}" + (f" of type {type_name}" if known else "")
+    if isinstance(node, Literal):
+        word = {"string": "string ", "boolean": "", VOID: ""}.get(node.type, "number ")
+        return f"the {word}{to_sql(node)}" if word else to_sql(node)
+    shown = to_sql(node)
+    shown = shown if len(shown) <= 60 else shown[:60] + "..."
+    return shown + (f" (of type {type_name})" if type_kind(type_name) != "unknown" else "")
+
+
+# --------------------------------------------------------------------------------------------
+# Back to SQL text (messages only)
+# --------------------------------------------------------------------------------------------
+
+
+def to_sql(node: Expr) -> str:
+    """Spark SQL text of a node, for messages (never run)."""
+    return "".join(_sql(node))
+
+
+def _sql(node: Expr) -> Iterator[str]:
+    def inner(child: Expr) -> str:
+        text = to_sql(child)
+        return text if isinstance(child, Column | Literal | Func | Cast) else f"({text})"
+
+    match node:
+        case Column(name):
+            yield name if _PLAIN_NAME.fullmatch(name) else "`" + name.replace("`", "``") + "`"
+        case Literal(value, _):
+            if value is None:
+                yield "NULL"
+            elif isinstance(value, bool):
+                yield "TRUE" if value else "FALSE"
+            elif isinstance(value, str):
+                yield "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+            else:
+                yield str(value)
+        case Not(operand):
+            yield f"NOT {inner(operand)}"
+        case And(operands) | Or(operands):
+            yield f" {type(node).__name__.upper()} ".join(inner(o) for o in operands)
+        case Compare(op, left, right) | Arith(op, left, right):
+            yield f"{inner(left)} {op} {inner(right)}"
+        case In(operand, items, negated):
+            listed = ", ".join(to_sql(i) for i in items)
+            yield f"{inner(operand)} {'NOT IN' if negated else 'IN'} ({listed})"
+        case Like(operand, pattern, escape, negated, insensitive):
+            word = ("NOT " if negated else "") + ("ILIKE" if insensitive else "LIKE")
+            yield f"{inner(operand)} {word} {to_sql(Literal(pattern, 'string'))}"
+            if escape != "\\":
+                yield f" ESCAPE {to_sql(Literal(escape, 'string'))}"
+        case IsNull(operand, negated):
+            yield f"{inner(operand)} IS {'NOT ' if negated else ''}NULL"
+        case IsBool(operand, value, negated):
+            yield f"{inner(operand)} IS {'NOT ' if negated else ''}{'TRUE' if value else 'FALSE'}"
+        case Case(branches, default):
+            yield "CASE"
+            for when, then in branches:
+                yield f" WHEN {to_sql(when)} THEN {to_sql(then)}"
+            if default is not None:
+                yield f" ELSE {to_sql(default)}"
+            yield " END"
+        case Cast(operand, to):
+            yield f"CAST({to_sql(operand)} AS {to.upper()})"
+        case Negate(operand):
+            yield f"-{inner(operand)}"
+        case Func(name, args):
+            yield f"{name}({', '.join(to_sql(a) for a in args)})"

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from core.alerting import AlertSpec
+from core.columns import column_name_problem
 from core.conditions import Condition, parse_condition
 from core.errors import ConfigError
 from core.gold_tables import (
@@ -56,6 +57,12 @@ class TableSpec:
     column_list: tuple[str, ...] | None = None
     except_column_list: tuple[str, ...] | None = None
     ignore_null_updates: bool = False
+    #: Partial updates for only these columns / for all columns but these (either implies
+    #: ``ignore_null_updates`` for the columns it selects).
+    ignore_null_updates_column_list: tuple[str, ...] | None = None
+    ignore_null_updates_except_column_list: tuple[str, ...] | None = None
+    #: A second ordering column that breaks ties of ``sequence_by``.
+    system_sequence_by: str | None = None
     #: A source column type silver cannot widen to: stop the stream, or quarantine the records.
     on_incompatible_type: IncompatibleTypePolicy = "fail"
     #: How the entity's tables take a wider column type (core.widening.TypeWidening).
@@ -68,6 +75,7 @@ class TableSpec:
     track_history_except_column_list: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
+        self._normalise_databricks_forms()
         require_identifier(self.name, "table name")
         if self.name == QUARANTINE_TABLE:
             raise ConfigError(f"Table name {self.name!r} is reserved for the quarantine table.")
@@ -76,8 +84,13 @@ class TableSpec:
                 f"Invalid format {self.format!r} for table {self.name!r}. "
                 f"Must be one of {', '.join(TABLE_FORMATS)}."
             )
-        for column in (*(self.keys or ()), *(self.sequence_by or ())):
-            require_identifier(column, f"column of table {self.name!r}")
+        for column in (*(self.keys or ()), *self.order_columns):
+            _require_source_column(column, self.name)
+        if self.system_sequence_by is not None and not self.sequence_by:
+            raise ConfigError(
+                f"Table {self.name!r}: system_sequence_by breaks ties of sequence_by; set "
+                "sequence_by too."
+            )
         if self.format == "events" and not (self.keys and self.sequence_by):
             raise ConfigError(
                 f"Table {self.name!r} has format 'events': set both 'keys' and 'sequence_by' "
@@ -97,6 +110,34 @@ class TableSpec:
                 f"Must be one of {', '.join(TYPE_WIDENING_MODES)}."
             )
         self._check_history_settings()
+
+    def _normalise_databricks_forms(self) -> None:
+        """Take the settings as Databricks' ``create_auto_cdc_flow`` users write them: one
+        ``sequence_by`` or key column as a string, ``stored_as_scd_type`` as ``"2"``."""
+        for setting in ("keys", "sequence_by"):
+            value = getattr(self, setting)
+            if isinstance(value, str):
+                object.__setattr__(self, setting, (value,))
+            elif isinstance(value, list):
+                object.__setattr__(self, setting, tuple(value))
+        scd_type = self.stored_as_scd_type
+        if isinstance(scd_type, str) and scd_type.strip() in ("1", "2"):
+            object.__setattr__(self, "stored_as_scd_type", int(scd_type))
+
+    @property
+    def order_columns(self) -> tuple[str, ...]:
+        """The columns that order a key's events: ``sequence_by``, then ``system_sequence_by``
+        (empty: the connector's own sequence)."""
+        system = (self.system_sequence_by,) if self.system_sequence_by else ()
+        return (*(self.sequence_by or ()), *system)
+
+    def ignores_nulls_of(self, column: str) -> bool:
+        """Whether a null in value column ``column`` of an upsert keeps the previous value."""
+        if self.ignore_null_updates_column_list is not None:
+            return column in self.ignore_null_updates_column_list
+        if self.ignore_null_updates_except_column_list is not None:
+            return column not in self.ignore_null_updates_except_column_list
+        return self.ignore_null_updates
 
     def condition(self, setting: ConditionSetting) -> Condition | None:
         """The parsed ``apply_as_deletes`` or ``apply_as_truncates`` condition, if set.
@@ -128,6 +169,17 @@ class TableSpec:
                 "'except_column_list' (the columns to drop), not both."
             )
         for column in (*(self.column_list or ()), *(self.except_column_list or ())):
+            require_identifier(column, f"column of table {self.name!r}")
+        partial = (
+            self.ignore_null_updates_column_list,
+            self.ignore_null_updates_except_column_list,
+        )
+        if all(listed is not None for listed in partial):
+            raise ConfigError(
+                f"Table {self.name!r}: set either 'ignore_null_updates_column_list' or "
+                "'ignore_null_updates_except_column_list', not both."
+            )
+        for column in (*(partial[0] or ()), *(partial[1] or ())):
             require_identifier(column, f"column of table {self.name!r}")
         self.check_always_kept(self.keys or ())
 
@@ -429,6 +481,13 @@ class PipelineConfig:
         return spec
 
 
+def _require_source_column(column: str, table: str) -> None:
+    """Raise ConfigError unless silver can keep a source column named ``column``."""
+    problem = column_name_problem(column) if isinstance(column, str) else "is not a string"
+    if problem is not None:
+        raise ConfigError(f"Table {table!r}: {problem}.")
+
+
 def _reject_history_name(config: PipelineConfig, name: str, topic: str | None = None) -> None:
     """Raise if ``name`` is the history table name of one of the config's tables."""
     for table in config.tables:
@@ -571,12 +630,12 @@ def _maintenance_from(settings: Any) -> MaintenanceSpec:
     return MaintenanceSpec(**settings)
 
 
-_TABLE_TYPES: Mapping[str, type] = {
+_TABLE_TYPES: Mapping[str, type | tuple[type, ...]] = {
     "name": str,
     "topic": str,
     "format": str,
-    "keys": list,
-    "sequence_by": list,
+    "keys": (list, str),
+    "sequence_by": (list, str),
     "schema": str,
     "tombstone_retention_days": int,
     "apply_as_deletes": str,
@@ -584,16 +643,28 @@ _TABLE_TYPES: Mapping[str, type] = {
     "column_list": list,
     "except_column_list": list,
     "ignore_null_updates": bool,
+    "ignore_null_updates_column_list": list,
+    "ignore_null_updates_except_column_list": list,
+    "system_sequence_by": str,
     "on_incompatible_type": str,
     "type_widening": str,
     "deletion_vectors": bool,
-    "stored_as_scd_type": int,
+    "stored_as_scd_type": (int, str),
     "track_history_column_list": list,
     "track_history_except_column_list": list,
 }
 
 
-_HISTORY_LISTS = ("track_history_column_list", "track_history_except_column_list")
+_LISTS = (
+    "keys",
+    "sequence_by",
+    "column_list",
+    "except_column_list",
+    "ignore_null_updates_column_list",
+    "ignore_null_updates_except_column_list",
+    "track_history_column_list",
+    "track_history_except_column_list",
+)
 
 
 def _table_from(entry: Mapping[str, Any]) -> TableSpec:
@@ -603,26 +674,25 @@ def _table_from(entry: Mapping[str, Any]) -> TableSpec:
     values = dict(entry)
     for setting, value in values.items():
         _require_type(setting, value, _TABLE_TYPES[setting], "[[tables]]")
-    for listed in ("keys", "sequence_by", "column_list", "except_column_list", *_HISTORY_LISTS):
-        if listed in values:
+    for listed in _LISTS:
+        if isinstance(values.get(listed), list):
             for item in values[listed]:
                 _require_type(listed, item, str, "[[tables]]")
             values[listed] = tuple(values[listed])
     return TableSpec(**values)
 
 
-def _require_type(setting: str, value: Any, expected: type, where: str) -> None:
-    if not isinstance(value, expected) or isinstance(value, bool) is not (expected is bool):
+def _require_type(setting: str, value: Any, expected: type | tuple[type, ...], where: str) -> None:
+    kinds = expected if isinstance(expected, tuple) else (expected,)
+    if not isinstance(value, kinds) or isinstance(value, bool) is not (bool in kinds):
         names = {
             str: "a string",
             int: "an integer",
             list: "a list of strings",
             bool: "true or false",
         }
-        raise ConfigError(
-            f"Setting {setting!r} in {where} must be {names.get(expected, expected.__name__)}, "
-            f"not {value!r}."
-        )
+        wanted = " or ".join(names.get(kind, kind.__name__) for kind in kinds)
+        raise ConfigError(f"Setting {setting!r} in {where} must be {wanted}, not {value!r}.")
 
 
 def _reject_unknown(settings: Mapping[str, Any], allowed: set[str], where: str) -> None:

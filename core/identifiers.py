@@ -13,13 +13,19 @@ _PLAIN_NAME = re.compile(rf"[A-Za-z_][A-Za-z0-9_]{{0,{MAX_IDENTIFIER - 1}}}")
 _NON_NAME_CHARS = re.compile(r"[^A-Za-z0-9_]+")
 
 
+def is_plain_identifier(name: object) -> bool:
+    """Whether ``name`` is a plain identifier (letters, digits, underscore, at most
+    :data:`MAX_IDENTIFIER` characters, not starting with a digit)."""
+    return isinstance(name, str) and _PLAIN_NAME.fullmatch(name) is not None
+
+
 def require_identifier(name: str, what: str = "name") -> str:
     """Return ``name`` if it is a plain identifier (letters, digits, underscore).
 
     Raises:
         ConfigError: naming the offending value and what is allowed.
     """
-    if not isinstance(name, str) or not _PLAIN_NAME.fullmatch(name):
+    if not is_plain_identifier(name):
         raise ConfigError(
             f"Invalid {what} {name!r}: use letters, digits and underscores only, "
             f"starting with a letter or underscore (at most {MAX_IDENTIFIER} characters)."

@@ -48,19 +48,21 @@ def quarantine(
     path: str,
     app_id: str,
     batch_id: int,
+    raw: tuple[str, str] = ("key", "value"),
 ) -> None:
-    """Append ``rows`` (with ``key``, ``value``, their ``reason`` column and their bronze
-    ``coordinates``: topic, partition and offset columns) to the quarantine table at ``path``,
-    idempotent per ``app_id`` and ``batch_id``."""
+    """Append ``rows`` (with their ``reason`` column, their bronze ``coordinates``: topic,
+    partition and offset columns, and their ``raw`` key and value bytes columns) to the
+    quarantine table at ``path``, idempotent per ``app_id`` and ``batch_id``."""
     topic, partition, offset = coordinates
+    key, value = raw
     quarantined = rows.select(
         entity.alias("entity"),
         F.col(reason).alias("reason"),
         F.col(topic).alias("topic"),
         F.col(partition).alias("partition"),
         F.col(offset).alias("offset"),
-        "key",
-        "value",
+        F.col(key).alias("key"),
+        F.col(value).alias("value"),
         F.current_timestamp().alias("_quarantined_at"),
         F.lit(batch_id).cast("bigint").alias("_batch_id"),
     )

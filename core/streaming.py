@@ -13,9 +13,10 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 
-from core import storage
+from core import failures, storage
 from core.delta_io import note_query_start
-from core.errors import ConfigError, LakehouseError, PipelineError, raised_error
+from core.errors import ConfigError, LakehouseError
+from core.failures import Failure
 
 APP_ID_FILE = "_lakehouse_app_id"
 
@@ -104,9 +105,8 @@ def query_app_id(spark: SparkSession, checkpoint: str) -> str:
 
 
 def await_query(query: StreamingQuery) -> None:
-    """Wait for a query to end and turn its failure into a LakehouseError: the error a
-    foreachBatch function raised, if it was one (e.g. SchemaChangeError), else PipelineError
-    with the first line of Spark's error."""
+    """Wait for a query to end and turn its failure into a LakehouseError (see
+    :func:`failure`)."""
     try:
         query.awaitTermination()
     except StreamingQueryException as error:
@@ -135,59 +135,97 @@ def run_to_end(
     schema, start it again from its checkpoint (``restarted`` is told each time).
 
     Raises:
-        LakehouseError: any other failure (see :func:`await_query`), or a schema change after
+        LakehouseError: any other failure (see :func:`failure`), or a schema change after
             :data:`MAX_SCHEMA_RESTARTS` restarts (running again continues).
     """
-    return run_all_to_end([start], restarted)[0]
+    ended = finish_all([start], restarted)[0]
+    if ended.failure is not None:
+        if ended.query is None and ended.failure.error is not None:
+            raise ended.failure.error  # it did not start: as ``start`` raised it
+        assert ended.query is not None
+        raise ended.failure.exception(query_name(ended.query))
+    assert ended.query is not None
+    return ended.query
 
 
-def run_all_to_end(
+@dataclass(frozen=True)
+class Ended:
+    """A query of :func:`finish_all` that has ended: the last query it started (None: it did
+    not start) and its failure (None: it did its work)."""
+
+    query: StreamingQuery | None
+    failure: Failure | None
+
+
+def finish_all(
     starts: Sequence[Callable[[], StreamingQuery]],
     restarted: Callable[[StreamingQuery], None] = lambda _: None,
-) -> list[StreamingQuery]:
+) -> list[Ended]:
     """Start independent queries together and wait for each to end, as :func:`run_to_end`
-    does for one: they share the machine's cores. When one fails, the others are stopped
-    (their checkpoints make the next run go on) and its error is raised."""
-    queries: list[StreamingQuery] = []
+    does for one: they share the machine's cores. A query that fails (or does not start)
+    leaves the others running to their end; its failure is in its place of the result.
+    An interrupt (``KeyboardInterrupt``) stops every query and is raised."""
+    queries: list[StreamingQuery | None] = []
+    failures: list[Failure | None] = []
     try:
-        queries.extend(start() for start in starts)
+        for start in starts:
+            query, failed = _started(start)
+            queries.append(query)
+            failures.append(failed)
         for number, start in enumerate(starts):
             restarts = 0
-            while True:
+            while failures[number] is None:
+                query = queries[number]
+                assert query is not None
                 try:
-                    queries[number].awaitTermination()
+                    query.awaitTermination()
                     break
                 except StreamingQueryException as error:
                     if restarts == MAX_SCHEMA_RESTARTS or not stopped_by_schema_change(error):
-                        raise failure(queries[number], error) from error
+                        failures[number] = failure_of(query, error)
+                        break
                 restarts += 1
-                restarted(queries[number])
-                queries[number] = start()
+                restarted(query)
+                again, failures[number] = _started(start)
+                queries[number] = again or query
     except BaseException:
         for query in queries:
-            if query.isActive:
+            if query is not None and query.isActive:
                 query.stop()
         raise
-    return queries
+    return [Ended(query, failed) for query, failed in zip(queries, failures, strict=True)]
+
+
+def _started(start: Callable[[], StreamingQuery]) -> tuple[StreamingQuery | None, Failure | None]:
+    """The query ``start`` started, or why it could not start."""
+    try:
+        return start(), None
+    except Exception as error:
+        return None, Failure.of(error)
+
+
+def query_name(query: StreamingQuery) -> str:
+    """The query's name (its id if it has none)."""
+    return query.name or str(query.id)
+
+
+def failure_of(query: StreamingQuery, error: BaseException) -> Failure:
+    """Why ``query`` failed with ``error``: the error its ``foreachBatch`` function raised, as
+    noted before it crossed into the JVM (:func:`core.failures.guarded`), else what Spark's
+    error says (:meth:`~core.failures.Failure.of_spark`)."""
+    noted_failure = failures.noted(str(query.runId))
+    return noted_failure if noted_failure is not None else Failure.of_spark(str(error))
 
 
 def failure(query: StreamingQuery, error: BaseException) -> LakehouseError:
     """The LakehouseError for a failed query: the one raised in this project's Python code that
-    Spark ran (a ``foreachBatch`` function, the Kafka source), else PipelineError with the
-    first line of Spark's error."""
-    text = str(error)
-    raised = raised_error(text)
-    if raised is not None:
-        return raised
-    return PipelineError(f"Streaming query {query.name or query.id} failed: {failure_cause(text)}")
+    Spark ran (a ``foreachBatch`` function, the Kafka source), else a
+    :class:`~core.failures.QueryFailedError` naming the query and its error's first line."""
+    return failure_of(query, error).exception(query_name(query))
 
 
 def failure_cause(text: str) -> str:
     """The line of a Spark error that names its cause: the Python error a batch function
     raised (the last line of the traceback Spark quotes), else the error's first line."""
-    python_errors = _PYTHON_ERROR.findall(text)
-    return python_errors[-1] if python_errors else text.strip().splitlines()[0]
-
-
-#: The last line of a Python traceback quoted in a Spark error: ``module.SomeError: message``.
-_PYTHON_ERROR = re.compile(r"^(?:\w+\.)*\w*(?:Error|Exception): .+$", re.MULTILINE)
+    cause = Failure.of_spark(text)
+    return f"{cause.error_class}: {cause.first_line}" if cause.error_class else cause.first_line

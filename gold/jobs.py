@@ -40,6 +40,7 @@ from core.delta_io import (
     merge_materialized,
 )
 from core.errors import ConfigError
+from core.failures import guarded
 from core.frames import kept_with_totals
 from core.gold_tables import FINAL, FINALIZED_AT, LATE_EVENTS, GoldTable, Join
 from core.layout import HISTORY_SUFFIX, Warehouse
@@ -306,7 +307,7 @@ def start_on_changes(
     writer = (
         stream.writeStream.queryName(query)
         .option("checkpointLocation", place.location)
-        .foreachBatch(batch_function(query_app_id(spark, place.location)))
+        .foreachBatch(guarded(batch_function(query_app_id(spark, place.location))))
     )
     return trigger.apply(writer).start()
 

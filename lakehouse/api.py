@@ -187,7 +187,9 @@ class Lakehouse:
         Raises:
             ConfigError: a bad source or processing time, ``once=True`` with a processing time,
                 or ``once=False`` without one.
-            LakehouseError: a job failed (one line saying why).
+            LakehouseError: a table failed, after the others did their work (its own error,
+                or :class:`~core.failures.FailedTablesError` naming each failed table); a
+                continuous run instead starts a failed table again with backoff.
         """
         spec = source if isinstance(source, SourceSpec) else SourceSpec.parse(source)
         if kafka_options:

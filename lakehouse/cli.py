@@ -14,7 +14,7 @@ import click
 
 from core.errors import LakehouseError
 from lakehouse.commands import demo, fit, ops, quality, run, serve, sql, status, workload
-from lakehouse.commands.common import errors
+from lakehouse.commands.common import DEBUG, INTERNAL_ERROR_EXIT, errors, first_line
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -42,7 +42,10 @@ for command in (
 
 def main(args: Sequence[str] | None = None) -> None:
     """Entry point (``args``: the command line, default ``sys.argv[1:]``): user errors become
-    one line on stderr and exit status 2."""
+    one line on stderr and exit status 2; an internal error (a bug) one line saying so and
+    exit status 1, unless ``--debug`` (``lakehouse run``) or ``LAKEHOUSE_DEBUG`` asks for its
+    trace."""
+    DEBUG.set(False)
     logging.getLogger("py4j").setLevel(logging.CRITICAL)
     for name in ("DataFrameQueryContextLogger", "SQLQueryContextLogger", "cdc.kafka"):
         logging.getLogger(name).setLevel(logging.CRITICAL)
@@ -59,3 +62,14 @@ def main(args: Sequence[str] | None = None) -> None:
             raise
         errors.print(f"error: {error}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(2)
+    except Exception as error:
+        if DEBUG.get() or os.environ.get("LAKEHOUSE_DEBUG"):
+            raise
+        errors.print(
+            f"error: internal error: {type(error).__name__}: {first_line(str(error))}; rerun "
+            "with LAKEHOUSE_DEBUG=1 (lakehouse run: --debug) to see its whole trace",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+        sys.exit(INTERNAL_ERROR_EXIT)

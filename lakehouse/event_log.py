@@ -7,6 +7,11 @@ its listener thread, which must not wait for a Delta write); :func:`recording` a
 :data:`FLUSH_SECONDS` of a continuous run from a thread of its own, and at the end of every run
 after Spark has delivered every event, so a clean stop loses no row.
 
+A failed query's row holds its error's class and message (``error``) and its whole trace
+(``trace``), as the Python code that raised it saw them (:mod:`core.failures`), not as Py4J
+wrapped them; a table's failure that ended no query (its part of a hop, a query that could not
+start) is taken from the run's summary.
+
 The listener reads each progress as its JSON, in two calls to the JVM. PySpark's own
 ``StreamingQueryListener`` converts every event field by field first: about 420 calls and 140 ms
 per progress (a 100-event demo: 7,665 of its 58,230 calls), and each map it reads ends in a Java
@@ -38,6 +43,8 @@ from pyspark.sql.types import (
 )
 
 from bronze.job import BRONZE_QUERY
+from core import failures
+from core.failures import Failure, TableFailure
 from core.layout import Warehouse
 from core.storage import delete, write_text
 from lakehouse.summary import RunSummary
@@ -69,6 +76,8 @@ EVENT_LOG_SCHEMA = StructType(
         StructField("end_offset", StringType()),  # the sources' end offsets, JSON
         StructField("query_id", StringType()),
         StructField("run_id", StringType()),
+        # A failure's whole trace (added later: older tables take it on their next append).
+        StructField("trace", StringType()),
     ]
 )
 
@@ -77,22 +86,25 @@ class EventLogListener:
     """Buffers one row per query progress (and per failed query); never writes itself.
 
     ``summary``: the run's summary, whose silver batch reports give the rows of the silver
-    queries their read, applied and quarantined counts.
+    queries their read, applied and quarantined counts, and whose failures that ended no
+    query get rows of their own.
 
     Spark calls the ``on…`` methods through Py4J with its own event objects
     (:data:`JAVA_LISTENER`); :func:`recording` adds and removes the listener.
     """
 
     def __init__(self, summary: RunSummary | None = None) -> None:
-        self._summary = summary
+        self.summary = summary
         self._rows: list[dict[str, Any]] = []
         self._names: dict[str, str] = {}
         self._lock = threading.Lock()
 
     def take(self) -> list[dict[str, Any]]:
-        """The buffered rows, which the buffer no longer holds."""
+        """The buffered rows, and those of the failures the summary holds for the event log
+        (:meth:`~lakehouse.summary.RunSummary.take_unlogged`), which neither holds any more."""
+        unlogged = [] if self.summary is None else self.summary.take_unlogged()
         with self._lock:
-            rows, self._rows = self._rows, []
+            rows, self._rows = self._rows + [failed_row(f) for f in unlogged], []
             return rows
 
     def give_back(self, rows: list[dict[str, Any]]) -> None:
@@ -110,13 +122,13 @@ class EventLogListener:
         name = progress["name"] or progress["id"]
         row = progress_row(name, progress)
         rows = [row]
-        if self._summary is not None and name.startswith("silver_"):
-            report = self._summary.take_report(name.removeprefix("silver_"))
+        if self.summary is not None and name.startswith("silver_"):
+            report = self.summary.take_report(name.removeprefix("silver_"))
             if report is not None:
                 row |= _counts(report)
-        elif self._summary is not None and name == BRONZE_QUERY:
+        elif self.summary is not None and name == BRONZE_QUERY:
             # What the batch applied to silver in one hop: a row per entity, as a query's.
-            for entity, report in self._summary.take_hop_reports(progress["batchId"]):
+            for entity, report in self.summary.take_hop_reports(progress["batchId"]):
                 rows.append(row | {"query": f"silver_{entity}", **_counts(report)})
         with self._lock:
             self._rows.extend(rows)
@@ -128,18 +140,12 @@ class EventLogListener:
         exception = event.exception()
         if exception.isEmpty():
             return
-        query_id = event.id().toString()
+        query_id, run_id = event.id().toString(), event.runId().toString()
+        failure = failures.noted(run_id) or Failure.of_spark(exception.get())
         with self._lock:
-            self._rows.append(
-                {
-                    "query": self._names.get(query_id, query_id),
-                    "event": "failed",
-                    "timestamp": datetime.now(UTC),
-                    "error": exception.get().strip().splitlines()[0][:1000],
-                    "query_id": query_id,
-                    "run_id": event.runId().toString(),
-                }
-            )
+            name = self._names.get(query_id, query_id)
+            row = _failure_columns(failure) | {"query_id": query_id, "run_id": run_id}
+            self._rows.append(row | {"query": name, "timestamp": datetime.now(UTC)})
 
     class Java:
         implements: ClassVar = ["org.apache.spark.sql.streaming.PythonStreamingQueryListener"]
@@ -158,6 +164,17 @@ def _listening(spark: SparkSession, listener: EventLogListener) -> JavaObject:
     handle = getattr(jvm, JAVA_LISTENER)(listener)
     spark._jsparkSession.streams().addListener(handle)
     return handle
+
+
+def failed_row(failure: TableFailure) -> dict[str, Any]:
+    """The event-log row of a table's failure that ended no query of its own."""
+    return _failure_columns(failure.failure) | {"query": failure.query, "timestamp": failure.at}
+
+
+def _failure_columns(failure: Failure) -> dict[str, Any]:
+    """The columns of a ``failed`` row that tell the error."""
+    error = f"{failure.error_class}: {failure.first_line}" if failure.error_class else None
+    return {"event": "failed", "error": error or failure.first_line, "trace": failure.trace}
 
 
 def _counts(report: BatchReport) -> dict[str, Any]:
@@ -201,7 +218,10 @@ def append_rows(spark: SparkSession, warehouse: Warehouse, rows: list[dict[str, 
         [tuple(row.get(field.name) for field in EVENT_LOG_SCHEMA.fields) for row in rows],
         EVENT_LOG_SCHEMA,
     )
-    frame.write.format("delta").mode("append").save(warehouse.event_log)
+    # mergeSchema: a table written before a column was added takes it (its rows: null).
+    frame.write.format("delta").mode("append").option("mergeSchema", "true").save(
+        warehouse.event_log
+    )
 
 
 class _Recorder:
@@ -234,7 +254,10 @@ class _Recorder:
         self.spark._jsparkSession.streams().removeListener(self._handle)
 
     def beat(self) -> None:
-        """Write the heartbeat: who runs, since when, last seen now."""
+        """Write the heartbeat: who runs, since when, last seen now, and the tables failing
+        (see :meth:`~lakehouse.summary.RunSummary.failing_now`)."""
+        summary = self.listener.summary
+        failing = [] if summary is None else summary.failing_now()
         heartbeat = {
             "pid": os.getpid(),
             "host": socket.gethostname(),
@@ -242,6 +265,7 @@ class _Recorder:
             "started": self.started.isoformat(),
             "heartbeat": datetime.now(UTC).isoformat(),
             "interval_seconds": HEARTBEAT_SECONDS,
+            "failing": [failure.to_json() for failure in failing],
         }
         write_text(self.spark, self.warehouse.heartbeat, json.dumps(heartbeat))
 

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import logging
 import signal
 import threading
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from functools import partial
 
-from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
@@ -18,45 +17,40 @@ from bronze.job import BRONZE_QUERY, start_bronze
 from cdc.sources import SourceSpec, read_source
 from core.catalog import register_tables
 from core.checkpoints import last_committed_batch, unfinished_batch
-from core.config import PipelineConfig
+from core.config import PipelineConfig, TableSpec
 from core.errors import ConfigError
+from core.failures import TableFailure, raise_failures
 from core.layout import Warehouse
-from core.streaming import (
-    MAX_SCHEMA_RESTARTS,
-    Trigger,
-    between_batches,
-    failure,
-    run_all_to_end,
-    stopped_by_schema_change,
-)
+from core.streaming import Trigger, finish_all, query_name
 from expectations.checks import load_checks
 from expectations.suites import check_overrides
 from expectations.validate import PeriodicValidation
-from gold.alerts import alert_jobs
+from gold.alerts import ALERTS_TABLE, alert_jobs
 from gold.jobs import gold_jobs
 from lakehouse.entities import entity_specs
 from lakehouse.event_log import recording
 from lakehouse.recovery import recover_and_say
+from lakehouse.running import RETRY_BACKOFF, Backoff, Job, RunningQueries
 from lakehouse.summary import RunSummary
 from silver.job import ensure_shared_tables, has_unread_bronze, start_silver
-from silver.one_hop import SilverHop, keep_redo_for_silver
+from silver.one_hop import Isolation, SilverHop, keep_redo_for_silver
 from silver.parse import check_declared_schemas
 
 Progress = Callable[[str], None]
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 #: How long a stopping run waits for its running micro-batches to finish.
 DRAIN_SECONDS = 600.0
-#: How often a stopping run looks whether a query is between micro-batches.
-PAUSE_POLL_SECONDS = 0.1
 
 
 @dataclass
 class RunReport:
-    """What a run started and finished, and what its micro-batches did per table."""
+    """What a run started and finished, what its micro-batches did per table, and which
+    tables failed (each of the others finished its work)."""
 
     queries: list[str] = field(default_factory=list)
     seconds: float = 0.0
     summary: RunSummary = field(default_factory=RunSummary)
+    failures: list[TableFailure] = field(default_factory=list)
 
 
 def run_once(
@@ -65,12 +59,20 @@ def run_once(
     warehouse: Warehouse,
     config: PipelineConfig,
     progress: Progress = lambda _: None,
+    raise_on_failure: bool = True,
 ) -> RunReport:
     """Process everything available now through every layer, then return; each micro-batch
     goes into the event log (:mod:`lakehouse.event_log`).
 
     A query stopped by a schema change of its Delta input (a gold job, when silver gained a
-    column or widened a type) continues from its checkpoint.
+    column or widened a type) continues from its checkpoint. A table that fails does not stop
+    the others: bronze's failure leaves silver and gold to apply what bronze holds, a silver
+    table's leaves the other silver tables and every gold table to their work.
+
+    Raises:
+        LakehouseError: unless not ``raise_on_failure`` (then the report lists them), the
+            failure of the one table that failed, or :class:`~core.failures.FailedTablesError`
+            naming several (see :func:`core.failures.raise_failures`).
     """
     started = time.monotonic()
     check_declared_schemas(config.tables)
@@ -87,13 +89,12 @@ def run_once(
             report.summary.bronze_batch,
             config.quality,
         )
-        _finish(bronze, report, progress)
-        silver_and_gold = run_from_bronze(
-            spark, warehouse, config, progress, summary=report.summary
-        )
-        report.queries += silver_and_gold.queries
+        _finish_all([Job(BRONZE_QUERY, "bronze", bronze)], report, progress)
+        _silver_and_gold(spark, warehouse, config, progress, report)
     name_tables(spark, warehouse, config, progress)
     report.seconds = time.monotonic() - started
+    if raise_on_failure:
+        raise_failures(report.failures)
     return report
 
 
@@ -129,16 +130,33 @@ def run_from_bronze(
     ``entities`` limits the run to those silver entities and the gold jobs that read them
     (None: every entity). Replay runs this on a staging warehouse with fresh checkpoints.
     What the silver micro-batches did goes into ``summary`` (the report's own if None).
+
+    Raises:
+        LakehouseError: a table failed (after the others did their work; see
+            :func:`run_once`).
     """
     started = time.monotonic()
-    check_overrides(config.quality)
     report = RunReport() if summary is None else RunReport(summary=summary)
-    trigger = Trigger()
-    _apply_bronze(spark, warehouse, config, progress, report, entities)
-    gold = _gold_jobs(spark, warehouse, config, trigger, progress, set(), entities)
-    _finish_all([start for _, start in gold], report, progress)
+    _silver_and_gold(spark, warehouse, config, progress, report, entities)
     report.seconds = time.monotonic() - started
+    raise_failures(report.failures)
     return report
+
+
+def _silver_and_gold(
+    spark: SparkSession,
+    warehouse: Warehouse,
+    config: PipelineConfig,
+    progress: Progress,
+    report: RunReport,
+    entities: Collection[str] | None = None,
+) -> None:
+    """Apply bronze to silver, then silver to gold (of ``entities``), each table to its end
+    whatever the others do; the failures go into ``report``."""
+    check_overrides(config.quality)
+    _apply_bronze(spark, warehouse, config, progress, report, entities)
+    gold = _gold_jobs(spark, warehouse, config, Trigger(), progress, set(), entities)
+    _finish_all(gold, report, progress)
 
 
 def _apply_bronze(
@@ -149,131 +167,40 @@ def _apply_bronze(
     report: RunReport,
     entities: Collection[str] | None = None,
     through_batch: int | None = None,
+    leave_out: Collection[str] = (),
 ) -> None:
-    """Run the silver query of each entity (of ``entities``; None: all) with bronze it has
-    not read, all at once, until each has read all of it (of bronze batches up to
-    ``through_batch``)."""
-    jobs: list[Callable[[], StreamingQuery]] = []
+    """Run the silver query of each entity (of ``entities``; None: all; but not of
+    ``leave_out``) with bronze it has not read, all at once, until each has read all of it (of
+    bronze batches up to ``through_batch``); the failures go into ``report``."""
+    jobs: list[Job] = []
     for spec in entity_specs(spark, warehouse, config):
-        if (entities is None or spec.name in entities) and has_unread_bronze(
-            spark, warehouse, spec
-        ):
+        wanted = (entities is None or spec.name in entities) and spec.name not in leave_out
+        if wanted and has_unread_bronze(spark, warehouse, spec):
             progress(f"silver: applying {spec.topic} to silver.{spec.name}")
             report.summary.add_table(spec.name)
-            listener = partial(report.summary.silver_batch, spec.name)
-            checks = load_checks(spark, config.quality, warehouse, "silver", spec.name)
             jobs.append(
-                partial(
-                    start_silver, spark, warehouse, spec, Trigger(), listener, checks, through_batch
-                )
+                silver_job(spark, warehouse, config, spec, Trigger(), report.summary, through_batch)
             )
     if len(jobs) > 1:
         ensure_shared_tables(spark, warehouse)
     _finish_all(jobs, report, progress)
 
 
-class RunningQueries:
-    """The streaming queries of a continuous run, by name, each with the function that starts it.
-
-    A query that stops because the schema of its Delta input changed (the gold jobs read
-    silver's change feed, and silver gains columns and widens types while they run) is started
-    again from its checkpoint: Delta's documented remedy, after which it reads on with the new
-    schema. Any other failure is raised.
-    """
-
-    def __init__(self, progress: Progress = lambda _: None) -> None:
-        self._starters: dict[str, Callable[[], StreamingQuery]] = {}
-        self._queries: dict[str, StreamingQuery] = {}
-        self._progress = progress
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._queries
-
-    def names(self) -> set[str]:
-        return set(self._queries)
-
-    def query(self, name: str) -> StreamingQuery:
-        """The current query of ``name`` (a new one after each restart)."""
-        return self._queries[name]
-
-    def start(self, name: str, starter: Callable[[], StreamingQuery]) -> StreamingQuery:
-        self._starters[name] = starter
-        self._queries[name] = starter()
-        return self._queries[name]
-
-    def check(self) -> None:
-        """Restart the queries a schema change of their input stopped.
-
-        Raises:
-            LakehouseError: a query failed for another reason (see ``await_query``).
-        """
-        for name, query in list(self._queries.items()):
-            error = None if query.isActive else query.exception()
-            if stopped_by_schema_change(error):
-                self._restart(name)
-            elif error is not None:
-                raise failure(query, error)
-
-    def catch_up(self) -> None:
-        """Block until every query has processed what is available now, in the order they
-        were started (upstream first); the queries keep running. For notebooks and tests.
-
-        Raises:
-            LakehouseError: a query failed for another reason than a schema change.
-        """
-        for name in list(self._queries):
-            restarts = 0
-            while True:
-                query = self._queries[name]
-                try:
-                    query.processAllAvailable()
-                    break
-                except StreamingQueryException as error:
-                    if restarts == MAX_SCHEMA_RESTARTS or not stopped_by_schema_change(error):
-                        raise failure(query, error) from error
-                restarts += 1
-                self._restart(name)
-
-    def stop(self) -> None:
-        """Stop every query at once (a running micro-batch is interrupted)."""
-        for query in self._queries.values():
-            if query.isActive:
-                query.stop()
-
-    def stop_between_batches(
-        self,
-        spark: SparkSession,
-        interval_seconds: float,
-        timeout_seconds: float,
-        at_once: threading.Event,
-    ) -> list[str]:
-        """Stop every query between two of its micro-batches: each as soon as its running
-        batch has committed and before its next trigger (see
-        :func:`core.streaming.between_batches`), upstream first when several are.
-
-        After ``timeout_seconds``, or once ``at_once`` is set, the queries still in a batch are
-        interrupted (their checkpoints make the next run do that batch again), with Spark's
-        logging silenced first. Returns the names of the interrupted queries.
-        """
-        deadline = time.monotonic() + timeout_seconds
-        left = dict(self._queries)
-        while True:
-            for name, query in list(left.items()):
-                if between_batches(query, interval_seconds):
-                    if query.isActive:
-                        query.stop()
-                    del left[name]
-            if not left or at_once.wait(PAUSE_POLL_SECONDS) or time.monotonic() > deadline:
-                break
-        if left:
-            _silence(spark)
-            for query in left.values():
-                query.stop()
-        return list(left)
-
-    def _restart(self, name: str) -> None:
-        self._progress(f"{name}: its input changed schema; continuing from its checkpoint")
-        self._queries[name] = self._starters[name]()
+def silver_job(
+    spark: SparkSession,
+    warehouse: Warehouse,
+    config: PipelineConfig,
+    spec: TableSpec,
+    trigger: Trigger,
+    summary: RunSummary | None = None,
+    through_batch: int | None = None,
+) -> Job:
+    """The silver query of ``spec``'s entity (see :func:`silver.job.start_silver`), reporting
+    its micro-batches to ``summary``, if given."""
+    listener = None if summary is None else partial(summary.silver_batch, spec.name)
+    checks = load_checks(spark, config.quality, warehouse, "silver", spec.name)
+    start = partial(start_silver, spark, warehouse, spec, trigger, listener, checks, through_batch)
+    return Job(f"silver_{spec.name}", f"silver.{spec.name}", start)
 
 
 def run_continuously(
@@ -287,18 +214,22 @@ def run_continuously(
     drain_seconds: float = DRAIN_SECONDS,
     summary: RunSummary | None = None,
     one_hop: bool = True,
+    backoff: Backoff = RETRY_BACKOFF,
 ) -> None:
-    """Run every layer on a processing-time trigger until a query fails, SIGINT or SIGTERM.
+    """Run every layer on a processing-time trigger until SIGINT or SIGTERM.
 
     With ``one_hop`` each bronze micro-batch also applies its records to silver
     (:mod:`silver.one_hop`), after silver has caught up with what bronze held; otherwise each
     silver table has its own query on the trigger. Gold queries (and silver ones in two hops)
     start as soon as their input tables appear, and a query stopped by
-    a schema change of its input continues from its checkpoint (:class:`RunningQueries`). On a
-    signal each query stops after its running micro-batch (at most ``drain_seconds`` in all; a
-    second signal stops them at once); their checkpoints make the next run continue. What the
-    micro-batches did goes into ``summary``, if given, and each micro-batch into the event log
-    (:mod:`lakehouse.event_log`), which also shows the run as running while it goes on.
+    a schema change of its input continues from its checkpoint (:class:`RunningQueries`).
+    A table that fails is started again after ``backoff`` while the others go on; in one hop,
+    an entity that fails gets a silver query of its own (:class:`silver.one_hop.Isolation`).
+    On a signal each query stops after its running micro-batch (at most ``drain_seconds`` in
+    all; a second signal stops them at once); their checkpoints make the next run continue.
+    What the micro-batches did, and the tables failing, go into ``summary``, if given, and
+    each micro-batch into the event log (:mod:`lakehouse.event_log`), which also shows the run
+    as running while it goes on.
     """
     summary = RunSummary() if summary is None else summary
     with recording(spark, warehouse, summary, "continuous"):
@@ -313,6 +244,7 @@ def run_continuously(
             drain_seconds,
             summary,
             one_hop,
+            backoff,
         )
 
 
@@ -327,6 +259,7 @@ def _run_continuously(
     drain_seconds: float,
     summary: RunSummary,
     one_hop: bool,
+    backoff: Backoff,
 ) -> None:
     check_declared_schemas(config.tables)
     check_overrides(config.quality)
@@ -337,7 +270,8 @@ def _run_continuously(
         (at_once if stop.is_set() else stop).set()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS}
-    running = RunningQueries(progress)
+    running = RunningQueries(progress, summary, backoff)
+    isolation = Isolation()
     said: set[str] = set()
     try:
         try:
@@ -351,12 +285,17 @@ def _run_continuously(
                 trigger,
                 progress,
                 summary,
+                isolation,
             )
-            running.start(BRONZE_QUERY, bronze)
+            running.start(BRONZE_QUERY, bronze, "bronze")
             into = " and on into silver" if one_hop else ""
             progress(f"bronze: streaming from {source.describe()}{into} (Ctrl-C stops)")
             validations = PeriodicValidation(config.quality)
             while not stop.is_set():
+                for entity, failure, logged in isolation.take_left():
+                    spec = _spec_of(spark, warehouse, config, entity)
+                    job = silver_job(spark, warehouse, config, spec, trigger, summary)
+                    running.failed(job, failure, logged)
                 start_ready(
                     spark,
                     warehouse,
@@ -396,6 +335,7 @@ def start_one_hop(
     trigger: Trigger,
     progress: Progress = lambda _: None,
     summary: RunSummary | None = None,
+    isolation: Isolation | None = None,
 ) -> StreamingQuery:
     """Bring silver up to date with bronze (a run in two hops may have left bronze it has not
     read), then start the bronze query on ``trigger`` with each micro-batch applied to silver
@@ -403,17 +343,31 @@ def start_one_hop(
 
     Silver catches up only with the bronze micro-batches the bronze query committed: the one it
     does again after a crash is the hop's to apply (the crashed hop may have applied part of
-    it, which its transaction ids make the hop skip, not a silver query's)."""
+    it, which its transaction ids make the hop skip, not a silver query's).
+
+    With ``isolation``, an entity whose catch-up or part of a hop fails is left to a silver
+    query of its own (the entities it holds already are neither caught up nor hopped);
+    without it, such a failure is raised (the catch-up's after the other entities caught up),
+    or fails the bronze query."""
     summary = RunSummary() if summary is None else summary
     bronze_checkpoint = warehouse.checkpoint(BRONZE_QUERY)
     committed = last_committed_batch(spark, bronze_checkpoint)
     redo = unfinished_batch(spark, bronze_checkpoint)
     report = RunReport(summary=summary)
     through = -1 if committed is None else committed
-    _apply_bronze(spark, warehouse, config, progress, report, through_batch=through)
+    left = set() if isolation is None else isolation.entities()
+    _apply_bronze(spark, warehouse, config, progress, report, None, through, left)
+    if isolation is None:
+        raise_failures(report.failures)
+    else:
+        for failed in report.failures:
+            entity = failed.query.removeprefix("silver_")
+            isolation.leave(entity, failed.failure, logged=True)
+            left.add(entity)
     if redo is not None:
-        keep_redo_for_silver(spark, warehouse, entity_specs(spark, warehouse, config), redo)
-    hop = SilverHop(spark, warehouse, config, summary.hop_batch, redo)
+        specs = [s for s in entity_specs(spark, warehouse, config) if s.name not in left]
+        keep_redo_for_silver(spark, warehouse, specs, redo)
+    hop = SilverHop(spark, warehouse, config, summary.hop_batch, redo, isolation)
     return start_bronze(source, warehouse, trigger, summary.bronze_batch, config.quality, hop)
 
 
@@ -425,17 +379,17 @@ def _start_bronze(
     trigger: Trigger,
     progress: Progress,
     summary: RunSummary,
+    isolation: Isolation,
 ) -> StreamingQuery:
     """Start the bronze query alone (two hops: silver has queries of its own)."""
     return start_bronze(source, warehouse, trigger, summary.bronze_batch, config.quality)
 
 
-def _silence(spark: SparkSession) -> None:
-    """Silence Spark's and Py4J's logging for the rest of the session, before queries are
-    interrupted mid-batch: each interrupted write logs pages of stack traces, for a stop the
-    user asked for."""
-    spark.sparkContext.setLogLevel("OFF")
-    logging.getLogger("py4j").setLevel(logging.CRITICAL)
+def _spec_of(
+    spark: SparkSession, warehouse: Warehouse, config: PipelineConfig, entity: str
+) -> TableSpec:
+    """The settings of ``entity`` (one of :func:`lakehouse.entities.entity_specs`)."""
+    return next(spec for spec in entity_specs(spark, warehouse, config) if spec.name == entity)
 
 
 def start_ready(
@@ -463,16 +417,13 @@ def start_ready(
     if new:
         ensure_shared_tables(spark, warehouse)
     for spec in new:
-        listener = None
         if summary is not None:
             summary.add_table(spec.name)
-            listener = partial(summary.silver_batch, spec.name)
-        checks = load_checks(spark, config.quality, warehouse, "silver", spec.name)
-        job = partial(start_silver, spark, warehouse, spec, trigger, listener, checks)
-        running.start(f"silver_{spec.name}", job)
+        job = silver_job(spark, warehouse, config, spec, trigger, summary)
         progress(f"silver: streaming {spec.topic} into silver.{spec.name}")
-    for name, start in _gold_jobs(spark, warehouse, config, trigger, progress, running.names()):
-        running.start(name, start)
+        running.start(job.name, job.start, job.table)
+    for job in _gold_jobs(spark, warehouse, config, trigger, progress, running.names()):
+        running.start(job.name, job.start, job.table)
 
 
 def _gold_jobs(
@@ -483,17 +434,18 @@ def _gold_jobs(
     progress: Progress,
     running: set[str],
     inputs: Collection[str] | None = None,
-) -> list[tuple[str, Callable[[], StreamingQuery]]]:
+) -> list[Job]:
     """The gold jobs whose silver input (and joined entity) exists (and that read one of
-    ``inputs``, if given) and that are not running yet: (name, starter)."""
+    ``inputs``, if given) and that are not running yet."""
     silver = set(warehouse.table_names("silver", spark))
-    ready: list[tuple[str, Callable[[], StreamingQuery]]] = []
+    ready: list[Job] = []
     for job in gold_jobs(config):
         wanted = inputs is None or job.reads_any(inputs)
         joined = all(entity in silver for entity in job.joins)
         if wanted and job.input in silver and joined and job.query not in running:
             progress(f"gold: {job.what} from silver.{job.input}")
-            ready.append((job.query, partial(job.start, spark, warehouse, trigger)))
+            start = partial(job.start, spark, warehouse, trigger)
+            ready.append(Job(job.query, f"gold.{job.table}", start))
     return ready + _alert_jobs(spark, warehouse, config, trigger, progress, running, inputs)
 
 
@@ -505,33 +457,36 @@ def _alert_jobs(
     progress: Progress,
     running: set[str],
     inputs: Collection[str] | None = None,
-) -> list[tuple[str, Callable[[], StreamingQuery]]]:
+) -> list[Job]:
     """The alert jobs whose silver input and baseline (``lakehouse fit``) exist and that are
     not running yet. Until its baseline exists, an alert's rows wait in silver's change feed."""
     silver = set(warehouse.table_names("silver", spark))
     gold = set(warehouse.table_names("gold", spark))
-    ready: list[tuple[str, Callable[[], StreamingQuery]]] = []
+    ready: list[Job] = []
     for job in alert_jobs(config):
         if (inputs is None or job.input in inputs) and job.query not in running:
             if job.input in silver and job.baseline in gold:
                 progress(f"gold: {job.what} from silver.{job.input}")
-                ready.append((job.query, partial(job.start, spark, warehouse, trigger)))
+                start = partial(job.start, spark, warehouse, trigger)
+                ready.append(Job(job.query, f"gold.{ALERTS_TABLE} ({job.what})", start))
             elif job.input in silver and trigger.once:
                 progress(f"gold: {job.what} waits for a baseline: run 'lakehouse fit'")
     return ready
 
 
-def _finish(start: Callable[[], StreamingQuery], report: RunReport, progress: Progress) -> None:
-    _finish_all([start], report, progress)
-
-
-def _finish_all(
-    starts: Sequence[Callable[[], StreamingQuery]], report: RunReport, progress: Progress
-) -> None:
-    """Run independent queries together to their end (:func:`core.streaming.run_all_to_end`)."""
+def _finish_all(jobs: Sequence[Job], report: RunReport, progress: Progress) -> None:
+    """Run independent queries together to their end (:func:`core.streaming.finish_all`):
+    one that fails leaves the others to their work; its failure goes into ``report``."""
 
     def restarted(query: StreamingQuery) -> None:
         progress(f"{query.name}: its input changed schema; continuing from its checkpoint")
 
-    for query in run_all_to_end(starts, restarted):
-        report.queries.append(query.name or str(query.id))
+    for job, ended in zip(jobs, finish_all([job.start for job in jobs], restarted), strict=True):
+        if ended.query is not None:
+            report.queries.append(query_name(ended.query))
+        if ended.failure is not None:
+            failed = TableFailure(job.name, job.table, ended.failure, datetime.now(UTC))
+            report.failures.append(failed)
+            # A query that did not start has no end for the event log to record.
+            report.summary.failing(failed, logged=ended.query is not None)
+            progress(f"{job.table}: failed ({ended.failure.line})")

@@ -6,7 +6,9 @@ How far a streaming query has read is taken from its checkpoint: the offsets of 
 committed micro-batch name the last version of its Delta input it has read. The records it has
 not applied yet are the rows that the newer versions of that input added (from the Delta log's
 operation metrics, without reading the data). The last micro-batch comes from the event log
-(:mod:`lakehouse.event_log`), whether a pipeline runs from its heartbeat.
+(:mod:`lakehouse.event_log`), whether a pipeline runs from its heartbeat. The tables failing are
+those a running pipeline's heartbeat lists (retried with backoff), else those whose newest row
+in the event log is a failure.
 """
 
 from __future__ import annotations
@@ -83,9 +85,23 @@ class GoldStatus:
 
 
 @dataclass(frozen=True)
+class Failing:
+    """A table whose query failed and has not done a micro-batch since: its query, the error
+    (``Class: message``), when it failed, how many times in a row, and when the running
+    pipeline starts it again (None: no running pipeline retries it)."""
+
+    table: str
+    query: str
+    error: str
+    at: datetime
+    attempts: int = 1
+    retry_at: datetime | None = None
+
+
+@dataclass(frozen=True)
 class Running:
-    """The heartbeat of a pipeline run: who, since when, seen last when; ``alive`` if it was
-    refreshed recently enough."""
+    """The heartbeat of a pipeline run: who, since when, seen last when, the tables it
+    retries; ``alive`` if it was refreshed recently enough."""
 
     alive: bool
     mode: str
@@ -93,6 +109,7 @@ class Running:
     host: str
     started: datetime
     heartbeat: datetime
+    failing: list[Failing] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -119,6 +136,7 @@ class PipelineStatus:
     gold: list[GoldStatus] = field(default_factory=list)
     event_log_rows: int = 0
     quality: list[QualityStatus] = field(default_factory=list)
+    failing: list[Failing] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """The status as JSON values (times in ISO 8601)."""
@@ -129,7 +147,7 @@ def pipeline_status(
     spark: SparkSession, warehouse: Warehouse, config: PipelineConfig, now: datetime
 ) -> PipelineStatus:
     """The status of ``warehouse`` at ``now`` (timezone-aware)."""
-    last, log_rows = _last_batches(spark, warehouse)
+    last, log_rows, failed_last = _last_batches(spark, warehouse)
     quarantine = _rows_per(spark, warehouse.table("silver", QUARANTINE_TABLE), "entity")
     silver = []
     for spec in entity_specs(spark, warehouse, config):
@@ -211,15 +229,17 @@ def pipeline_status(
                 last_batch=last.get(job.query),
             )
         )
+    run = running(spark, warehouse, now)
     return PipelineStatus(
         warehouse=warehouse.root,
         at=now,
-        running=running(spark, warehouse, now),
+        running=run,
         bronze_last_batch=last.get("bronze"),
         silver=silver,
         gold=gold,
         event_log_rows=log_rows,
         quality=quality_status(spark, warehouse),
+        failing=run.failing if run is not None and run.alive else failed_last,
     )
 
 
@@ -259,17 +279,34 @@ def running(spark: SparkSession, warehouse: Warehouse, now: datetime) -> Running
         host=str(beat.get("host", "")),
         started=datetime.fromisoformat(beat["started"]),
         heartbeat=heartbeat,
+        failing=[_failing(failed) for failed in beat.get("failing", [])],
     )
 
 
-def _last_batches(spark: SparkSession, warehouse: Warehouse) -> tuple[dict[str, LastBatch], int]:
-    """Each query's newest micro-batch in the event log, and the log's row count."""
+def _failing(failed: dict[str, Any]) -> Failing:
+    """A failing table as a heartbeat lists it (:meth:`core.failures.TableFailure.to_json`)."""
+    retry_at = failed.get("retry_at")
+    return Failing(
+        table=str(failed["table"]),
+        query=str(failed["query"]),
+        error=str(failed["error"]),
+        at=datetime.fromisoformat(failed["at"]),
+        attempts=int(failed.get("attempts", 1)),
+        retry_at=None if retry_at is None else datetime.fromisoformat(retry_at),
+    )
+
+
+def _last_batches(
+    spark: SparkSession, warehouse: Warehouse
+) -> tuple[dict[str, LastBatch], int, list[Failing]]:
+    """Each query's newest micro-batch in the event log, the log's row count, and the
+    queries whose newest row is a failure."""
     if not table_exists(spark, warehouse.event_log):
-        return {}, 0
+        return {}, 0, []
     log = spark.read.format("delta").load(warehouse.event_log)
+    progress = F.col("event") == "progress"
     newest = (
-        log.where(F.col("event") == "progress")
-        .groupBy("query")
+        log.groupBy("query")
         .agg(
             F.max_by(
                 F.struct(
@@ -278,8 +315,11 @@ def _last_batches(spark: SparkSession, warehouse: Warehouse) -> tuple[dict[str, 
                     "duration_ms",
                     "input_rows",
                 ),
-                "timestamp",
-            ).alias("b")
+                F.when(progress, F.col("timestamp")),
+            ).alias("b"),
+            F.max_by(
+                F.struct("event", "error", F.unix_micros("timestamp").alias("at")), "timestamp"
+            ).alias("last"),
         )
         .collect()
     )
@@ -288,8 +328,20 @@ def _last_batches(spark: SparkSession, warehouse: Warehouse) -> tuple[dict[str, 
             int(row.b.batch_id), _at(row.b.at), int(row.b.duration_ms), int(row.b.input_rows)
         )
         for row in newest
+        if row.b is not None
     }
-    return batches, log.count()
+    failed = [
+        Failing(_table_of(row.query), row.query, row.last.error or "", _at(row.last.at))
+        for row in newest
+        if row.last.event == "failed"
+    ]
+    return batches, log.count(), sorted(failed, key=lambda f: f.table)
+
+
+def _table_of(query: str) -> str:
+    """The table a query keeps, as a run names it: ``silver_orders`` is ``silver.orders``."""
+    layer, _, name = query.partition("_")
+    return f"{layer}.{name}" if layer in ("silver", "gold") and name else query
 
 
 def quality_status(spark: SparkSession, warehouse: Warehouse) -> list[QualityStatus]:

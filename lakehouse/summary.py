@@ -1,5 +1,6 @@
 """What a pipeline run did, per silver table: collected from the reports of its micro-batches,
-and judged (a table whose every record was quarantined is named in a warning)."""
+and judged (a table whose every record was quarantined is named in a warning); and which
+tables failed."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from cdc.files import UNREADABLE_TOPIC
+from core.failures import TableFailure
 from core.identifiers import table_name_for_topic
 from core.layout import QUARANTINE_TABLE
 from silver.job import BatchReport
@@ -45,15 +47,20 @@ class TableCounts:
 
 @dataclass
 class RunSummary:
-    """Per silver table what a run did, and the unreadable lines it kept in bronze.
+    """Per silver table what a run did, the unreadable lines it kept in bronze, and the tables
+    that failed (and, in a continuous run, have not recovered yet).
 
     Filled by the queries' micro-batches (``silver_batch``, ``hop_batch``, ``bronze_batch``),
-    which Spark calls
-    on its own threads.
+    which Spark calls on its own threads, and by the run (``failing``, ``recovered``).
     """
 
     tables: dict[str, TableCounts] = field(default_factory=dict)
     ingested: Counter[str] = field(default_factory=Counter)
+    #: The failures of the tables failing now, by query name.
+    failures: dict[str, TableFailure] = field(default_factory=dict)
+    #: Failures no query's end reports to the event log (a hop's, a query's that did not
+    #: start), until the event log takes them.
+    _unlogged: deque[TableFailure] = field(default_factory=deque, repr=False)
     #: Each silver query's batch reports in order, until the event log takes them.
     _reports: dict[str, deque[BatchReport]] = field(default_factory=dict, repr=False)
     #: (bronze batch id, entity, report) of what one hop applied, until the event log takes it.
@@ -103,6 +110,30 @@ class RunSummary:
         """Add the records one bronze micro-batch appended, per topic."""
         with self._lock:
             self.ingested.update(records_per_topic)
+
+    def failing(self, failure: TableFailure, logged: bool = True) -> None:
+        """Note that a table failed (again); unless ``logged`` (by the end of its query), the
+        event log takes it from here (:meth:`take_unlogged`)."""
+        with self._lock:
+            self.failures[failure.query] = failure
+            if not logged:
+                self._unlogged.append(failure)
+
+    def recovered(self, query: str) -> None:
+        """The query of a failed table has done a micro-batch again."""
+        with self._lock:
+            self.failures.pop(query, None)
+
+    def failing_now(self) -> list[TableFailure]:
+        """The failures of the tables failing now, by table."""
+        with self._lock:
+            return sorted(self.failures.values(), key=lambda f: f.table)
+
+    def take_unlogged(self) -> list[TableFailure]:
+        """The failures the event log has to record itself, which this no longer holds."""
+        with self._lock:
+            taken, self._unlogged = list(self._unlogged), deque()
+            return taken
 
     @property
     def unreadable(self) -> int:

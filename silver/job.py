@@ -15,6 +15,7 @@ from bronze.table import INGEST_BATCH
 from core import checkpoints
 from core.config import TableSpec
 from core.delta_io import EnsuredTables, append, current_version, dml_once
+from core.failures import guarded
 from core.frames import kept_with_totals
 from core.identifiers import table_name_for_topic
 from core.layout import QUARANTINE_TABLE, Warehouse
@@ -28,6 +29,7 @@ from silver.changes import latest_per_key, newer_than
 from silver.evolution import read_batch
 from silver.history_job import apply_history, history_tables
 from silver.parse import (
+    BRONZE_BYTES,
     BRONZE_COORDINATES,
     METADATA_COLUMNS,
     SCHEMA_HASH,
@@ -175,7 +177,7 @@ def start_silver(
     writer = (
         source.writeStream.queryName(f"silver_{spec.name}")
         .option("checkpointLocation", checkpoint)
-        .foreachBatch(batch_applier(spec, tables, app_id, listener, checks))
+        .foreachBatch(guarded(batch_applier(spec, tables, app_id, listener, checks)))
     )
     return trigger.apply(writer).start()
 
@@ -264,6 +266,7 @@ def apply_batch(
             tables.quarantine,
             f"{app_id}:quarantine",
             batch_id,
+            BRONZE_BYTES,
         )
         reasons = _reasons(events)
     if checks is not None:

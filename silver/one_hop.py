@@ -12,10 +12,17 @@ hop applied. After a crash between a hop's silver commits and that pointer, a re
 does the batch again (its commits are skipped, the pointer written); a run in two hops instead
 reads the batch again in silver, where its changes are stale but its unparseable records are
 quarantined a second time.
+
+Failure isolation (:class:`Isolation`): in a continuous run, an entity whose part of a hop fails
+is left to a silver query of its own (which the run starts, and retries while it fails); the
+bronze query and the other entities' hops go on. Its checkpoint was not handed over for the
+failed batch, so that query reads the batch from bronze (what the failed attempt committed is
+stale there, except quarantined records, which are quarantined again).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping
 
 from delta.tables import DeltaTable
@@ -26,6 +33,7 @@ from bronze.table import INGEST_BATCH
 from core import checkpoints, storage
 from core.config import PipelineConfig, TableSpec
 from core.delta_io import current_version
+from core.failures import Failure
 from core.layout import Warehouse
 from core.streaming import APP_ID_FILE
 from expectations.checks import load_checks
@@ -43,6 +51,37 @@ from silver.job import (
 HopListener = Callable[[str, int, BatchReport], None]
 
 
+class Isolation:
+    """The entities a run's hops leave alone: each one whose part of a hop (or whose catch-up
+    before the hops) failed. Thread-safe: hops run on Spark's threads."""
+
+    def __init__(self) -> None:
+        self._left: set[str] = set()
+        self._new: list[tuple[str, Failure, bool]] = []
+        self._lock = threading.Lock()
+
+    def __contains__(self, entity: object) -> bool:
+        with self._lock:
+            return entity in self._left
+
+    def entities(self) -> set[str]:
+        with self._lock:
+            return set(self._left)
+
+    def leave(self, entity: str, failure: Failure, logged: bool = False) -> None:
+        """Leave ``entity`` out of the hops from now on, because of ``failure`` (``logged``:
+        the event log has it already, from the end of the entity's own query)."""
+        with self._lock:
+            self._left.add(entity)
+            self._new.append((entity, failure, logged))
+
+    def take_left(self) -> list[tuple[str, Failure, bool]]:
+        """(entity, failure, logged) of each entity left since the last call."""
+        with self._lock:
+            taken, self._new = self._new, []
+            return taken
+
+
 class SilverHop:
     """The follower (:data:`bronze.job.BatchFollower`) of a bronze query that applies each
     micro-batch's topics to their silver entities (topics starting with ``_`` have none)."""
@@ -54,10 +93,14 @@ class SilverHop:
         config: PipelineConfig,
         listener: HopListener | None = None,
         redo: int | None = None,
+        isolation: Isolation | None = None,
     ) -> None:
         """``redo``: the id of the bronze micro-batch a crash left unfinished, which the query
-        does first (:func:`keep_redo_for_silver`)."""
+        does first (:func:`keep_redo_for_silver`); ``isolation``: where an entity whose part
+        of a batch fails is left (and which entities to leave alone); without it, such a
+        failure fails the batch."""
         self._spark = spark
+        self._isolation = isolation
         self._redo = redo
         self._warehouse = warehouse
         self._config = config
@@ -72,23 +115,34 @@ class SilverHop:
     ) -> None:
         for topic in sorted(t for t in appended if not t.startswith("_")):
             spec = self._config.spec_for_topic(topic)
-            records = appended[topic]
-            if batch_id == self._redo:  # bronze may have changed since (``forget``): read it
-                records = self._bronze(spec).where(F.col(INGEST_BATCH) == batch_id)
-            if spec.name not in self._states:
-                self._states[spec.name] = QueryState()
-            report = apply_batch(
-                records,
-                batch_id,
-                spec,
-                entity_tables(self._warehouse, spec),
-                f"{bronze_app_id}:hop:{spec.name}",
-                self._checks_of(spec),
-                self._states[spec.name],
-            )
-            self._hand_over(spec)
-            if self._listener is not None:
-                self._listener(spec.name, batch_id, report)
+            if self._isolation is None:
+                self._apply(spec, appended[topic], bronze_app_id, batch_id)
+            elif spec.name not in self._isolation:
+                try:
+                    self._apply(spec, appended[topic], bronze_app_id, batch_id)
+                except Exception as error:
+                    self._isolation.leave(spec.name, Failure.of(error))
+
+    def _apply(
+        self, spec: TableSpec, records: DataFrame, bronze_app_id: str, batch_id: int
+    ) -> None:
+        """Apply an entity's records of the batch, hand its checkpoint over, tell the listener."""
+        if batch_id == self._redo:  # bronze may have changed since (``forget``): read it
+            records = self._bronze(spec).where(F.col(INGEST_BATCH) == batch_id)
+        if spec.name not in self._states:
+            self._states[spec.name] = QueryState()
+        report = apply_batch(
+            records,
+            batch_id,
+            spec,
+            entity_tables(self._warehouse, spec),
+            f"{bronze_app_id}:hop:{spec.name}",
+            self._checks_of(spec),
+            self._states[spec.name],
+        )
+        self._hand_over(spec)
+        if self._listener is not None:
+            self._listener(spec.name, batch_id, report)
 
     def _checks_of(self, spec: TableSpec) -> TableChecks | None:
         if spec.name not in self._checks:

@@ -6,8 +6,10 @@ The output of :func:`parse_changes` has one row per bronze record:
 * ``_tombstone``: true for a Kafka tombstone (null value), which is skipped;
 * ``_op`` (``c``/``u``/``r``/``d``/``t``), ``_sequence``, ``_source_ts``, ``_unavailable``
   (columns carrying the TOAST placeholder), the bronze coordinates ``_bronze_topic``,
-  ``_bronze_partition``, ``_bronze_offset`` and the raw ``key``/``value`` bytes;
-* the key columns and the row columns, decoded to their real types;
+  ``_bronze_partition``, ``_bronze_offset`` and, for a quarantined record, its raw key and
+  value bytes (``_bronze_key``, ``_bronze_value``);
+* the key columns and the row columns, decoded to their real types, whatever their names
+  (``value``, ``key``, ``offset``, ...) except those :mod:`core.columns` reserves;
 * ``_schema_hash`` if the bronze rows carry it (:func:`with_schema_hash`).
 """
 
@@ -18,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pyspark.errors import ParseException
+from pyspark.errors import ParseException, PySparkException
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, MapType, StringType, StructField, StructType
@@ -30,19 +32,23 @@ from cdc.debezium import (
     SchemaProblem,
     envelope_row_schema,
     inferred_codecs,
+    key_struct,
     merge_codecs,
     raw_struct,
     row_codecs,
+    struct_fields,
+    timestamp_from_millis,
 )
+from core.columns import column_name_problem
 from core.config import TableSpec
 from core.errors import ConfigError
-from core.identifiers import require_identifier
 
 CHANGE_OPS = ("c", "u", "r", "d")
 TRUNCATE_OP = "t"
 #: Quarantine reason for an envelope part (payload, source, after, before) that is present but
 #: not a JSON object.
 NOT_AN_OBJECT = "{} is not an object"
+MISSING_KEY = "missing key"
 SEQUENCE_DIGITS = 20
 
 #: Metadata columns every silver row carries (besides keys and row columns).
@@ -56,6 +62,8 @@ METADATA_COLUMNS = (
 )
 #: The columns of a parsed event that say where its record is in bronze.
 BRONZE_COORDINATES = ("_bronze_topic", "_bronze_partition", "_bronze_offset")
+#: The columns of a parsed event holding a quarantined record's raw key and value bytes.
+BRONZE_BYTES = ("_bronze_key", "_bronze_value")
 
 
 #: Debezium's JSON converter writes ``{"schema":{...},"payload":{...}}``: the text before
@@ -70,6 +78,9 @@ class RowLayout:
 
     keys: tuple[ColumnCodec, ...]
     columns: tuple[ColumnCodec, ...]
+    #: Row columns silver cannot keep (:func:`core.columns.column_name_problem`), each with
+    #: the reason that quarantines the records carrying a value in it.
+    refused: tuple[tuple[ColumnCodec, str], ...] = ()
 
     @property
     def key_names(self) -> tuple[str, ...]:
@@ -109,8 +120,8 @@ def discover_layout(texts: DataFrame, spec: TableSpec) -> RowLayout:
         key_groups.insert(0, _inferred_record_key(texts))
     columns = tuple(merge_codecs(row_groups))
     if spec.keys:
-        return _checked(_with_configured_keys(columns, spec.keys))
-    return _checked(RowLayout(keys=tuple(merge_codecs(key_groups)), columns=columns))
+        return _usable(_with_configured_keys(columns, spec.keys))
+    return _usable(RowLayout(keys=tuple(merge_codecs(key_groups)), columns=columns))
 
 
 @dataclass(frozen=True)
@@ -123,14 +134,15 @@ class SchemaVersion:
     ``first``: (bronze partition, offset) of their first record (None for an ``events`` table,
     whose batch is one version). ``inferred``: the types were inferred from JSON values
     because the records carry no Connect schema (or no declared one). ``problem``: why their
-    schema cannot be decoded (their quarantine reason), or None.
+    schema cannot be decoded (their quarantine reason), or None; a column when they carry
+    several schemas that cannot be decoded (each record's reason is its schema's).
     """
 
     layout: RowLayout
     selector: Column | None
     first: tuple[int, int] | None
     inferred: bool
-    problem: str | None = None  # their schema cannot be decoded: all are quarantined with it
+    problem: str | Column | None = None  # their schema cannot be decoded: all are quarantined
     #: The schema hashes (see :func:`with_schema_hash`) of the records it decodes.
     hashes: frozenset[int] = frozenset()
 
@@ -138,9 +150,11 @@ class SchemaVersion:
 def discover_versions(texts: DataFrame, spec: TableSpec) -> list[SchemaVersion]:
     """The schema versions of a micro-batch, ordered by their first record in bronze.
 
-    Distinct schemas that decode every column they share the same way (e.g. before and after a
-    column was added) make one version, so a batch needs more than one only across a type
-    change. Every row of the batch (Kafka tombstones too) belongs to exactly one version, so
+    Distinct schemas that have the same columns, decoded the same way (e.g. before and after a
+    change of nullability or default) make one version, so a batch needs more than one only
+    across a change of columns or types. A record is read with its own schema's columns only
+    (a member of its JSON that its schema lacks is not read, whatever other schemas the batch
+    holds). Every row of the batch (Kafka tombstones too) belongs to exactly one version, so
     parsing each version's rows with its layout and taking the union parses the whole batch.
     """
     if spec.format == "events":
@@ -161,7 +175,7 @@ def discover_versions(texts: DataFrame, spec: TableSpec) -> list[SchemaVersion]:
             groups.append([sample])
         else:
             group.append(sample)
-    key_names = tuple(c.name for c in merge_codecs([s.key.codecs for s in samples]))
+    key_names = _key_names(samples)
     empty = _with_configured_keys((), spec.keys) if spec.keys else RowLayout((), ())
     versions = []
     for index, group in enumerate(groups):
@@ -182,15 +196,26 @@ def discover_versions(texts: DataFrame, spec: TableSpec) -> list[SchemaVersion]:
         )
         inferred = any(s.row_inferred or s.key_inferred for s in group)
         hashes = frozenset(s.hash for s in group)
-        versions.append(
-            SchemaVersion(_checked(layout), selector, group[0].first, inferred, None, hashes)
-        )
+        screened, key_problem = _screened(layout)
+        if key_problem is not None:  # no record of the version can be keyed
+            screened = empty
+        version = SchemaVersion(screened, selector, group[0].first, inferred, key_problem, hashes)
+        versions.append(version)
     if not versions:  # only tombstones (and broken schemas): nothing to decode
-        versions.append(SchemaVersion(_checked(empty), _none_of(broken), None, False))
-    for sample in broken:
-        selector = _schema_hash().isin([sample.hash])
-        versions.append(SchemaVersion(empty, selector, sample.first, False, sample.problem))
+        versions.append(SchemaVersion(empty, _none_of(broken), None, False))
+    if broken:  # one version for all: a batch of many broken schemas is parsed in one pass
+        selector = _schema_hash().isin([s.hash for s in broken])
+        first = min(s.first for s in broken)
+        versions.append(SchemaVersion(empty, selector, first, False, _problem_of(broken)))
     return versions
+
+
+def _problem_of(broken: list[_Sample]) -> str | Column:
+    """The quarantine reason of the records of ``broken`` samples: their sample's problem."""
+    if len({s.problem for s in broken}) == 1:
+        return str(broken[0].problem)
+    reasons = F.create_map(*[F.lit(part) for s in broken for part in (s.hash, s.problem)])
+    return reasons[_schema_hash()]
 
 
 class SchemaCache:
@@ -273,21 +298,16 @@ class _Decoding:
     signatures: dict[str, str]
 
     @staticmethod
-    def connect(struct: Mapping[str, Any] | None) -> _Decoding:
-        """The decoding of a Connect struct schema.
-
-        Raises:
-            SchemaProblem: the schema is not one this project can decode.
-        """
-        codecs = row_codecs(struct or {})
+    def connect(struct: Mapping[str, Any]) -> _Decoding:
+        """The decoding of a Connect struct schema (checked: ``cdc.debezium.check_schema``)."""
         ignored = ("field", "optional", "default", "doc")
         return _Decoding(
-            codecs=codecs,
+            codecs=row_codecs(struct),
             signatures={
-                str(f["field"]): json.dumps(
+                f["field"]: json.dumps(
                     {k: v for k, v in f.items() if k not in ignored}, sort_keys=True
                 )
-                for f in (struct or {}).get("fields", [])
+                for f in struct_fields(struct)
             },
         )
 
@@ -296,9 +316,8 @@ class _Decoding:
         return _Decoding(codecs, {c.name: f"json {c.raw_type.simpleString()}" for c in codecs})
 
     def agrees(self, other: _Decoding) -> bool:
-        """Whether every column both have is decoded the same way."""
-        shared = self.signatures.keys() & other.signatures.keys()
-        return all(self.signatures[n] == other.signatures[n] for n in shared)
+        """Whether both have the same columns, decoded the same way."""
+        return self.signatures == other.signatures
 
 
 _NOTHING = _Decoding([], {})
@@ -307,7 +326,9 @@ _NOTHING = _Decoding([], {})
 @dataclass(frozen=True)
 class _Sample:
     """One distinct (value schema, key schema) of a batch. ``row_inferred``/``key_inferred``:
-    the records have no such schema, their decoding is inferred from the batch's values."""
+    the records have no such schema, their decoding is inferred from the batch's values.
+    ``records``: how many records carry it; ``keyed``: their keys are JSON objects (with a
+    Connect schema: a struct), so they tell the key columns."""
 
     hash: int
     first: tuple[int, int]
@@ -316,17 +337,32 @@ class _Sample:
     row_inferred: bool
     key_inferred: bool
     problem: str | None = None  # why the schemas cannot be decoded
+    records: int = 0
+    keyed: bool = False
 
     def agrees(self, other: _Sample) -> bool:
         return self.row.agrees(other.row) and self.key.agrees(other.key)
 
 
 def _schema_hash() -> Column:
-    """Identifies a record's schema version: the value's text before ``,"payload":`` and the
-    key's ``schema``."""
+    """Identifies a record's schema version: the value's text before ``,"payload":``, the key's
+    ``schema`` and the key's top-level names (whether it is a JSON object, a wrapper or not)."""
     wrapped = F.col("v").startswith(_WRAPPER_PREFIX)
     schema_text = F.when(wrapped, F.substring_index("v", _PAYLOAD_MARKER, 1))
-    return F.xxhash64(schema_text, F.get_json_object("k", "$.schema"))
+    key_schema = F.get_json_object("k", "$.schema")
+    return F.xxhash64(schema_text, key_schema, F.json_object_keys("k"))
+
+
+#: Errors of Python code reading a schema that the schema can cause (besides SchemaProblem).
+_SCHEMA_ERRORS = (
+    ArithmeticError,
+    AttributeError,
+    KeyError,
+    IndexError,
+    RecursionError,
+    TypeError,
+    ValueError,
+)
 
 
 def _debezium_samples(texts: DataFrame) -> list[_Sample]:
@@ -337,24 +373,57 @@ def _debezium_samples(texts: DataFrame) -> list[_Sample]:
         .agg(
             F.min_by(F.struct("v", "k"), position).alias("sample"),
             F.min(position).alias("first"),
+            F.count(F.lit(1)).alias("records"),
         )
         .collect()
     )
     samples = []
     for group in found:
-        value_schema = _wrapped_schema(group.sample.v)
-        key_schema = _loads(group.sample.k).get("schema")
-        row_schema = envelope_row_schema(value_schema) if value_schema else None
-        is_struct = isinstance(key_schema, dict) and key_schema.get("type") == "struct"
         first = (group.first.partition, group.first.offset)
         try:
-            row = _Decoding.connect(row_schema)
-            key = _Decoding.connect(key_schema if is_struct else None)
+            sample = _sample(group.h, first, group.sample.v, group.sample.k)
         except SchemaProblem as problem:
-            samples.append(_Sample(group.h, first, _NOTHING, _NOTHING, False, False, str(problem)))
-            continue
-        samples.append(_Sample(group.h, first, row, key, value_schema is None, key_schema is None))
+            sample = _Sample(group.h, first, _NOTHING, _NOTHING, False, False, str(problem))
+        except _SCHEMA_ERRORS as error:  # a last resort: the schema is at fault, not the run
+            if isinstance(error, PySparkException):
+                raise
+            why = f"schema cannot be decoded: {type(error).__name__}: {error}"[:500]
+            sample = _Sample(group.h, first, _NOTHING, _NOTHING, False, False, why)
+        samples.append(replace(sample, records=group.records))
     return samples
+
+
+def _sample(hash_: int, first: tuple[int, int], value: str, key: str | None) -> _Sample:
+    """The decoding of the records whose value and key are like ``value`` and ``key``.
+
+    Raises:
+        SchemaProblem: the value's or the key's Connect schema cannot be decoded.
+    """
+    wrapped, value_schema = _wrapped_schema(value)
+    row = _Decoding.connect(envelope_row_schema(value_schema)) if wrapped else _NOTHING
+    document = _json_object(key)
+    if document is not None and _is_wrapper(document):
+        struct = key_struct(document["schema"])
+        decoding = _Decoding.connect(struct) if struct is not None else _NOTHING
+        keyed = bool(decoding.codecs)
+        return _Sample(hash_, first, row, decoding, not wrapped, False, keyed=keyed)
+    return _Sample(hash_, first, row, _NOTHING, not wrapped, True, keyed=document is not None)
+
+
+def _key_names(samples: list[_Sample]) -> tuple[str, ...]:
+    """The key columns of a batch whose table has no ``keys``: those of the record keys that
+    most of its records carry (keys without a Connect schema count as one, with their
+    inferred fields; of equally many, the first in bronze). A record whose key lacks one of
+    them is ``missing key``, so a few bad keys cannot take the good ones' columns away."""
+    found: dict[tuple[str, ...], tuple[int, tuple[int, int]]] = {}
+    for sample in samples:
+        names = tuple(c.name for c in sample.key.codecs)
+        if sample.keyed and names:
+            records, first = found.get(names, (0, sample.first))
+            found[names] = (records + sample.records, min(first, sample.first))
+    if not found:
+        return ()
+    return max(found, key=lambda n: (found[n][0], -found[n][1][0], -found[n][1][1]))
 
 
 def _events_layout(texts: DataFrame, spec: TableSpec) -> RowLayout:
@@ -365,13 +434,14 @@ def _events_layout(texts: DataFrame, spec: TableSpec) -> RowLayout:
         raise ConfigError(
             f"Table {spec.name!r}: key column(s) {', '.join(missing)} are not in its schema."
         )
-    return _checked(_with_configured_keys(columns, spec.keys or ()))
+    return _usable(_with_configured_keys(columns, spec.keys or ()))
 
 
 def _inferred_record_key(texts: DataFrame) -> list[ColumnCodec]:
-    """Key codecs inferred from the record keys that carry no Connect schema."""
-    unwrapped = texts.where(F.get_json_object("k", "$.schema").isNull())
-    return inferred_codecs(_infer(unwrapped, "k", keep_all_null=True))
+    """Key codecs inferred from the record keys that are not the converter's wrapper."""
+    names = F.array_sort(F.json_object_keys("k"))
+    wrapper = F.coalesce(names == F.array(F.lit("payload"), F.lit("schema")), F.lit(False))
+    return inferred_codecs(_infer(texts.where(~wrapper), "k", keep_all_null=True))
 
 
 def _with_key_names(codecs: list[ColumnCodec], names: tuple[str, ...]) -> tuple[ColumnCodec, ...]:
@@ -381,8 +451,8 @@ def _with_key_names(codecs: list[ColumnCodec], names: tuple[str, ...]) -> tuple[
 
 
 def _read_as_null(column: Column) -> Column:
-    """Decoder of a key column the records' schema lacks (the JSON has no such field)."""
-    return column
+    """Decoder of a key column the records' schema lacks: null, whatever the JSON holds."""
+    return F.lit(None).cast(StringType())
 
 
 def _absent_key(name: str) -> ColumnCodec:
@@ -409,7 +479,7 @@ def parse_changes(
     spec: TableSpec,
     layout: RowLayout,
     rejected: Mapping[str, str] | None = None,
-    problem: str | None = None,
+    problem: str | Column | None = None,
 ) -> DataFrame:
     """Turn bronze rows (with ``k``/``v`` text) into change events; see the module docstring.
 
@@ -427,9 +497,9 @@ def _parse_debezium(
     spec: TableSpec,
     layout: RowLayout,
     rejected: Mapping[str, str],
-    problem: str | None = None,
+    problem: str | Column | None = None,
 ) -> DataFrame:
-    row_type = raw_struct(layout.columns)
+    row_type = raw_struct(_read_columns(layout))
     envelope_fields = [
         StructField("before", row_type),
         StructField("after", row_type),
@@ -472,8 +542,8 @@ def _parse_debezium(
     else:
         keys = {c.name: c.decode(F.col("_rkey")[c.name]) for c in layout.keys}
     sequence = (
-        _configured_sequence(spec.sequence_by, layout, after, before)
-        if spec.sequence_by
+        _configured_sequence(spec.order_columns, layout, after, before)
+        if spec.order_columns
         else _connector_sequence(F.col("_env.source"), F.col("_sequence_parts"))
     )
     key_columns = {name: f"_key_value_{i}" for i, name in enumerate(keys)}
@@ -492,19 +562,21 @@ def _parse_debezium(
         .when(_not_object("source"), NOT_AN_OBJECT.format("source"))
         .when(_not_object("after"), NOT_AN_OBJECT.format("after"))
         .when((op == "d") & _not_object("before"), NOT_AN_OBJECT.format("before"))
-        .when((op != TRUNCATE_OP) & _any_null(key_values.values()), "missing key")
+        .when((op != TRUNCATE_OP) & _any_null(key_values.values()), MISSING_KEY)
         .when(sequence.isNull(), "missing sequence")
     )
     for column, why in rejected.items():
         carried = key_values[column] if column in key_values else after[column]
         reason = reason.when(carried.isNotNull(), why)
+    for codec, why in layout.refused:
+        reason = reason.when(after[codec.name].isNotNull(), why)
     # A value the decoder cannot hold exactly (it would be null or another number): the first
     # such column by name. Key columns decode such a value to null, so they are "missing key".
     for name in sorted(staged):
         misfit = staged[name].check(F.col(prepared[name]), name)
         reason = reason.when(misfit.isNotNull(), misfit)
     if problem is not None:
-        reason = F.lit(problem)
+        reason = problem if isinstance(problem, Column) else F.lit(problem)
     toastable = [c.name for c in layout.value_columns if c.toastable]
     unavailable = F.filter(
         F.array(*[F.when(after[name] == UNAVAILABLE_VALUE, F.lit(name)) for name in toastable])
@@ -516,11 +588,17 @@ def _parse_debezium(
         *_common_columns(SCHEMA_HASH in texts.columns),
         op.alias("_op"),
         sequence.alias("_sequence"),
-        F.timestamp_millis(F.col("_env.source.ts_ms")).alias("_source_ts"),
+        timestamp_from_millis(F.col("_env.source.ts_ms")).alias("_source_ts"),
         unavailable.alias("_unavailable"),
         *[value.alias(name) for name, value in key_values.items()],
         *[_decoded(c, after, prepared).alias(c.name) for c in layout.value_columns],
     )
+
+
+def _read_columns(layout: RowLayout) -> tuple[ColumnCodec, ...]:
+    """The row columns to read from the JSON: the kept ones and the refused ones (whose value
+    decides whether a record is quarantined)."""
+    return (*layout.columns, *(codec for codec, _ in layout.refused))
 
 
 def _decoded(codec: ColumnCodec, after: Column, prepared: Mapping[str, str]) -> Column:
@@ -553,16 +631,16 @@ def _not_object(field: str) -> Column:
 def _parse_events(
     texts: DataFrame, spec: TableSpec, layout: RowLayout, rejected: Mapping[str, str]
 ) -> DataFrame:
-    row = F.from_json("v", raw_struct(layout.columns))
+    row = F.from_json("v", raw_struct(_read_columns(layout)))
     events = texts.select("*", row.alias("_row"))
     key_values = {c.name: F.col("_row")[c.name] for c in layout.keys}
-    sequence = _configured_sequence(spec.sequence_by or (), layout, F.col("_row"), F.col("_row"))
+    sequence = _configured_sequence(spec.order_columns, layout, F.col("_row"), F.col("_row"))
     reason = (
         F.when(F.json_object_keys("v").isNull(), "unparseable")
-        .when(_any_null(key_values.values()), "missing key")
+        .when(_any_null(key_values.values()), MISSING_KEY)
         .when(sequence.isNull(), "missing sequence")
     )
-    for column, why in rejected.items():
+    for column, why in (*rejected.items(), *((c.name, why) for c, why in layout.refused)):
         reason = reason.when(F.col("_row")[column].isNotNull(), why)
     return _with_reason(events, reason).select(
         *_common_columns(SCHEMA_HASH in texts.columns),
@@ -592,8 +670,8 @@ def _common_columns(hashed: bool) -> list[Column]:
         F.col("topic").alias("_bronze_topic"),
         F.col("partition").alias("_bronze_partition"),
         F.col("offset").alias("_bronze_offset"),
-        F.when(reason.isNotNull(), F.col("key")).alias("key"),
-        F.when(reason.isNotNull(), F.col("value")).alias("value"),
+        F.when(reason.isNotNull(), F.col("key")).alias(BRONZE_BYTES[0]),
+        F.when(reason.isNotNull(), F.col("value")).alias(BRONZE_BYTES[1]),
     ]
 
 
@@ -601,7 +679,7 @@ def _connector_sequence(source: Column, parts: Column) -> Column:
     """Sortable text: Postgres ``[last commit LSN, LSN]`` (``parts``: ``source.sequence`` read
     as a JSON array of text); MySQL binlog file, position, row."""
     commit, lsn = parts[0], parts[1]
-    digits = "^[0-9]{1,20}$"
+    digits = r"^[0-9]{1,20}\z"  # \z: no line break after them (Java's $ allows one)
     postgres = F.when(
         (F.size(parts) == 2) & lsn.rlike(digits) & (commit.isNull() | commit.rlike(digits)),
         F.concat(
@@ -644,22 +722,36 @@ def _any_null(values: Any) -> Column:
     return result
 
 
-def _wrapped_schema(value: str) -> dict[str, Any] | None:
-    """The Connect schema of a wrapped value, read from the text before the payload."""
-    if not value.startswith(_WRAPPER_PREFIX) or _PAYLOAD_MARKER not in value:
-        return _loads(value).get("schema")
-    schema_text = value[len(_WRAPPER_PREFIX) : value.index(_PAYLOAD_MARKER)]
-    return _loads(schema_text) or None
+def _wrapped_schema(value: str) -> tuple[bool, Any]:
+    """Whether a value is the converter's wrapper (a JSON object of just ``schema`` and
+    ``payload``) and its Connect schema, read from the text before the payload if it starts
+    like the converter's output."""
+    if value.startswith(_WRAPPER_PREFIX) and _PAYLOAD_MARKER in value:
+        schema_text = value[len(_WRAPPER_PREFIX) : value.index(_PAYLOAD_MARKER)]
+        try:
+            return True, json.loads(schema_text)
+        except (ValueError, RecursionError):
+            pass  # the marker is inside the schema, or the value is no JSON: read it whole
+    document = _json_object(value)
+    if document is None or not _is_wrapper(document):
+        return False, None
+    return True, document["schema"]
 
 
-def _loads(text: str | None) -> dict[str, Any]:
+def _is_wrapper(document: Mapping[str, Any]) -> bool:
+    return set(document) == {"schema", "payload"}
+
+
+def _json_object(text: str | None) -> dict[str, Any] | None:
+    """``text`` read as a JSON object (None: null, not JSON, nested deeper than Python
+    follows, or another JSON value)."""
     if not text:
-        return {}
+        return None
     try:
         loaded = json.loads(text)
-    except (ValueError, RecursionError):  # not JSON, or nested deeper than Python follows
-        return {}
-    return loaded if isinstance(loaded, dict) else {}
+    except (ValueError, RecursionError):
+        return None
+    return loaded if isinstance(loaded, dict) else None
 
 
 def _infer(texts: DataFrame, column: str, keep_all_null: bool = False) -> StructType:
@@ -672,9 +764,16 @@ def _infer(texts: DataFrame, column: str, keep_all_null: bool = False) -> Struct
     strings = texts.where(F.col(column).startswith("{")).select(column).rdd.map(lambda r: r[0])
     if strings.isEmpty():
         return StructType()
-    reader = texts.sparkSession.read.option("dropFieldIfAllNull", not keep_all_null)
+    reader = texts.sparkSession.read.options(
+        dropFieldIfAllNull=not keep_all_null, columnNameOfCorruptRecord=_CORRUPT_RECORD
+    )
     inferred = reader.json(strings).schema
-    return StructType([f for f in inferred.fields if f.name != "_corrupt_record"])
+    return StructType([f for f in inferred.fields if f.name != _CORRUPT_RECORD])
+
+
+#: Where schema inference puts text that is not JSON: not a plain name, so no source column
+#: silver keeps can have it (Spark's default, ``_corrupt_record``, is an ordinary name).
+_CORRUPT_RECORD = "corrupt record"
 
 
 def _inferred_envelope_row(texts: DataFrame) -> list[ColumnCodec]:
@@ -735,10 +834,37 @@ def declared_schema(spec: TableSpec) -> StructType | None:
             f"Table {spec.name!r}: schema {spec.schema!r} must be a list of 'name type' columns, "
             "for example 'id bigint, ts timestamp'."
         )
+    for name in parsed.fieldNames():
+        if (problem := column_name_problem(name)) is not None:
+            raise ConfigError(f"Table {spec.name!r}: in its schema, {problem}.")
     return parsed
 
 
-def _checked(layout: RowLayout) -> RowLayout:
-    for codec in (*layout.keys, *layout.columns):
-        require_identifier(codec.name, "column name from the source")
-    return layout
+def _screened(layout: RowLayout) -> tuple[RowLayout, str | None]:
+    """``layout`` with the row columns silver cannot keep moved to ``refused``, and the
+    problem of its first key column silver cannot keep (None: every key is usable)."""
+    key_problem = next(
+        (why for c in layout.keys if (why := column_name_problem(c.name)) is not None), None
+    )
+    refused = tuple(
+        (c, why)
+        for c in layout.columns
+        if c.name not in layout.key_names and (why := column_name_problem(c.name)) is not None
+    )
+    if not refused:
+        return layout, key_problem
+    names = {c.name for c, _ in refused}
+    kept = tuple(c for c in layout.columns if c.name not in names)
+    return replace(layout, columns=kept, refused=refused), key_problem
+
+
+def _usable(layout: RowLayout) -> RowLayout:
+    """:func:`_screened` where a key silver cannot keep is a configuration error.
+
+    Raises:
+        ConfigError: a key column's name is not one silver can keep.
+    """
+    screened, key_problem = _screened(layout)
+    if key_problem is not None:
+        raise ConfigError(f"Key {key_problem}.")
+    return screened

@@ -22,9 +22,9 @@ How it works:
 4. The table keeps the key columns, the columns ``column_list`` / ``except_column_list``
    select, and the metadata columns.
 
-The conditions are parsed by ``core.conditions`` (a small grammar, shared so that both
-sides read the same text the same way) and evaluated here in plain Python, independently of
-the Spark column expressions the job builds from the same tree.
+The conditions (Spark SQL expressions) are parsed and checked by ``core.conditions``, shared
+so that both sides read the same text the same way, and evaluated here in plain Python
+(:func:`holds`), independently of the Spark column the job builds from the same tree.
 
 Rows use the contract's canonical values: timestamps as int epoch microseconds (UTC), dates as
 int days since the epoch, decimals as strings with exactly ``scale`` fraction digits, binary
@@ -37,7 +37,6 @@ table "Debezium types" in docs/silver-semantics.md), never by the Spark decoders
 from __future__ import annotations
 
 import base64
-import binascii
 import datetime as dt
 import json
 import math
@@ -45,10 +44,14 @@ import re
 import struct
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from decimal import Decimal, localcontext
-from typing import Any, Literal
+from decimal import ROUND_DOWN, ROUND_HALF_UP, Context, Decimal, localcontext
+from functools import lru_cache
+from typing import Any, Literal, NamedTuple
 
-from core.conditions import And, Compare, Condition, IsNull, Not, parse_condition
+from core import conditions as sql
+from core.columns import column_name_problem
+from core.conditions import Condition, parse_condition
+from core.errors import ConfigError
 
 __all__ = [
     "METADATA_COLUMNS",
@@ -58,6 +61,7 @@ __all__ = [
     "FoldSpec",
     "canonical_key",
     "fold",
+    "holds",
 ]
 
 #: Placeholder Debezium writes for an unchanged out-of-line (TOASTed) value.
@@ -97,7 +101,7 @@ _UPSERT_OPS = ("c", "u", "r")
 _EVENT_COLUMN_TYPES = ("string", "int", "bigint", "double", "boolean", "timestamp", "date")
 
 _EPOCH_ORDINAL = dt.date(1970, 1, 1).toordinal()
-_DIGITS = re.compile(r"[0-9]+")
+_DIGITS = re.compile(r"[0-9]{1,20}")  # an LSN: at most 20 digits, as silver pads it
 _ISO_DATE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})")
 _ISO_TIMESTAMP = re.compile(
     r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt ]([0-9]{2}):([0-9]{2})"
@@ -138,10 +142,12 @@ class FoldSpec:
     ``column_types`` (``events`` only): the declared columns and their types, one of
     ``string, int, bigint, double, boolean, timestamp, date``; when given, the table has
     exactly these columns (plus any undeclared key and ``sequence_by`` columns).
-    ``apply_as_deletes`` / ``apply_as_truncates``: conditions (``core.conditions``
-    grammar) on an upsert's image that make it a delete / a truncate (truncate first).
+    ``apply_as_deletes`` / ``apply_as_truncates``: conditions (Spark SQL, ``core.conditions``)
+    on an upsert's image that make it a delete / a truncate (truncate first).
     ``column_list`` / ``except_column_list``: the non-key columns the table keeps.
-    ``ignore_null_updates``: a null column of an upsert takes the previous version's value.
+    ``ignore_null_updates``: a null column of an upsert takes the previous version's value;
+    ``ignore_null_updates_column_list`` / ``..._except_column_list``: only for these columns /
+    for all but these (either one replaces ``ignore_null_updates``).
     ``table_types`` (``debezium`` only): the silver table's column types (Spark type names,
     e.g. ``bigint``, ``decimal(12,2)``). A record with a Connect schema whose value in a column
     has a type the table's type does not hold (docs/silver-semantics.md, "Schema changes") is
@@ -158,7 +164,17 @@ class FoldSpec:
     column_list: tuple[str, ...] | None = None
     except_column_list: tuple[str, ...] | None = None
     ignore_null_updates: bool = False
+    ignore_null_updates_column_list: tuple[str, ...] | None = None
+    ignore_null_updates_except_column_list: tuple[str, ...] | None = None
     table_types: Mapping[str, str] | None = None
+
+    def ignores_nulls_of(self, column: str) -> bool:
+        """Whether a null in ``column`` of an upsert keeps the previous value."""
+        if self.ignore_null_updates_column_list is not None:
+            return column in self.ignore_null_updates_column_list
+        if self.ignore_null_updates_except_column_list is not None:
+            return column not in self.ignore_null_updates_except_column_list
+        return self.ignore_null_updates
 
 
 @dataclass(frozen=True)
@@ -190,19 +206,22 @@ def canonical_key(values: Sequence[Any]) -> tuple[Any, ...]:
 def fold(records: Iterable[BronzeRecord], spec: FoldSpec) -> FoldResult:
     """Fold the bronze records of one topic into the expected silver table."""
     _check_spec(spec)
+    truncates, deletes = _condition(spec.apply_as_truncates), _condition(spec.apply_as_deletes)
 
     events: list[_Event] = []
     quarantined: list[tuple[BronzeRecord, str]] = []
     skipped_tombstones = 0
+    records = list(records)
+    record_keys = _record_key_columns(records) if spec.keys is None else ()
     for record in records:
         if record.value is None:
             skipped_tombstones += 1
             continue
         try:
             if spec.format == "events":
-                events.append(_read_events_record(record, spec))
+                events.append(_read_events_record(record, spec, truncates))
             else:
-                events.append(_read_debezium_record(record, spec))
+                events.append(_read_debezium_record(record, spec, truncates, record_keys))
         except _Quarantine as problem:
             quarantined.append((record, problem.reason))
 
@@ -216,11 +235,11 @@ def fold(records: Iterable[BronzeRecord], spec: FoldSpec) -> FoldResult:
     else:
         for event in events:
             columns.update(dict.fromkeys(event.columns))
-    for name in METADATA_COLUMNS:
-        columns.pop(name, None)
+    for name in [*columns]:
+        if name in METADATA_COLUMNS or column_name_problem(name) is not None:
+            columns.pop(name)
 
-    truncates, deletes = _condition(spec.apply_as_truncates), _condition(spec.apply_as_deletes)
-    events = [_with_conditions(event, truncates, deletes) for event in events]
+    events = [_with_conditions(event, truncates, deletes, spec) for event in events]
     events.sort(key=lambda e: e.sort_key)
 
     state: dict[tuple[Any, ...], dict[str, Any]] = {}
@@ -255,8 +274,11 @@ def _upserted_row(
     ``ignore_null_updates`` nulls) take the previous version's value if there is one."""
     row = dict(event.image)
     partial = set(event.toast_columns)
-    if spec.ignore_null_updates:
-        partial.update(name for name in columns if row.get(name) is None)
+    partial.update(
+        name
+        for name in columns
+        if row.get(name) is None and name not in event.key_columns and spec.ignores_nulls_of(name)
+    )
     if previous is not None:
         for name in partial:
             row[name] = previous.get(name)
@@ -273,41 +295,343 @@ def _condition(text: str | None) -> Condition | None:
 
 
 def _with_conditions(
-    event: _Event, truncates: Condition | None, deletes: Condition | None
+    event: _Event, truncates: Condition | None, deletes: Condition | None, spec: FoldSpec
 ) -> _Event:
     """An upsert whose image meets ``truncates`` becomes a truncate, else one that meets
-    ``deletes`` a delete."""
-    if event.kind != "upsert":
+    ``deletes`` a delete (the image read in the types the job reads it in)."""
+    if event.kind != "upsert" or (truncates is None and deletes is None):
         return event
-    if truncates is not None and _holds(truncates, event.image) is True:
+    types = _image_types(event, spec)
+    if truncates is not None and holds(truncates, event.image, types) is True:
         return replace(event, kind="truncate")
-    if deletes is not None and _holds(deletes, event.image) is True:
+    if deletes is not None and holds(deletes, event.image, types) is True:
         return replace(event, kind="delete")
     return event
 
 
-def _holds(condition: Condition, row: Mapping[str, Any]) -> bool | None:
-    """SQL three-valued truth of ``condition`` on a canonical row (None: unknown). A value
-    equals a literal only if both have the same JSON type (``1`` is not ``TRUE`` or ``'1'``)."""
-    if isinstance(condition, Compare):
-        value = row.get(condition.column)
-        if value is None:
+def _image_types(event: _Event, spec: FoldSpec) -> dict[str, str]:
+    """The Spark types of an upsert image's columns: the declared ``schema`` of an events
+    table; for Debezium the table's types, else the record's Connect schema; else the types of
+    the JSON values (as Spark infers them)."""
+    types = {name: _value_type(value) for name, value in event.image.items()}
+    if spec.format == "events":
+        types.update(spec.column_types or {})
+        return types
+    _, envelope_schema, wrapped = _read_envelope(event.record.value)
+    if wrapped:
+        fields = _struct_fields(envelope_schema, "after")
+        if spec.keys is None:
+            fields.update(_record_key_fields(event.record.key))
+        for name, field_schema in fields.items():
+            types[name] = _column_type(field_schema) or types.get(name, sql.VOID)
+    types.update({name: t for name, t in (spec.table_types or {}).items() if name in types})
+    return types
+
+
+def holds(
+    condition: Condition, row: Mapping[str, Any], types: Mapping[str, str] | None = None
+) -> bool | None:
+    """SQL three-valued truth of a parsed condition on a row (None: unknown), in plain Python,
+    independently of the Spark column the job builds from the same tree.
+
+    ``types``: the Spark type of each column (``bigint``, ``decimal(12,2)``, ...); a column
+    not in it has the type of its value (an int is ``bigint``, a float ``double``, a Decimal a
+    decimal of its digits). A value that is not of its column's type reads as NULL, as Spark
+    reads a JSON value of another type; a decimal column's canonical string is its number. A
+    condition the types make invalid (the job refuses it with a ConfigError) holds nowhere.
+    """
+    names = sql.condition_columns(condition)
+    resolved = {n: (types or {}).get(n) or _value_type(row.get(n)) for n in names}
+    try:
+        typed = _typed(condition, tuple(sorted(resolved.items())))
+    except ConfigError:
+        return None
+    values = {n: _sql_value(row.get(n), resolved[n]) for n in names}
+    result = _evaluate(typed, values)
+    assert result is None or isinstance(result, bool)
+    return result
+
+
+_holds = holds  # the name the fold's own steps use
+
+
+@lru_cache(maxsize=1024)
+def _typed(condition: Condition, types: tuple[tuple[str, str], ...]) -> Condition:
+    return sql.typed_condition(condition, dict(types), "The fold's condition")
+
+
+def _value_type(value: Any) -> str:
+    """The Spark type a canonical value reads as without a schema."""
+    if value is None:
+        return sql.VOID
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "bigint"
+    if isinstance(value, float):
+        return "double"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, Decimal) and value.is_finite():
+        digits, exponent = value.as_tuple().digits, int(value.as_tuple().exponent)
+        scale = max(0, -exponent)
+        return f"decimal({min(max(len(digits) + max(exponent, 0), scale, 1), 38)},{scale})"
+    return "timestamp" if isinstance(value, dt.datetime) else "other"
+
+
+def _sql_value(value: Any, type_name: str) -> Any:
+    """A canonical value as a value of SQL type ``type_name`` (None if it is not one: out of
+    the type's range, or of another JSON type)."""
+    kind = sql.type_kind(type_name)
+    if value is None or kind in ("other", "unknown"):
+        return value
+    if kind == "boolean":
+        return value if isinstance(value, bool) else None
+    if kind == "string":
+        return value if isinstance(value, str) else None
+    if isinstance(value, bool):
+        return None
+    if kind == "integral":
+        bound = sql.INTEGER_BOUNDS[type_name]
+        return value if isinstance(value, int) and -bound <= value < bound else None
+    if kind == "double" and isinstance(value, float):
+        return value
+    if kind == "double" and isinstance(value, int):
+        return float(value) if abs(value) < 2**1024 else None
+    if kind == "decimal" and isinstance(value, str | int | Decimal):
+        try:
+            number = Decimal(value)
+        except ArithmeticError:
             return None
-        equal = type(value) is type(condition.value) and value == condition.value
-        return equal is not condition.negated
-    if isinstance(condition, IsNull):
-        return (row.get(condition.column) is None) is not condition.negated
-    if isinstance(condition, Not):
-        inner = _holds(condition.operand, row)
-        return None if inner is None else not inner
-    left, right = _holds(condition.left, row), _holds(condition.right, row)
-    if isinstance(condition, And):
-        if left is False or right is False:
-            return False
-        return None if left is None or right is None else True
-    if left is True or right is True:
-        return True
-    return None if left is None or right is None else False
+        return _fit(number, type_name) if number.is_finite() else None
+    return None
+
+
+#: What Spark trims around a string it reads as a number or a boolean (bytes up to space, DEL).
+_CAST_BLANKS = "".join(map(chr, range(0x21))) + "\x7f"
+_TRUE_TEXTS = frozenset({"t", "true", "y", "yes", "1"})
+_FALSE_TEXTS = frozenset({"f", "false", "n", "no", "0"})
+_INTEGER_TEXT = re.compile(r"[+-]?[0-9]+")
+_LONG = 2**63
+#: Decimal arithmetic: exact for 38-digit operands, rounded half up (Spark's rounding); a
+#: quotient truncated first, as Spark divides (to 39 places, rounding down) before rounding.
+_EXACT = Context(prec=200, rounding=ROUND_HALF_UP)
+_TRUNCATED = Context(prec=200, rounding=ROUND_DOWN)
+
+
+def _evaluate(node: sql.Expr, row: Mapping[str, Any]) -> Any:
+    """The SQL value of a typed node (None: NULL)."""
+    match node:
+        case sql.Column(name):
+            return row.get(name)
+        case sql.Literal(value, _):
+            return value
+        case sql.Not(operand):
+            value = _evaluate(operand, row)
+            return None if value is None else not value
+        case sql.And(operands) | sql.Or(operands):
+            decisive = isinstance(node, sql.Or)  # the value that decides: TRUE for OR
+            result: bool | None = not decisive
+            for operand in operands:
+                value = _evaluate(operand, row)
+                if value is decisive:
+                    return decisive
+                if value is None:
+                    result = None
+            return result
+        case sql.Compare(op, left, right):
+            return _compare(op, _evaluate(left, row), _evaluate(right, row))
+        case sql.In(operand, items, negated):
+            value = _evaluate(operand, row)
+            if value is None:
+                return None
+            found: bool | None = False
+            for item in items:
+                candidate = _evaluate(item, row)
+                if candidate is None:
+                    found = None
+                elif _order(value, candidate) == 0:
+                    found = True
+                    break
+            return found if found is None else found is not negated
+        case sql.Like(operand, pattern, escape, negated, insensitive):
+            value = _evaluate(operand, row)
+            if value is None:
+                return None
+            if insensitive:
+                value, pattern = value.lower(), pattern.lower()
+            return (_like_pattern(pattern, escape).fullmatch(value) is not None) is not negated
+        case sql.IsNull(operand, negated):
+            return (_evaluate(operand, row) is None) is not negated
+        case sql.IsBool(operand, wanted, negated):
+            return (_evaluate(operand, row) is wanted) is not negated
+        case sql.Case(branches, default):
+            for when, then in branches:
+                if _evaluate(when, row) is True:
+                    return _evaluate(then, row)
+            return None if default is None else _evaluate(default, row)
+        case sql.Cast(operand, to):
+            return _cast(_evaluate(operand, row), to)
+        case sql.Arith(op, left, right, type_name):
+            a, b = _evaluate(left, row), _evaluate(right, row)
+            return None if a is None or b is None else _arithmetic(op, a, b, type_name)
+        case sql.Negate(operand, type_name):
+            value = _evaluate(operand, row)
+            if value is None or isinstance(value, float):
+                return None if value is None else -value
+            return _arithmetic("-", 0 if isinstance(value, int) else Decimal(0), value, type_name)
+        case sql.Func(name, args, type_name):
+            return _function(name, [_evaluate(arg, row) for arg in args], type_name)
+    raise AssertionError(node)
+
+
+def _order(a: Any, b: Any) -> int:
+    """-1, 0 or 1 as Spark orders two values of one type: NaN equals NaN and is above every
+    other DOUBLE; strings by code point (the order of their UTF-8 bytes)."""
+    if isinstance(a, float) and isinstance(b, float) and (math.isnan(a) or math.isnan(b)):
+        return int(math.isnan(a)) - int(math.isnan(b))
+    return int(a > b) - int(a < b)
+
+
+def _compare(op: str, a: Any, b: Any) -> bool | None:
+    if op == "<=>":
+        return a is None and b is None if a is None or b is None else _order(a, b) == 0
+    if a is None or b is None:
+        return None
+    order = _order(a, b)
+    return {
+        "=": order == 0,
+        "<>": order != 0,
+        "<": order < 0,
+        "<=": order <= 0,
+        ">": order > 0,
+        ">=": order >= 0,
+    }[op]
+
+
+@lru_cache(maxsize=256)
+def _like_pattern(pattern: str, escape: str) -> re.Pattern[str]:
+    """LIKE as a regular expression: ``%`` any text, ``_`` one character (newlines too), the
+    escape character makes the next one literal (the pattern was checked when parsed)."""
+    parts, characters = [], iter(pattern)
+    for character in characters:
+        if character == escape:
+            parts.append(re.escape(next(characters)))
+        else:
+            parts.append({"%": ".*", "_": "."}.get(character) or re.escape(character))
+    return re.compile("".join(parts), re.DOTALL)
+
+
+def _cast(value: Any, to: str) -> Any:
+    """``TRY_CAST(value AS to)`` as Spark computes it; None where it does not convert."""
+    if value is None:
+        return None
+    kind = sql.type_kind(to)
+    if kind == "string":
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        return _plain(value) if isinstance(value, Decimal) else str(value)
+    if kind == "boolean":
+        if isinstance(value, str):
+            text = value.strip(_CAST_BLANKS).lower()
+            return True if text in _TRUE_TEXTS else False if text in _FALSE_TEXTS else None
+        return bool(value != 0)  # a NaN is true
+    if kind == "integral":
+        low, high = -sql.INTEGER_BOUNDS[to], sql.INTEGER_BOUNDS[to] - 1
+        if isinstance(value, float):  # truncated, in range as Spark checks it (in doubles)
+            if math.isnan(value) or math.isinf(value):
+                return None
+            if float(math.floor(value)) > float(high) or float(math.ceil(value)) < float(low):
+                return None
+            return max(low, min(high, int(value)))
+        if isinstance(value, str):
+            text = value.strip(_CAST_BLANKS)
+            if not _INTEGER_TEXT.fullmatch(text):
+                return None
+            value = int(text)
+        number = int(value)  # a decimal is truncated towards zero
+        return number if low <= number <= high else None
+    if kind == "double":
+        return float(value)
+    return _fit(Decimal(int(value)) if isinstance(value, bool | int) else value, to)
+
+
+def _fit(number: Decimal, decimal_type: str) -> Decimal | None:
+    """``number`` rounded half up to the type's scale; None if it has too many digits."""
+    precision, scale = sql.decimal_precision(decimal_type)
+    rounded = _EXACT.quantize(number, Decimal(1).scaleb(-scale))
+    if rounded != 0 and rounded.adjusted() >= precision - scale:
+        return None
+    return rounded.copy_abs() if rounded == 0 else rounded
+
+
+def _plain(number: Decimal) -> str:
+    """A decimal as Spark writes it: plain digits, its scale kept, no negative zero."""
+    return format(number.copy_abs() if number == 0 else number, "f")
+
+
+def _arithmetic(op: str, a: Any, b: Any, type_name: str) -> Any:
+    """``a op b`` in ``type_name`` (both operands of it; decimals of their own types), as
+    Spark's ``try_`` functions compute it: None on overflow or a zero divisor."""
+    kind = sql.type_kind(type_name)
+    if op in ("/", "%") and b == 0:
+        return None
+    if kind == "double":
+        if op == "%":  # Java's remainder of doubles
+            if math.isnan(a) or math.isnan(b) or math.isinf(a):
+                return math.nan
+            return a if math.isinf(b) else math.fmod(a, b)
+        return {"+": a + b, "-": a - b, "*": a * b}[op] if op != "/" else a / b
+    if kind == "decimal":
+        operation = {
+            "+": _EXACT.add,
+            "-": _EXACT.subtract,
+            "*": _EXACT.multiply,
+            "/": _TRUNCATED.divide,
+            "%": _EXACT.remainder,
+        }[op]
+        return _fit(operation(a, b), type_name)
+    if op == "%":  # the sign of the dividend, as in Java
+        result = abs(a) % abs(b) * (1 if a >= 0 else -1)
+    else:
+        result = {"+": a + b, "-": a - b, "*": a * b}[op]
+    return result if -_LONG <= result < _LONG else None
+
+
+def _function(name: str, values: list[Any], type_name: str) -> Any:
+    if name == "coalesce":
+        return next((value for value in values if value is not None), None)
+    if any(value is None for value in values):
+        return None
+    first = values[0]
+    if name == "abs":
+        if isinstance(first, int):
+            return abs(first) if abs(first) < _LONG else None
+        return abs(first) if isinstance(first, float) else first.copy_abs()
+    if name == "substring":
+        return _substring(first, values[1], values[2])
+    simple: dict[str, Callable[..., Any]] = {
+        "lower": str.lower,
+        "upper": str.upper,
+        "trim": lambda s: s.strip(" "),
+        "ltrim": lambda s: s.lstrip(" "),
+        "rtrim": lambda s: s.rstrip(" "),
+        "length": len,
+        "concat": lambda *parts: "".join(parts),
+        "startswith": str.startswith,
+        "endswith": str.endswith,
+        "contains": lambda text, part: part in text,
+    }
+    del type_name
+    return simple[name](*values)
+
+
+def _substring(text: str, start: int, length: int) -> str:
+    """Spark's ``substring``: ``start`` counts from 1 (0 too), a negative one from the end."""
+    begin = start - 1 if start > 0 else len(text) + start if start < 0 else 0
+    end = begin + length
+    begin = max(begin, 0)
+    return "" if begin >= end else text[begin:end]
 
 
 def _keeps(spec: FoldSpec, column: str) -> bool:
@@ -388,7 +712,9 @@ def _check_spec(spec: FoldSpec) -> None:
         raise ValueError("column_list and except_column_list exclude each other")
 
 
-def _read_events_record(record: BronzeRecord, spec: FoldSpec) -> _Event:
+def _read_events_record(
+    record: BronzeRecord, spec: FoldSpec, truncates: Condition | None
+) -> _Event:
     assert spec.keys is not None and spec.sequence_by is not None
     value = _parse_json_object(record.value)
     types = spec.column_types
@@ -405,11 +731,17 @@ def _read_events_record(record: BronzeRecord, spec: FoldSpec) -> _Event:
         for name in types:
             image.setdefault(name, None)
 
-    key = _key_from_image(value, image, spec.keys)
+    try:
+        key: tuple[Any, ...] | None = _key_from_image(value, image, spec.keys)
+    except _Quarantine:
+        _require_keyless_truncate(value, image, spec.sequence_by, truncates)
+        key = None
     sequence = _sequence_from_image(value, image, spec.sequence_by)
+    if types is None and key is not None:
+        _reject_refused_columns(value, spec.keys)
     return _Event(
         record=record,
-        kind="upsert",
+        kind="upsert" if key is not None else "truncate",
         key=key,
         sequence_order=_sequence_by_order(sequence),
         sequence=sequence,
@@ -421,7 +753,44 @@ def _read_events_record(record: BronzeRecord, spec: FoldSpec) -> _Event:
     )
 
 
-def _read_debezium_record(record: BronzeRecord, spec: FoldSpec) -> _Event:
+def _require_keyless_truncate(
+    raw: Mapping[str, Any] | None,
+    image: Mapping[str, Any] | None,
+    sequence_by: Sequence[str] | None,
+    truncates: Condition | None,
+) -> None:
+    """Pass if an upsert without a key is a truncate: it meets ``truncates`` and has every
+    ``sequence_by`` value (a truncate needs no key); else quarantine it as ``missing key``."""
+    if truncates is None or image is None or _holds(truncates, image) is not True:
+        raise _Quarantine(MISSING_KEY)
+    if sequence_by:
+        try:
+            values = _sequence_from_image(raw, image, sequence_by)
+        except _Quarantine:
+            raise _Quarantine(MISSING_KEY) from None
+        if any(value is None for value in values):
+            raise _Quarantine(MISSING_KEY)
+
+
+def _reject_refused_columns(row: Mapping[str, Any] | None, keys: Sequence[str]) -> None:
+    """Quarantine a record that carries a value in a column silver cannot keep."""
+    for name, value in (row or {}).items():
+        problem = column_name_problem(name)
+        if value is not None and problem is not None and name not in keys:
+            raise _Quarantine(problem)
+
+
+def _read_debezium_record(
+    record: BronzeRecord,
+    spec: FoldSpec,
+    truncates: Condition | None,
+    record_keys: Sequence[str] | None = None,
+) -> _Event:
+    """The event of a record; ``record_keys``: the table's key columns when it has no ``keys``
+    (:func:`_record_key_columns` of all its records; None: of this record alone)."""
+    # 1. A Connect schema (of the value or of the key) that cannot be read: whatever it holds.
+    _require_readable_schemas(record)
+
     # 2. The value must be a JSON object; with the wrapper the envelope is its payload.
     envelope, envelope_schema, wrapped = _read_envelope(record.value)
 
@@ -437,40 +806,40 @@ def _read_debezium_record(record: BronzeRecord, spec: FoldSpec) -> _Event:
     source = _object_or_none(envelope, "source") or {}
 
     # The row image the event is about (``after`` for upserts, ``before`` for deletes, none
-    # for truncates), decoded by its connect schema when the wrapper is present. ``after`` must
-    # be an object or null whatever the op; ``before`` only matters to a delete.
-    after_fields = _struct_fields(envelope_schema, "after") if wrapped else {}
+    # for truncates), decoded by the row schema when the wrapper is present (``row_fields``;
+    # None without). ``after`` must be an object or null whatever the op; ``before`` only
+    # matters to a delete.
+    row_fields = _row_fields(envelope_schema) if wrapped else None
+    after_fields = row_fields or {}
     after_raw = _object_or_none(envelope, "after")
     raw_image: dict[str, Any] | None = None
     image: dict[str, Any] | None = None
-    image_fields: dict[str, dict[str, Any]] = {}
     misfits: dict[str, str] = {}  # column -> reason: a value silver cannot hold exactly
     if kind == "upsert":
         raw_image = after_raw
-        image_fields = after_fields
-        image = _decode_image(raw_image, after_fields, misfits)
+        image = _decode_image(raw_image, row_fields, misfits)
     elif kind == "delete":
         raw_image = _object_or_none(envelope, "before")
-        image_fields = _struct_fields(envelope_schema, "before") if wrapped else {}
-        image = _decode_image(raw_image, image_fields, {})
+        image = _decode_image(raw_image, row_fields, {})
 
     # 4. Key: the record key's fields by default, else the configured columns of the image.
-    key: tuple[Any, ...] | None = None
-    key_columns: tuple[str, ...] = ()
-    if kind != "truncate":
-        if spec.keys is None:
-            key_columns, key = _key_from_record_key(record.key)
-        else:
-            key_columns = spec.keys
-            key = _key_from_image(raw_image, image, key_columns)
+    key_columns, key = _debezium_key(record, spec, kind, raw_image, image, truncates, record_keys)
+    if kind == "upsert" and key is None:
+        kind = "truncate"
 
-    # 5. Sequence.
-    sequence_order, sequence = _debezium_sequence(source, raw_image, image, spec.sequence_by)
+    # 5. Sequence (a keyless truncate without one is ``missing key``, as its key is checked
+    # first).
+    try:
+        sequence_order, sequence = _debezium_sequence(source, raw_image, image, spec.sequence_by)
+    except _Quarantine:
+        if kind == "truncate" and op != "t":
+            raise _Quarantine(MISSING_KEY) from None
+        raise
 
     # 6. Types: the table must hold the type of every value the record carries.
     if spec.table_types is not None and wrapped and key is not None:
-        key_fields = _record_key_fields(record.key) if spec.keys is None else image_fields
-        row = after_raw if kind == "upsert" else None
+        key_fields = _record_key_fields(record.key) if spec.keys is None else after_fields
+        row = _carried(after_raw, row_fields) if kind == "upsert" else None
         key, image = _in_table_types(
             spec.table_types,
             dict(zip(key_columns, key, strict=True)),
@@ -480,11 +849,15 @@ def _read_debezium_record(record: BronzeRecord, spec: FoldSpec) -> _Event:
             after_fields,
         )
 
-    # 7. Values: a non-key value its column cannot hold exactly (the first column by name).
+    # 7. Values: a value in a column silver cannot keep (core.columns); then a non-key value
+    # its column cannot hold exactly (the first column by name).
+    # A keyless truncate was ``missing key`` before these checks.
     # A key value that does not fit reads as null: the record is already ``missing key``.
-    for name in sorted(misfits):
-        if name not in key_columns:
-            raise _Quarantine(misfits[name])
+    if kind != "truncate" or op == "t":
+        _reject_refused_columns(_carried(after_raw, row_fields), key_columns)
+        for name in sorted(misfits):
+            if name not in key_columns:
+                raise _Quarantine(misfits[name])
 
     image_out: dict[str, Any] = {}
     toast: tuple[str, ...] = ()
@@ -493,11 +866,7 @@ def _read_debezium_record(record: BronzeRecord, spec: FoldSpec) -> _Event:
         if spec.keys is None:
             assert key is not None
             image_out.update(zip(key_columns, key, strict=True))
-        toast = tuple(
-            name
-            for name, raw in (after_raw or {}).items()
-            if raw == TOAST_PLACEHOLDER and _is_string_column(after_fields.get(name))
-        )
+        toast = _toast_columns(after_raw, row_fields)
 
     return _Event(
         record=record,
@@ -509,16 +878,56 @@ def _read_debezium_record(record: BronzeRecord, spec: FoldSpec) -> _Event:
         source_ts=_source_ts_micros(source),
         image=image_out,
         toast_columns=toast,
-        # Columns shown: the key columns, then the ``after`` schema's fields and values.
+        # Columns shown: the key columns, then the row schema's fields (without one, the
+        # ``after`` image's).
         columns=tuple(
             {
                 **dict.fromkeys(key_columns),
-                **dict.fromkeys(after_fields),
-                **dict.fromkeys(after_raw or {}),
+                **dict.fromkeys(after_raw or {} if row_fields is None else row_fields),
             }
         ),
         key_columns=key_columns,
     )
+
+
+def _toast_columns(
+    after: Mapping[str, Any] | None, row_fields: Mapping[str, dict[str, Any]] | None
+) -> tuple[str, ...]:
+    """The string columns of an upsert's image (with a row schema: of its fields) holding the
+    TOAST placeholder."""
+    return tuple(
+        name
+        for name, raw in (after or {}).items()
+        if raw == TOAST_PLACEHOLDER
+        and (row_fields is None or name in row_fields)
+        and _is_string_column(None if row_fields is None else row_fields[name])
+    )
+
+
+def _debezium_key(
+    record: BronzeRecord,
+    spec: FoldSpec,
+    kind: str,
+    raw_image: Mapping[str, Any] | None,
+    image: Mapping[str, Any] | None,
+    truncates: Condition | None,
+    record_keys: Sequence[str] | None,
+) -> tuple[tuple[str, ...], tuple[Any, ...] | None]:
+    """(key columns, key) of a Debezium event: none for a truncate, or for an upsert without
+    a key that is a truncate (:func:`_require_keyless_truncate`). ``record_keys``: the key
+    columns in the record key (a table without ``keys``; None: this record's own)."""
+    if kind == "truncate":
+        return (), None
+    try:
+        if spec.keys is None:
+            names = _record_key_columns([record]) if record_keys is None else record_keys
+            return _key_from_record_key(record.key, names)
+        return spec.keys, _key_from_image(raw_image, image, spec.keys)
+    except _Quarantine:
+        if kind != "upsert":
+            raise
+        _require_keyless_truncate(raw_image, image, spec.sequence_by, truncates)
+        return (), None
 
 
 def _debezium_sequence(
@@ -539,11 +948,12 @@ def _debezium_sequence(
 
 
 def _source_ts_micros(source: Mapping[str, Any]) -> int | None:
-    """``source.ts_ms`` (the source commit time) as epoch microseconds."""
+    """``source.ts_ms`` (the source commit time) as epoch microseconds (None: not a bigint,
+    or beyond the timestamps)."""
     ts_ms = source.get("ts_ms")
     if not isinstance(ts_ms, int) or isinstance(ts_ms, bool):
         return None
-    return ts_ms * 1000
+    return _millis_micros(ts_ms)
 
 
 def _read_envelope(value: bytes | None) -> tuple[dict[str, Any], Any, bool]:
@@ -606,35 +1016,6 @@ def _object_or_none(envelope: Mapping[str, Any], name: str) -> dict[str, Any] | 
     return value
 
 
-def _key_from_record_key(data: bytes | None) -> tuple[tuple[str, ...], tuple[Any, ...]]:
-    """Key columns and canonical values from the Kafka record key (the Debezium default)."""
-    if data is None:
-        raise _Quarantine(MISSING_KEY)
-    try:
-        document = _loads(data)
-    except ValueError as error:
-        raise _Quarantine(MISSING_KEY) from error
-    if not isinstance(document, dict):
-        raise _Quarantine(MISSING_KEY)
-    fields: dict[str, dict[str, Any]] = {}
-    if _is_wrapper(document):
-        fields = _connect_fields(document["schema"])
-        document = document["payload"]
-        if not isinstance(document, dict):
-            raise _Quarantine(MISSING_KEY)
-    if not document:
-        raise _Quarantine(MISSING_KEY)
-    values = []
-    for name, raw in document.items():
-        if raw is None:
-            raise _Quarantine(MISSING_KEY)
-        try:
-            values.append(_decode_connect(raw, fields.get(name)))
-        except (_Quarantine, _Misfit) as error:
-            raise _Quarantine(MISSING_KEY) from error
-    return tuple(document), canonical_key(values)
-
-
 def _key_from_image(
     raw: Mapping[str, Any] | None, image: Mapping[str, Any] | None, names: Sequence[str]
 ) -> tuple[Any, ...]:
@@ -682,16 +1063,18 @@ def _sortable(value: Any) -> tuple[Any, ...]:
 
 
 def _postgres_sequence(source: Mapping[str, Any]) -> tuple[tuple[int, int], str]:
-    """``source.sequence`` = ``["<last commit LSN>" | null, "<LSN>"]`` (a JSON string)."""
+    """``source.sequence`` = ``["<last commit LSN>" | null, "<LSN>"]`` (a JSON string; a
+    value that is no string is read as its JSON text, and so are the array's elements)."""
     sequence = source.get("sequence")
-    if isinstance(sequence, str):
+    if sequence is not None:
+        text = sequence if isinstance(sequence, str) else _json_text(sequence)
         try:
-            sequence = _loads(sequence.encode("utf-8"))
+            sequence = _loads(text.encode("utf-8"))
         except ValueError as error:
             raise _Quarantine(MISSING_SEQUENCE) from error
     if not isinstance(sequence, list) or len(sequence) != 2:
         raise _Quarantine(MISSING_SEQUENCE)
-    first, second = sequence
+    first, second = (p if p is None or isinstance(p, str) else _json_text(p) for p in sequence)
     if first is not None and not _is_decimal_string(first):
         raise _Quarantine(MISSING_SEQUENCE)
     if not _is_decimal_string(second):
@@ -866,6 +1249,194 @@ def _record_key_fields(data: bytes | None) -> dict[str, dict[str, Any]]:
     return _connect_fields(document["schema"])
 
 
+def _json_object(data: bytes | None) -> dict[str, Any] | None:
+    """``data`` read as a JSON object (None: null, not JSON, or another JSON value)."""
+    if data is None:
+        return None
+    try:
+        document = _loads(data)
+    except ValueError:
+        return None
+    return document if isinstance(document, dict) else None
+
+
+def _key_from_record_key(
+    data: bytes | None, names: Sequence[str]
+) -> tuple[tuple[str, ...], tuple[Any, ...]]:
+    """Canonical values of the key columns ``names`` (:func:`_record_key_columns`) in the
+    Kafka record key (the Debezium default). A key that is no JSON object, lacks one of them
+    (also in its Connect schema, if it has one) or holds null or a value of another type
+    there is ``missing key``."""
+    document = _json_object(data)
+    if document is None or not names:
+        raise _Quarantine(MISSING_KEY)
+    fields: dict[str, dict[str, Any]] | None = None
+    if _is_wrapper(document):
+        schema = document["schema"]
+        fields = _connect_fields(schema) if schema.get("type") == "struct" else {}
+        document = document["payload"]
+        if not isinstance(document, dict):
+            raise _Quarantine(MISSING_KEY)
+    values = []
+    for name in names:
+        if fields is not None and name not in fields:
+            raise _Quarantine(MISSING_KEY)
+        try:
+            value = _column_value(document.get(name), None if fields is None else fields[name])
+        except (_Misfit, _Unreadable):
+            value = None
+        if value is None:
+            raise _Quarantine(MISSING_KEY)
+        values.append(value)
+    return tuple(names), canonical_key(values)
+
+
+def _record_key_columns(records: Sequence[BronzeRecord]) -> tuple[str, ...]:
+    """The key columns of a Debezium table without ``keys``: the fields of the record keys
+    most records (with a value, and Connect schemas that can be read) carry; the fields of
+    a key's Connect schema (a struct), or for keys without one (JSON objects) the names of
+    all such keys together, in name order. Of equally many, the first in (partition,
+    offset) wins; keys without fields count for nothing."""
+    unwrapped = sorted({n for r in records for n in _unwrapped_key_names(r.key)})
+    found: dict[tuple[str, ...], tuple[int, tuple[int, int]]] = {}
+    for record in records:
+        document = _json_object(record.key)
+        if record.value is None or document is None or _schemas_problem(record) is not None:
+            continue
+        names = tuple(unwrapped)
+        if _is_wrapper(document):
+            schema = document["schema"]
+            names = tuple(_connect_fields(schema)) if schema["type"] == "struct" else ()
+        if names:
+            count, first = found.get(names, (0, (record.partition, record.offset)))
+            found[names] = (count + 1, min(first, (record.partition, record.offset)))
+    if not found:
+        return ()
+    return max(found, key=lambda n: (found[n][0], -found[n][1][0], -found[n][1][1]))
+
+
+def _unwrapped_key_names(data: bytes | None) -> list[str]:
+    document = _json_object(data)
+    return [] if document is None or _is_wrapper(document) else list(document)
+
+
+# --------------------------------------------------------------------------------------------
+# Connect schemas: which can be read (docs/silver-semantics.md, "Reading one bronze record")
+# --------------------------------------------------------------------------------------------
+
+_SCHEMA_TYPES = frozenset(
+    {"int8", "int16", "int32", "int64", "float", "double", "float32", "float64", "boolean"}
+    | {"string", "bytes", "array", "map", "struct"}
+)
+_MAX_SCHEMA_DEPTH = 32
+_WHOLE_NUMBER = re.compile(r"[0-9]{1,10}")
+
+
+def _require_readable_schemas(record: BronzeRecord) -> None:
+    """Quarantine a record whose value's or key's Connect schema cannot be read."""
+    problem = _schemas_problem(record)
+    if problem is not None:
+        raise _Quarantine(problem)
+
+
+def _schemas_problem(record: BronzeRecord) -> str | None:
+    """Why the Connect schema of a record's value or key cannot be read (the quarantine
+    reason of every record that carries it), or None."""
+    value = _json_object(record.value)
+    if value is not None and _is_wrapper(value):
+        problem = _envelope_schema_problem(value["schema"])
+        if problem is not None:
+            return problem
+    key = _json_object(record.key)
+    if key is not None and _is_wrapper(key):
+        return _schema_problem(key["schema"], "key schema")
+    return None
+
+
+def _envelope_schema_problem(schema: Any) -> str | None:
+    problem = _schema_problem(schema, "value schema")
+    if problem is not None:
+        return problem
+    if schema["type"] != "struct":
+        return _invalid(f"value schema: type {_shown(schema['type'])} is not struct")
+    for side, side_schema in _connect_fields(schema).items():
+        if side in ("after", "before") and side_schema["type"] != "struct":
+            kind = _shown(side_schema["type"])
+            return _invalid(f"value schema > field {side!r}: type {kind} is not struct")
+    return None
+
+
+def _schema_problem(schema: Any, where: str, depth: int = 1) -> str | None:
+    """Why a Connect schema cannot be read, or None (the rules: docs/silver-semantics.md)."""
+    if not isinstance(schema, dict):
+        return _invalid(f"{where} is not an object: {_shown(schema)}")
+    if depth > _MAX_SCHEMA_DEPTH:
+        return _invalid(f"{where} nests deeper than {_MAX_SCHEMA_DEPTH} schemas")
+    kind, name, parameters = schema.get("type"), schema.get("name"), schema.get("parameters")
+    if not (isinstance(kind, str) and kind in _SCHEMA_TYPES):
+        return _invalid(f"{where}: type {_shown(kind)} is not a Connect type")
+    if name is not None and not isinstance(name, str):
+        return _invalid(f"{where}: name {_shown(name)} is not a string")
+    if parameters is not None and not isinstance(parameters, dict):
+        return _invalid(f"{where}: parameters {_shown(parameters)} are not an object")
+    for parameter, text in (parameters or {}).items():
+        if not isinstance(text, str):
+            return _invalid(f"{where}: parameter {parameter!r} {_shown(text)} is not a string")
+    if name == _DECIMAL:
+        problem = _decimal_problem(parameters or {})
+        if problem is not None:
+            return _invalid(f"{where}: {problem}")
+    members = {"array": ["items"], "map": ["keys", "values"]}.get(kind, [])
+    for member in members:
+        problem = _schema_problem(schema.get(member), f"{where} > {member}", depth + 1)
+        if problem is not None:
+            return problem
+    fields = schema.get("fields")
+    return (
+        _fields_problem(fields, where, depth) if kind == "struct" and fields is not None else None
+    )
+
+
+def _fields_problem(fields: Any, where: str, depth: int) -> str | None:
+    if not isinstance(fields, list):
+        return _invalid(f"{where}: fields {_shown(fields)} are not a list")
+    names: set[str] = set()
+    for number, field_schema in enumerate(fields):
+        if not isinstance(field_schema, dict):
+            return _invalid(f"{where} > field {number} is not an object: {_shown(field_schema)}")
+        name = field_schema.get("field")
+        if not isinstance(name, str):
+            return _invalid(f"{where} > field {number}: name {_shown(name)} is not a string")
+        if name.lower() in names:
+            return _invalid(f"{where}: field {name!r} is repeated (letter case aside)")
+        names.add(name.lower())
+        problem = _schema_problem(field_schema, f"{where} > field {name!r}", depth + 1)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _decimal_problem(parameters: Mapping[str, str]) -> str | None:
+    scale = parameters.get("scale")
+    precision = parameters.get("connect.decimal.precision", "38")
+    for what, text in (("scale", scale), ("connect.decimal.precision", precision)):
+        if not isinstance(text, str) or not _WHOLE_NUMBER.fullmatch(text):
+            return f"decimal parameter {what!r} {_shown(text)} is not a whole number"
+    assert scale is not None
+    if int(precision) == 0 or int(scale) > min(int(precision), 38):
+        return f"decimal scale {int(scale)} does not fit precision {int(precision)}"
+    return None
+
+
+def _invalid(what: str) -> str:
+    return f"invalid Connect schema: {what}"
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 # --------------------------------------------------------------------------------------------
 # Values: Debezium connect schemas and events column types -> canonical values
 # --------------------------------------------------------------------------------------------
@@ -890,23 +1461,56 @@ def _struct_fields(envelope_schema: Any, name: str) -> dict[str, dict[str, Any]]
     return _connect_fields(_connect_fields(envelope_schema).get(name))
 
 
+def _row_fields(envelope_schema: Any) -> dict[str, dict[str, Any]]:
+    """Fields of the row schema of an envelope schema: its ``after`` struct, else its
+    ``before`` struct (both images are read with it)."""
+    sides = _connect_fields(envelope_schema)
+    return _connect_fields(sides.get("after", sides.get("before")))
+
+
 def _decode_image(
     image: Mapping[str, Any] | None,
-    fields: Mapping[str, dict[str, Any]],
+    fields: Mapping[str, dict[str, Any]] | None,
     misfits: dict[str, str],
 ) -> dict[str, Any] | None:
-    """The canonical image; a value its type cannot hold exactly is None, and its reason is
-    added to ``misfits``."""
+    """The canonical image: with a schema (``fields``), the value of each of its fields (a
+    value the image lacks is None, a member the schema lacks is not read); a value its type
+    cannot hold exactly is None, and its reason is added to ``misfits``."""
     if image is None:
         return None
+    if fields is None:
+        return dict(image)
     decoded: dict[str, Any] = {}
-    for name, raw in image.items():
+    for name, field_schema in fields.items():
         try:
-            decoded[name] = _decode_connect(raw, fields.get(name))
+            decoded[name] = _column_value(image.get(name), field_schema)
         except _Misfit as misfit:
             decoded[name] = None
             misfits[name] = f"value of column {name} {misfit.detail}"
+        except _Unreadable:
+            decoded[name] = None
+            misfits[name] = UNPARSEABLE
     return decoded
+
+
+def _carried(
+    image: Mapping[str, Any] | None, fields: Mapping[str, dict[str, Any]] | None
+) -> dict[str, Any]:
+    """The members of a raw image that carry a value: not null, and (with a schema) read by
+    their field's type."""
+    if image is None:
+        return {}
+    if fields is None:
+        return {n: v for n, v in image.items() if v is not None}
+    carried = {}
+    for name, field_schema in fields.items():
+        try:
+            raw = _read(image.get(name), field_schema)
+        except _Unfit:
+            continue
+        if raw is not None:
+            carried[name] = image[name]
+    return carried
 
 
 def _is_string_column(field_schema: dict[str, Any] | None) -> bool:
@@ -917,65 +1521,182 @@ def _is_string_column(field_schema: dict[str, Any] | None) -> bool:
     return field_schema.get("type") == "string" and _column_type(field_schema) == "string"
 
 
-def _decode_connect(value: Any, field_schema: Mapping[str, Any] | None) -> Any:
-    """Canonical value of a JSON value under its connect schema (None: no schema)."""
-    if value is None or field_schema is None:
+class _Unfit(Exception):
+    """A JSON value its Connect type does not read (Spark's JSON reader makes it null): a
+    column or a struct member is then null, and so is the whole array or map holding it."""
+
+
+class _Unreadable(Exception):
+    """A decimal value that is no number (its text is not base64, or it has no scale): the
+    record is ``unparseable`` if it is a column of an upsert, else it is null."""
+
+
+def _column_value(value: Any, field_schema: Mapping[str, Any] | None) -> Any:
+    """Canonical value of a column's JSON value under its connect schema (None: no schema,
+    the JSON value). A value its type does not read is None.
+
+    Raises:
+        _Misfit, _Unreadable: a decimal value (see there).
+    """
+    if field_schema is None:
         return value
+    try:
+        raw = _read(value, field_schema)
+    except _Unfit:
+        return None
+    return None if raw is None else _decode(raw, field_schema)
+
+
+#: The JSON type each logical type is read as (the others: their Connect type).
+_INT_BITS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
+_FLOATS = ("float", "double", "float32", "float64")
+_NON_FINITE = {
+    "NaN": math.nan,
+    "Infinity": math.inf,
+    "+Infinity": math.inf,
+    "-Infinity": -math.inf,
+    "+INF": math.inf,
+    "-INF": -math.inf,
+}
+
+
+def _read(value: Any, field_schema: Mapping[str, Any]) -> Any:
+    """A JSON value as Spark's JSON reader reads it for ``field_schema``: integers in their
+    range, numbers (and the texts of :data:`_NON_FINITE`) as floats, booleans, any value as
+    text where text is read (its JSON text if it is no string), arrays, objects as maps and
+    structs (a struct member that does not fit is None); null stays None.
+
+    Raises:
+        _Unfit: the value is none of that.
+    """
+    if value is None:
+        return None
+    kind = _json_kind(field_schema)
+    if kind in _INT_BITS:
+        limit = 2 ** (_INT_BITS[kind] - 1)
+        if _is_int(value) and -limit <= value < limit:
+            return value
+        raise _Unfit
+    if kind in _FLOATS:
+        if isinstance(value, str) and value in _NON_FINITE:
+            return _NON_FINITE[value]
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise _Unfit
+        return _to_float(value)
+    if kind == "boolean":
+        if not isinstance(value, bool):
+            raise _Unfit
+        return value
+    if kind == "text":
+        return value if isinstance(value, str) else _json_text(value)
+    if kind == "array":
+        if not isinstance(value, list):
+            raise _Unfit
+        return [_read(element, field_schema["items"]) for element in value]
+    if kind == "map":
+        return _read_map(value, field_schema)
+    if not isinstance(value, dict):
+        raise _Unfit
+    members = _VARIABLE_SCALE_MEMBERS if kind == "variable scale" else _connect_fields(field_schema)
+    return {name: _read_member(value.get(name), member) for name, member in members.items()}
+
+
+_VARIABLE_SCALE_MEMBERS = {"scale": {"type": "int32"}, "value": {"type": "string"}}
+
+
+def _json_kind(field_schema: Mapping[str, Any]) -> str:
     name = field_schema.get("name")
     if name == _DECIMAL:
-        return _connect_decimal(value, field_schema.get("parameters"))
+        return "text"
     if isinstance(name, str) and name in _LOGICAL_TYPES:
-        return _LOGICAL_TYPES[name][1](value, field_schema)
-    kind = field_schema.get("type")
-    if kind in ("float", "float32"):
-        return _float32(_json_float(value))
-    if kind in ("double", "float64"):
-        return _json_float(value)
-    if kind == "array" and isinstance(value, list):
-        items = _schema_of(field_schema.get("items"))
-        return [_decode_nested(item, items) for item in value]
-    if kind == "map":
-        return _connect_map(value, field_schema)
-    if kind == "struct" and isinstance(value, dict):
-        fields = _connect_fields(field_schema)
-        return tuple(_decode_nested(value.get(n), f) for n, f in fields.items())
-    # Integers, booleans and strings are their JSON value; bytes (and the logical types read
-    # as bytes) the base64 string the converter wrote, which is already their canonical form.
-    return value
+        return _LOGICAL_TYPES[name].json
+    kind: str = field_schema["type"]
+    return "text" if kind in ("string", "bytes") else kind
 
 
-def _decode_nested(value: Any, field_schema: Mapping[str, Any] | None) -> Any:
-    """A value inside an array, map or struct: one its type cannot hold exactly is None (only
-    a column's own value quarantines its record)."""
+def _read_member(value: Any, field_schema: Mapping[str, Any]) -> Any:
     try:
-        return _decode_connect(value, field_schema)
-    except _Misfit:
+        return _read(value, field_schema)
+    except _Unfit:
         return None
 
 
-def _connect_map(value: Any, field_schema: Mapping[str, Any]) -> dict[Any, Any]:
-    """A map: a JSON object when its keys are strings, else a list of ``[key, value]``."""
-    keys = _schema_of(field_schema.get("keys"))
-    values = _schema_of(field_schema.get("values"))
+def _read_map(value: Any, field_schema: Mapping[str, Any]) -> dict[Any, Any]:
+    """A map: a JSON object when its keys are read as text, else a list of ``[key, value]``
+    pairs (only their shape is checked here)."""
+    if _json_kind(field_schema["keys"]) == "text":
+        if not isinstance(value, dict):
+            raise _Unfit
+        return {k: _read(v, field_schema["values"]) for k, v in value.items()}
+    if not isinstance(value, list) or not all(isinstance(p, list) and len(p) == 2 for p in value):
+        raise _Unfit
+    keys, values = field_schema["keys"], field_schema["values"]
+    return {_read_member(k, keys): _read_member(v, values) for k, v in value}
+
+
+def _decode(raw: Any, field_schema: Mapping[str, Any]) -> Any:
+    """The canonical value of a value :func:`_read` read (not None).
+
+    Raises:
+        _Misfit, _Unreadable: a decimal value (see there).
+    """
+    name = field_schema.get("name")
+    if name == _DECIMAL:
+        return _connect_decimal(raw, field_schema["parameters"])
+    if isinstance(name, str) and name in _LOGICAL_TYPES:
+        return _LOGICAL_TYPES[name].decode(raw)
+    kind = field_schema["type"]
+    if kind in ("float", "float32"):
+        return _float32(raw)
+    if kind == "bytes":
+        return _canonical_base64(raw)
+    if kind == "array":
+        return [_decode_nested(element, field_schema["items"]) for element in raw]
+    if kind == "map":
+        keys, values = field_schema["keys"], field_schema["values"]
+        return {_decode_nested(k, keys): _decode_nested(v, values) for k, v in raw.items()}
+    if kind == "struct":
+        fields = _connect_fields(field_schema)
+        return tuple(_decode_nested(raw[n], f) for n, f in fields.items())
+    return raw  # integers, floating point, booleans and text are what was read
+
+
+def _decode_nested(raw: Any, field_schema: Mapping[str, Any]) -> Any:
+    """A value inside an array, map or struct: one its type cannot hold exactly is None (only
+    a column's own value quarantines its record)."""
+    if raw is None:
+        return None
+    try:
+        return _decode(raw, field_schema)
+    except (_Misfit, _Unreadable):
+        return None
+
+
+def _to_float(number: int | float) -> float:
+    try:
+        return float(number)
+    except OverflowError:  # an integer beyond the doubles: Spark reads it as infinite
+        return math.copysign(math.inf, number)
+
+
+def _json_text(value: Any) -> str:
+    """A JSON value as Spark writes it where text is read: compact, numbers as Java writes
+    doubles (``1000.0``, ``1.0E7``)."""
     if isinstance(value, dict):
-        pairs = list(value.items())
-    elif isinstance(value, list) and all(isinstance(p, list) and len(p) == 2 for p in value):
-        pairs = [(p[0], p[1]) for p in value]
-    else:
-        raise _Quarantine(UNPARSEABLE)
-    return {_decode_nested(k, keys): _decode_nested(v, values) for k, v in pairs}
-
-
-_NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
-
-
-def _json_float(value: Any) -> float:
-    """A floating point JSON value (the converter writes NaN and infinities as strings)."""
-    if isinstance(value, str) and value in _NON_FINITE:
-        return _NON_FINITE[value]
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _Quarantine(UNPARSEABLE)
-    return float(value)
+        members = (f"{json.dumps(k, ensure_ascii=False)}:{_json_text(v)}" for k, v in value.items())
+        return "{" + ",".join(members) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_json_text(v) for v in value) + "]"
+    if isinstance(value, float) and math.isfinite(value) and not 1e-3 <= abs(value) < 1e7:
+        if value == 0:
+            return "-0.0" if math.copysign(1, value) < 0 else "0.0"
+        digits = Decimal(repr(abs(value))).normalize()
+        mantissa = str(digits.scaleb(-digits.adjusted()))
+        mantissa = mantissa if "." in mantissa else mantissa + ".0"
+        return f"{'-' if value < 0 else ''}{mantissa}E{digits.adjusted()}"
+    if isinstance(value, float) and not math.isfinite(value):
+        return json.dumps(json.dumps(value))  # the quoted text of NaN or Infinity
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _float32(value: float) -> float:
@@ -987,73 +1708,59 @@ def _float32(value: float) -> float:
     return result
 
 
-def _require_int(value: Any) -> int:
-    if not _is_int(value):
-        raise _Quarantine(UNPARSEABLE)
-    result: int = value
-    return result
+#: Base64 as the JsonConverter writes it (RFC 4648 section 4: standard alphabet, padded).
+_BASE64 = re.compile(r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?")
 
 
-def _whole(value: Any, _schema: Mapping[str, Any]) -> int:
-    """A number already in the column's unit (µs, days, years)."""
-    return _require_int(value)
+def _base64_bytes(text: str) -> bytes | None:
+    """The bytes of :data:`_BASE64` text; None for any other text."""
+    return base64.b64decode(text) if _BASE64.fullmatch(text) else None
 
 
-def _thousandfold(value: Any, _schema: Mapping[str, Any]) -> int:
-    """Milliseconds to microseconds."""
-    return _require_int(value) * 1000
+def _canonical_base64(text: str) -> str | None:
+    data = _base64_bytes(text)
+    return None if data is None else base64.b64encode(data).decode("ascii")
 
 
-def _thousandth(value: Any, _schema: Mapping[str, Any]) -> int:
-    """Nanoseconds to microseconds, floored (also before the epoch)."""
-    return _require_int(value) // 1000
+#: The most epoch milliseconds a timestamp holds (its microseconds fill a bigint).
+_MAX_MILLIS = (2**63 - 1) // 1000
 
 
-def _text(value: Any, _schema: Mapping[str, Any]) -> str:
-    if not isinstance(value, str):
-        raise _Quarantine(UNPARSEABLE)
-    return value
+def _millis_micros(millis: int) -> int | None:
+    return millis * 1000 if -_MAX_MILLIS <= millis <= _MAX_MILLIS else None
 
 
-def _connect_decimal(value: Any, parameters: Any) -> str:
+def _connect_decimal(text: str, parameters: Mapping[str, str]) -> str:
     """Base64 big-endian two's-complement unscaled value + ``scale`` parameter -> "d.ddd" in
     ``decimal(min(precision, 38), scale)``.
 
     Raises:
+        _Unreadable: the text is not base64.
         _Misfit: the value has more digits than that type holds.
     """
-    if not isinstance(value, str) or not isinstance(parameters, dict):
-        raise _Quarantine(UNPARSEABLE)
-    try:
-        scale = int(parameters["scale"])
-        precision = int(parameters.get("connect.decimal.precision", 38))
-    except (KeyError, TypeError, ValueError) as error:
-        raise _Quarantine(UNPARSEABLE) from error
-    if scale < 0:
-        raise _Quarantine(UNPARSEABLE)
-    return _exact_decimal(_unscaled(value), scale, min(precision, 38), scale, DECIMAL_FIX)
+    scale = int(parameters["scale"])
+    precision = min(int(parameters.get("connect.decimal.precision", "38")), 38)
+    return _exact_decimal(_unscaled(text), scale, precision, scale, DECIMAL_FIX)
 
 
-def _variable_scale_decimal(value: Any, _schema: Mapping[str, Any]) -> str:
+def _variable_scale_decimal(raw: Mapping[str, Any]) -> str:
     """``io.debezium.data.VariableScaleDecimal`` ``{scale, value}`` -> decimal(38, 18) text.
 
     Raises:
+        _Unreadable: no scale, or a value that is not base64.
         _Misfit: the value is not exactly a decimal(38, 18).
     """
-    if not isinstance(value, dict):
-        raise _Quarantine(UNPARSEABLE)
-    scale, encoded = _require_int(value.get("scale")), value.get("value")
-    if not isinstance(encoded, str) or not -(2**31) <= scale < 2**31:  # scale is an int32
-        raise _Quarantine(UNPARSEABLE)
+    scale, encoded = raw["scale"], raw["value"]
+    if scale is None or encoded is None:
+        raise _Unreadable
     return _exact_decimal(_unscaled(encoded), scale, 38, 18, VARIABLE_SCALE_FIX)
 
 
 def _unscaled(encoded: str) -> int:
-    try:
-        unscaled_bytes = base64.b64decode(encoded, validate=True)
-    except (ValueError, binascii.Error) as error:
-        raise _Quarantine(UNPARSEABLE) from error
-    return int.from_bytes(unscaled_bytes, "big", signed=True)
+    data = _base64_bytes(encoded)
+    if data is None:
+        raise _Unreadable
+    return int.from_bytes(data, "big", signed=True)
 
 
 def _exact_decimal(unscaled: int, scale: int, precision: int, target_scale: int, fix: str) -> str:
@@ -1081,14 +1788,13 @@ def _exact_decimal(unscaled: int, scale: int, precision: int, target_scale: int,
         return format(number.quantize(Decimal(1).scaleb(-target_scale)), "f")
 
 
-def _iso_time_micros(value: Any, _schema: Mapping[str, Any]) -> int:
+def _zoned_time_micros(text: str) -> int | None:
     """``io.debezium.time.ZonedTime`` (``HH:MM[:SS[.f]]`` and ``Z`` or an offset; none means
-    UTC) -> microseconds since midnight UTC. Fractions beyond microseconds are truncated."""
-    if not isinstance(value, str):
-        raise _Quarantine(UNPARSEABLE)
-    match = _ISO_TIME.fullmatch(value)
+    UTC) -> microseconds since midnight UTC (None: not such a time). Fractions beyond
+    microseconds are truncated."""
+    match = _ISO_TIME.fullmatch(text)
     if match is None:
-        raise _Quarantine(UNPARSEABLE)
+        return None
     hour, minute, second, fraction, _, sign, offset_hours, offset_minutes = match.groups()
     offset = int(offset_hours or 0) * 60 + int(offset_minutes or 0)
     minutes = int(hour) * 60 + int(minute) - (-offset if sign == "-" else offset)
@@ -1096,35 +1802,83 @@ def _iso_time_micros(value: Any, _schema: Mapping[str, Any]) -> int:
     return micros % _MICROS_PER_DAY
 
 
-_Decode = Callable[[Any, Mapping[str, Any]], Any]
+#: ``io.debezium.time.ZonedTimestamp`` as Debezium writes it: date, time with seconds, offset.
+_ZONED_TIMESTAMP = re.compile(
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})[T ]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:[.]([0-9]{1,9}))?"
+    r"(Z|[+-][0-9]{2}(?::?[0-9]{2})?)"
+)
 
-#: Debezium and Connect logical types (but ``Decimal``): name -> (silver column type, decoder of
-#: the JSON value). Times of day are microseconds since midnight, durations microseconds. Any
-#: other name (``Xml``, ``Uuid``, ``Enum``, ``EnumSet``, ``Interval``, ``Year``, ``Bits``, the
-#: geometry structs, ...) is read as its connect type.
-_LOGICAL_TYPES: dict[str, tuple[str, _Decode]] = {
-    "io.debezium.time.Date": ("date", _whole),
-    "org.apache.kafka.connect.data.Date": ("date", _whole),
-    "io.debezium.time.Timestamp": ("timestamp", _thousandfold),
-    "org.apache.kafka.connect.data.Timestamp": ("timestamp", _thousandfold),
-    "io.debezium.time.MicroTimestamp": ("timestamp", _whole),
-    "io.debezium.time.NanoTimestamp": ("timestamp", _thousandth),
-    "io.debezium.time.ZonedTimestamp": ("timestamp", lambda v, _: _iso_timestamp_micros(v)),
-    "io.debezium.time.Time": ("bigint", _thousandfold),
-    "org.apache.kafka.connect.data.Time": ("bigint", _thousandfold),
-    "io.debezium.time.MicroTime": ("bigint", _whole),
-    "io.debezium.time.NanoTime": ("bigint", _thousandth),
-    "io.debezium.time.ZonedTime": ("bigint", _iso_time_micros),
-    "io.debezium.time.MicroDuration": ("bigint", _whole),
-    "io.debezium.data.VariableScaleDecimal": ("decimal(38,18)", _variable_scale_decimal),
-    "io.debezium.data.Json": ("string", _text),
+
+def _zoned_timestamp_micros(text: str) -> int | None:
+    """``io.debezium.time.ZonedTimestamp`` -> epoch microseconds, UTC (None: not such a time,
+    e.g. an offset beyond 18 hours). Fractions beyond microseconds are truncated."""
+    match = _ZONED_TIMESTAMP.fullmatch(text)
+    if match is None:
+        return None
+    year, month, day, hour, minute, second, fraction, offset = match.groups()
+    try:
+        days = dt.date(int(year), int(month), int(day)).toordinal() - _EPOCH_ORDINAL
+    except ValueError:
+        return None
+    hours, minutes, seconds = int(hour), int(minute), int(second)
+    offset_hours, offset_minutes = (
+        (0, 0) if offset == "Z" else (int(offset[1:3]), int(offset[-2:]) if len(offset) > 3 else 0)
+    )
+    offset_seconds = (offset_hours * 60 + offset_minutes) * 60
+    if (
+        hours > 23
+        or minutes > 59
+        or seconds > 59
+        or offset_minutes > 59
+        or offset_seconds > 18 * 3600
+    ):
+        return None
+    offset_seconds *= -1 if offset.startswith("-") else 1
+    total = days * 86400 + hours * 3600 + minutes * 60 + seconds - offset_seconds
+    return total * 1_000_000 + int((fraction or "")[:6].ljust(6, "0"))
+
+
+class _Logical(NamedTuple):
+    """A logical type: its silver column type, the JSON type it is read as, the decoder of
+    what was read."""
+
+    column_type: str
+    json: str
+    decode: Callable[[Any], Any]
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+#: Debezium and Connect logical types (but ``Decimal``). Times of day are microseconds since
+#: midnight, durations microseconds. Any other name (``Xml``, ``Uuid``, ``Enum``,
+#: ``EnumSet``, ``Interval``, ``Year``, ``Bits``, the geometry structs, ...) is read as its
+#: connect type.
+_LOGICAL_TYPES: dict[str, _Logical] = {
+    "io.debezium.time.Date": _Logical("date", "int32", _identity),
+    "org.apache.kafka.connect.data.Date": _Logical("date", "int32", _identity),
+    "io.debezium.time.Timestamp": _Logical("timestamp", "int64", _millis_micros),
+    "org.apache.kafka.connect.data.Timestamp": _Logical("timestamp", "int64", _millis_micros),
+    "io.debezium.time.MicroTimestamp": _Logical("timestamp", "int64", _identity),
+    "io.debezium.time.NanoTimestamp": _Logical("timestamp", "int64", lambda n: n // 1000),
+    "io.debezium.time.ZonedTimestamp": _Logical("timestamp", "text", _zoned_timestamp_micros),
+    "io.debezium.time.Time": _Logical("bigint", "int32", lambda ms: ms * 1000),
+    "org.apache.kafka.connect.data.Time": _Logical("bigint", "int32", lambda ms: ms * 1000),
+    "io.debezium.time.MicroTime": _Logical("bigint", "int64", _identity),
+    "io.debezium.time.NanoTime": _Logical("bigint", "int64", lambda n: n // 1000),
+    "io.debezium.time.ZonedTime": _Logical("bigint", "text", _zoned_time_micros),
+    "io.debezium.time.MicroDuration": _Logical("bigint", "int64", _identity),
+    "io.debezium.data.VariableScaleDecimal": _Logical(
+        "decimal(38,18)", "variable scale", _variable_scale_decimal
+    ),
+    "io.debezium.data.Json": _Logical("string", "text", _identity),
 }
 
 
 def _iso_timestamp_micros(value: Any) -> int:
-    """ISO-8601 timestamp (offset or ``Z``; none means UTC) -> epoch microseconds, UTC.
-
-    Fractions beyond microseconds are truncated, i.e. floored.
+    """ISO-8601 timestamp (offset or ``Z``; none means UTC) -> epoch microseconds, UTC (an
+    ``events`` column). Fractions beyond microseconds are truncated, i.e. floored.
     """
     if not isinstance(value, str):
         raise _Quarantine(UNPARSEABLE)

@@ -20,11 +20,15 @@ from silver.reference import (
     BronzeRecord,
     FoldSpec,
     _check_spec,
+    _condition,
     _Event,
     _keeps,
     _Quarantine,
     _read_debezium_record,
     _read_events_record,
+    _record_key_columns,
+    _upserted_row,
+    _with_conditions,
 )
 
 __all__ = ["END_AT", "IS_CURRENT", "START_AT", "HistoryKey", "fold_history"]
@@ -52,13 +56,19 @@ def fold_history(
     ``__is_current``.
     """
     _check_spec(spec)
+    truncates, deletes = _condition(spec.apply_as_truncates), _condition(spec.apply_as_deletes)
     events: list[_Event] = []
+    records = list(records)
+    record_keys = _record_key_columns(records) if spec.keys is None else ()
     for record in records:
         if record.value is None:
             continue
         try:
-            read = _read_events_record if spec.format == "events" else _read_debezium_record
-            events.append(read(record, spec))
+            if spec.format == "events":
+                event = _read_events_record(record, spec, truncates)
+            else:
+                event = _read_debezium_record(record, spec, truncates, record_keys)
+            events.append(_with_conditions(event, truncates, deletes, spec))
         except _Quarantine:
             continue
     columns = _table_columns(events, spec)
@@ -82,10 +92,8 @@ def fold_history(
                 _close(current, order)
                 del open_version[event.key]
             continue
-        row = {name: event.image.get(name) for name in columns}
-        if current is not None:
-            for name in event.toast_columns:
-                row[name] = current[name]
+        upserted = _upserted_row(event, current, columns, spec)
+        row = {name: upserted.get(name) for name in columns}
         row.update(
             _sequence=event.sequence,
             _op=event.op,

@@ -2,26 +2,31 @@
 
 * ``apply_as_truncates`` / ``apply_as_deletes``: an upsert whose row meets the condition becomes
   a truncate (``_op = 't'``) / a delete (``_op = 'd'``); the truncate condition is checked first.
-* ``ignore_null_updates``: the null columns of an upsert are listed in ``_unavailable``, the
-  mechanism that also carries TOAST placeholders, so they take the previous version's value.
+* ``ignore_null_updates`` (or its column lists): the null columns of an upsert are listed in
+  ``_unavailable``, the mechanism that also carries TOAST placeholders, so they take the
+  previous version's value.
+* a keyless record that meets ``apply_as_truncates`` is a truncate, not ``missing key``.
 * ``column_list`` / ``except_column_list``: the row columns silver keeps.
 
-The conditions are built as Spark columns from the parsed tree of ``core.conditions``
-(never from the config text), after checking each column against the batch's columns.
+The conditions are built as Spark columns node by node from the checked tree of
+``core.conditions`` (never from the config text), once the batch's column types are known.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import operator
+from collections.abc import Callable, Mapping
+from functools import reduce
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import BooleanType, DataType, IntegralType, StringType
+from pyspark.sql.types import DataType
 
-from core.conditions import And, Compare, Condition, IsNull, Not
+from core import conditions as sql
+from core.conditions import Condition
 from core.config import ConditionSetting, TableSpec
 from core.errors import ConfigError
-from silver.parse import CHANGE_OPS, METADATA_COLUMNS, TRUNCATE_OP, RowLayout
+from silver.parse import CHANGE_OPS, METADATA_COLUMNS, MISSING_KEY, TRUNCATE_OP, RowLayout
 
 UPSERT_OPS = tuple(op for op in CHANGE_OPS if op != "d")
 
@@ -34,8 +39,8 @@ def with_settings(events: DataFrame, spec: TableSpec, layout: RowLayout) -> Data
     truncates or unreadable records) has no upsert and is returned unchanged.
 
     Raises:
-        ConfigError: a condition reads a column the batch does not have, or compares a column
-            with a literal of another type.
+        ConfigError: a condition reads a column the batch does not have, or gives an operator
+            operands of types it does not take (a string column compared with a number).
     """
     if not layout.columns:
         return events
@@ -51,15 +56,39 @@ def with_settings(events: DataFrame, spec: TableSpec, layout: RowLayout) -> Data
         condition = _condition(spec, setting, types)
         if condition is not None:
             op = F.when(upsert & condition, F.lit(new_op)).otherwise(op)
-    events = events.withColumn("_op", op)
-    if not spec.ignore_null_updates or not layout.value_columns:
+    events = _keyless_truncates(events.withColumn("_op", op), spec, types)
+    ignoring = [c.name for c in layout.value_columns if spec.ignores_nulls_of(c.name)]
+    if not ignoring:
         return events
     nulls = F.filter(
-        F.array(*[F.when(F.col(c.name).isNull(), F.lit(c.name)) for c in layout.value_columns]),
+        F.array(*[F.when(F.col(name).isNull(), F.lit(name)) for name in ignoring]),
         lambda name: name.isNotNull(),
     )
     partial = F.when(F.col("_op").isin(*UPSERT_OPS), F.array_union("_unavailable", nulls))
     return events.withColumn("_unavailable", partial.otherwise(F.col("_unavailable")))
+
+
+def _keyless_truncates(
+    events: DataFrame, spec: TableSpec, types: Mapping[str, DataType]
+) -> DataFrame:
+    """A record without a key that meets ``apply_as_truncates`` is a truncate, not a
+    ``missing key`` (a truncate is about every key; Databricks' examples send it keyless)."""
+    condition = _condition(spec, "apply_as_truncates", types)
+    if condition is None:
+        return events
+    keyless = F.coalesce(
+        (F.col("_reason") == MISSING_KEY)
+        & F.col("_op").isin(*UPSERT_OPS)
+        & F.col("_sequence").isNotNull()
+        & condition,
+        F.lit(False),
+    )
+    return events.withColumns(
+        {
+            "_op": F.when(keyless, F.lit(TRUNCATE_OP)).otherwise(F.col("_op")),
+            "_reason": F.when(~keyless, F.col("_reason")),
+        }
+    )
 
 
 def kept_layout(layout: RowLayout, spec: TableSpec) -> RowLayout:
@@ -86,49 +115,117 @@ def _condition(
 def condition_column(
     condition: Condition, types: Mapping[str, DataType], where: str, table_format: str = "debezium"
 ) -> Column:
-    """The Spark column for ``condition`` over columns with the given types.
+    """The Spark column for ``condition`` over columns with the given types, built node by node
+    from the checked tree (:func:`core.conditions.typed_condition`), never from SQL text.
 
     Raises:
-        ConfigError: naming ``where`` and the unknown or mistyped column.
+        ConfigError: naming ``where`` and the unknown column, or the operands whose types do
+            not fit the operator (e.g. a string column compared with a number).
     """
-    if isinstance(condition, Compare):
-        column = _column(condition.column, types, where, table_format)
-        _require_comparable(condition, types[condition.column], where)
-        equal = column == F.lit(condition.value)
-        return ~equal if condition.negated else equal
-    if isinstance(condition, IsNull):
-        column = _column(condition.column, types, where, table_format)
-        return column.isNotNull() if condition.negated else column.isNull()
-    if isinstance(condition, Not):
-        return ~condition_column(condition.operand, types, where, table_format)
-    left = condition_column(condition.left, types, where, table_format)
-    right = condition_column(condition.right, types, where, table_format)
-    return left & right if isinstance(condition, And) else left | right
+    for name in sql.condition_columns(condition):
+        if name not in types:
+            hint = (
+                " (declare it in 'schema' if the source omits it)"
+                if table_format == "events"
+                else ""
+            )
+            raise ConfigError(
+                f"{where} reads column {name!r}, which is not a column of the table{hint}. "
+                f"Columns: {', '.join(types) or 'none'}."
+            )
+    names = {name: data_type.simpleString() for name, data_type in types.items()}
+    return _spark(sql.typed_condition(condition, names, where))
 
 
-def _column(name: str, types: Mapping[str, DataType], where: str, table_format: str) -> Column:
-    if name not in types:
-        hint = (
-            " (declare it in 'schema' if the source omits it)" if table_format == "events" else ""
-        )
-        raise ConfigError(
-            f"{where} reads column {name!r}, which is not a column of the table{hint}. "
-            f"Columns: {', '.join(types) or 'none'}."
-        )
-    return F.col(name)
+_COMPARISONS: dict[str, Callable[[Column, Column], Column]] = {
+    "=": lambda a, b: a == b,
+    "<>": lambda a, b: a != b,
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+    "<=>": lambda a, b: a.eqNullSafe(b),
+}
+#: Arithmetic as Spark's ``try_`` functions: NULL on overflow or a zero divisor, never an
+#: error (ANSI mode would stop the stream).
+_ARITHMETIC: dict[str, Callable[[Column, Column], Column]] = {
+    "+": F.try_add,
+    "-": F.try_subtract,
+    "*": F.try_multiply,
+    "/": F.try_divide,
+    "%": F.try_mod,
+}
+_FUNCTIONS: dict[str, Callable[..., Column]] = {
+    "lower": F.lower,
+    "upper": F.upper,
+    "trim": F.trim,
+    "ltrim": F.ltrim,
+    "rtrim": F.rtrim,
+    "length": F.length,
+    "concat": F.concat,
+    "coalesce": F.coalesce,
+    "startswith": F.startswith,
+    "endswith": F.endswith,
+    "contains": F.contains,
+}
 
 
-def _require_comparable(condition: Compare, data_type: DataType, where: str) -> None:
-    value = condition.value
-    if isinstance(value, bool):
-        ok, kind = isinstance(data_type, BooleanType), "TRUE or FALSE"
-    elif isinstance(value, int):
-        ok, kind = isinstance(data_type, IntegralType), "an integer"
-    else:
-        ok, kind = isinstance(data_type, StringType), "a 'text' literal"
-    if not ok:
-        raise ConfigError(
-            f"{where} compares column {condition.column!r} of type {data_type.simpleString()} "
-            f"with {kind}; compare strings with 'text', integer columns with integers, booleans "
-            "with TRUE or FALSE, and other types only with IS [NOT] NULL."
-        )
+def _spark(node: sql.Expr) -> Column:
+    """The Spark column of a typed node (its conversions are explicit casts)."""
+    match node:
+        case sql.Column(name):
+            return F.col("`" + name.replace("`", "``") + "`")  # one name, never a path
+        case sql.Literal(value, type_name):
+            if type_name in ("string", "boolean", "double", "void"):
+                return F.lit(value)
+            return F.lit(value).cast(type_name)  # an integer as BIGINT, a decimal as typed
+        case sql.Not(operand):
+            return ~_spark(operand)
+        case sql.And(operands):
+            return reduce(operator.and_, (_spark(o) for o in operands))
+        case sql.Or(operands):
+            return reduce(operator.or_, (_spark(o) for o in operands))
+        case sql.Compare(op, left, right):
+            return _COMPARISONS[op](_spark(left), _spark(right))
+        case sql.In(operand, items, negated):
+            found = _spark(operand).isin(*(_spark(item) for item in items))
+            return ~found if negated else found
+        case sql.Like(operand, pattern, escape, negated, insensitive):
+            like = F.ilike if insensitive else F.like
+            matched = like(_spark(operand), F.lit(pattern), F.lit(escape))
+            return ~matched if negated else matched
+        case sql.IsNull(operand, negated):
+            column = _spark(operand)
+            return column.isNotNull() if negated else column.isNull()
+        case sql.IsBool(operand, value, negated):
+            known = F.coalesce(_spark(operand) == F.lit(value), F.lit(False))
+            return ~known if negated else known
+        case sql.Case(branches, default):
+            (first_when, first_then), *rest = branches
+            case = F.when(_spark(first_when), _spark(first_then))
+            for when, then in rest:
+                case = case.when(_spark(when), _spark(then))
+            return case if default is None else case.otherwise(_spark(default))
+        case sql.Cast(operand, to):
+            return _spark(operand).try_cast(to)
+        case sql.Arith(op, left, right):
+            return _ARITHMETIC[op](_spark(left), _spark(right))
+        case sql.Negate(operand, type_name):
+            column = _spark(operand)
+            return _minus_bigint(column) if type_name == "bigint" else -column
+        case sql.Func("abs", (operand,), "bigint"):
+            column = _spark(operand)
+            return F.when(column < 0, _minus_bigint(column)).otherwise(column)
+        case sql.Func("abs", (operand,)):
+            return F.abs(_spark(operand))
+        case sql.Func("substring", (text, sql.Literal(start), sql.Literal(length))):
+            assert isinstance(start, int) and isinstance(length, int)
+            return F.substring(_spark(text), start, length)
+        case sql.Func(name, args):
+            return _FUNCTIONS[name](*(_spark(arg) for arg in args))
+    raise AssertionError(node)
+
+
+def _minus_bigint(column: Column) -> Column:
+    """``-column`` of a BIGINT; NULL for the least BIGINT, whose negation overflows."""
+    return F.try_subtract(F.lit(0).cast("bigint"), column)

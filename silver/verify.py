@@ -57,18 +57,20 @@ def fold_spec(spec: TableSpec, silver_schema: StructType | None) -> FoldSpec:
         column_types = {
             f.name: _simple_type(f.dataType)
             for f in silver_schema.fields
-            if not f.name.startswith("_")
+            if f.name not in METADATA_COLUMNS
         }
     return FoldSpec(
         format=spec.format,
         keys=spec.keys,
-        sequence_by=spec.sequence_by,
+        sequence_by=spec.order_columns or None,
         column_types=column_types,
         apply_as_deletes=spec.apply_as_deletes,
         apply_as_truncates=spec.apply_as_truncates,
         column_list=spec.column_list,
         except_column_list=spec.except_column_list,
         ignore_null_updates=spec.ignore_null_updates,
+        ignore_null_updates_column_list=spec.ignore_null_updates_column_list,
+        ignore_null_updates_except_column_list=spec.ignore_null_updates_except_column_list,
         table_types=_table_types(spec, silver_schema),
     )
 

@@ -17,8 +17,9 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from core.conditions import And, Compare, Condition, IsNull, Not, Or
+from core.conditions import Condition
 from core.gold_tables import GoldTable, Measure, duration_micros
+from silver.reference import holds as reference_holds
 
 Row = dict[str, Any]
 
@@ -329,26 +330,10 @@ def measure_value(measure: Measure, rows: Sequence[Row], time: str) -> Any:
 
 
 def holds(condition: Condition, row: Row) -> bool | None:
-    """SQL three-valued truth of ``condition`` on ``row`` (None: unknown)."""
-    if isinstance(condition, IsNull):
-        return (row[condition.column] is None) is not condition.negated
-    if isinstance(condition, Compare):
-        value = row[condition.column]
-        if value is None:
-            return None
-        return (value == condition.value) is not condition.negated
-    if isinstance(condition, Not):
-        inner = holds(condition.operand, row)
-        return None if inner is None else not inner
-    left, right = holds(condition.left, row), holds(condition.right, row)
-    if isinstance(condition, And):
-        if left is False or right is False:
-            return False
-        return None if left is None or right is None else True
-    assert isinstance(condition, Or)
-    if left is True or right is True:
-        return True
-    return None if left is None or right is None else False
+    """SQL three-valued truth of ``condition`` on ``row`` (None: unknown), by the reference
+    models' plain-Python evaluator, the columns typed from their values (a Decimal as a decimal
+    of its digits, a datetime as a timestamp)."""
+    return reference_holds(condition, row)
 
 
 def _micros(moment: datetime) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -18,9 +19,15 @@ from core.errors import LakehouseError
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from core.failures import TableFailure
+
 console = Console()
 errors = Console(stderr=True)
 F = TypeVar("F", bound=Callable[..., Any])
+#: Whether the command prints an internal error's whole trace (``lakehouse run --debug``).
+DEBUG: ContextVar[bool] = ContextVar("lakehouse_debug", default=False)
+#: Exit statuses: a problem the user can fix, and an internal error (a bug).
+USER_ERROR_EXIT, INTERNAL_ERROR_EXIT = 2, 1
 
 
 def spark_options(command: F) -> F:
@@ -193,6 +200,34 @@ def spark_session(spark_mode: str, master: str | None) -> Iterator[SparkSession]
         yield spark
     finally:
         running_step.stop()
+
+
+def failure_line(failed: TableFailure, debug: bool = False) -> str:
+    """The error line of a failed table: the table and the user's error, or for an internal
+    error that it is one and where its whole trace is (``debug``: printed after the line)."""
+    failure = failed.failure
+    if failure.user:
+        return f"error: {failed.table}: {failure.first_line}"
+    where = (
+        "its whole trace follows"
+        if debug
+        else "its whole trace is in the event log (system.event_log, column trace, query "
+        f"{failed.query}), or rerun with --debug"
+    )
+    return f"error: internal error in {failed.table}: {failure.line}; {where}"
+
+
+def print_failures(failures: list[TableFailure], debug: bool = False) -> int:
+    """One error line per failed table on stderr (:func:`failure_line`); the exit status:
+    :data:`USER_ERROR_EXIT` if each is the user's to fix, else :data:`INTERNAL_ERROR_EXIT`."""
+    for failed in failures:
+        errors.print(failure_line(failed, debug), markup=False, highlight=False, soft_wrap=True)
+        if debug and not failed.failure.user:
+            errors.print(
+                failed.failure.trace.rstrip(), markup=False, highlight=False, soft_wrap=True
+            )
+    internal = any(not failed.failure.user for failed in failures)
+    return INTERNAL_ERROR_EXIT if internal else USER_ERROR_EXIT
 
 
 def first_line(text: str) -> str:

@@ -21,7 +21,7 @@ from lakehouse.commands.common import (
 )
 
 if TYPE_CHECKING:
-    from lakehouse.status import LastBatch, PipelineStatus
+    from lakehouse.status import Failing, LastBatch, PipelineStatus
 
 
 @click.command()
@@ -87,6 +87,8 @@ def print_status(report: PipelineStatus) -> None:
             f"{_time(run.started)}, heartbeat {_ago(now, run.heartbeat)}",
             markup=False,
         )
+    for failing in report.failing:
+        console.print(f"failing: {_failing(now, failing)}", markup=False, soft_wrap=True)
     console.print(f"bronze: last batch {_batch(report.bronze_last_batch)}", markup=False)
     print_table(
         "silver",
@@ -158,6 +160,19 @@ def print_status(report: PipelineStatus) -> None:
     else:
         console.print("quality: no expectations checked yet (system.quality is empty)")
     console.print(f"event log: {report.event_log_rows} rows (system.event_log)", markup=False)
+
+
+def _failing(now: datetime, failing: Failing) -> str:
+    """``silver.orders: SomeError: ... (failed 3 times in a row, last 12 s ago; next attempt
+    in 40 s)``, in full whatever the width (the terminal wraps it)."""
+    when = f"failed {_ago(now, failing.at)}"
+    if failing.attempts > 1:
+        when = f"failed {failing.attempts} times in a row, last {_ago(now, failing.at)}"
+    if failing.retry_at is not None:
+        when += f"; next attempt in {_seconds(max(0.0, (failing.retry_at - now).total_seconds()))}"
+    else:
+        when += "; the next run tries again"
+    return f"{failing.table}: {failing.error} ({when})"
 
 
 def _batch(batch: LastBatch | None) -> str:

@@ -382,7 +382,8 @@ def test_fail_commits_nothing_and_a_relaxed_run_applies_the_batch(
     assert done.returncode == 2, done.stdout + done.stderr
     suite = lake.suites / "silver" / "users.json"
     assert done.stderr.strip() == (
-        "error: Expectation age_range (expect_column_values_to_be_between, action fail) of "
+        "error: silver.users: Expectation age_range (expect_column_values_to_be_between, action "
+        "fail) of "
         "silver.users broke in micro-batch 1: 1 of 2 rows, e.g. id=2, age=200 "
         "(bronze app.users partition 0 offset 2). Nothing of the batch was written; fix the "
         f"data or relax the suite ({suite}), then run again."

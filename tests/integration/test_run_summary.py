@@ -4,12 +4,17 @@ whose every record was quarantined (here: a ``keys`` column no record has)."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
+from rich.console import Console
 
 from cdc.records import Record
+from lakehouse.commands import run as run_command
+from lakehouse.summary import RunSummary
+from silver.job import BatchReport
 from tests.cli import run_cli
 from tests.helpers import customer_change
 
@@ -72,3 +77,37 @@ def test_run_ends_with_a_summary_and_warns_of_a_table_quarantined_whole(
     assert row(again.stdout, "silver.payments") == "silver.payments 0 0 0"
     assert "unreadable lines: 0" in again.stdout
     assert again.stderr == ""
+
+
+def test_the_summary_shows_long_table_names_and_reasons_in_full_at_80_columns(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two tables whose names share a 30-character prefix, and long quarantine reasons: at 80
+    columns each name and reason is there in full (reasons wrap between words), no line is
+    wider, and the counts stay in their columns."""
+    prefix = "customer_addresses_history_eu_"
+    assert len(prefix) == 30
+    names = [f"{prefix}west_region_a", f"{prefix}west_region_b"]
+    summary = RunSummary()
+    reasons = (
+        ("missing key", 3),
+        ("incompatible type for column total: table decimal(10,2), record string", 2),
+    )
+    summary.silver_batch(names[0], BatchReport(12, 5, 0, 7, reasons))
+    summary.silver_batch(names[1], BatchReport(1_200_000, 0, 0, 1_200_000))
+    out = io.StringIO()
+    monkeypatch.setattr(run_command, "console", Console(file=out, width=80))
+
+    run_command.print_summary(summary)
+
+    lines = out.getvalue().splitlines()
+    assert all(len(line) <= 80 for line in lines), lines
+    assert [line.split()[0] for line in lines if "silver.customer" in line] == [
+        f"silver.{name}" for name in names
+    ], lines
+    text = " ".join(out.getvalue().split())  # the name first, then its counts and reasons
+    assert (
+        f"silver.{names[0]} 12 7 5 quarantined: 3 missing key, 2 incompatible type for column "
+        f"total: table decimal(10,2), record string silver.{names[1]} 1200000 1200000 0 "
+        "unreadable lines: 0"
+    ) in text, lines

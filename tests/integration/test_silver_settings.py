@@ -221,8 +221,8 @@ def test_condition_with_a_mistyped_literal_is_refused(lake: Lake) -> None:
     lake.spec = replace(CUSTOMERS, apply_as_deletes="id = 'x'")
     with pytest.raises(
         ConfigError,
-        match=r"^Table 'customers': apply_as_deletes compares column 'id' of type int with a "
-        r"'text' literal; ",
+        match=r"^Table 'customers': apply_as_deletes compares column 'id' of type int with the "
+        r"string 'x'; compare numbers with numbers, ",
     ):
         lake.apply([pg(0, "c", 1, 10, "a")], 0)
     assert not table_exists(lake.spark, lake.tables.silver)
@@ -315,3 +315,71 @@ def test_partial_update_applied_before_its_previous_version_arrives(lake: Lake) 
     assert lake.rows(("id", "name", "notes")) == [(1, None, "n2")]
     model = fold([bronze_record(r) for r in lake.records], fold_spec(lake.spec, None))
     assert model.rows[(1,)]["name"] == "a"  # what in-order arrival gives
+
+
+# --------------------------------------------------------------------------------------------
+# Settings as Databricks AUTO CDC users write them
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_keyless_truncate_is_a_truncate_not_a_missing_key(lake: Lake) -> None:
+    """Databricks' TRUNCATE example sends the key (``userId``) null."""
+    lake.spec = TableSpec(
+        name="users",
+        topic=USERS.topic,
+        format="events",
+        keys=["id"],  # type: ignore[arg-type]  # a list, as in Python
+        sequence_by="seq",  # type: ignore[arg-type]  # one column as a string
+        apply_as_truncates="operation = 'TRUNCATE'",
+    )
+    lake.apply([ev(0, id=1, seq=1, operation="I"), ev(1, id=2, seq=5, operation="I")], 0)
+
+    report = lake.apply(
+        [
+            ev(2, id=None, seq=3, operation="TRUNCATE"),
+            ev(3, id=None, seq=None, operation="TRUNCATE"),  # no sequence: still missing key
+            ev(4, id=None, seq=4, operation="I"),  # not a truncate: missing key
+            ev(5, id=4, seq=4, operation="I"),
+        ],
+        1,
+    )
+
+    assert report.reasons == (("missing key", 2),)
+    assert lake.rows(("id", "seq")) == [(2, 5), (4, 4)]
+    assert lake.rows(("_bronze_offset",), lake.tables.truncations) == [(2,)]
+    lake.assert_equals_model()
+
+
+def test_system_sequence_by_breaks_ties_of_sequence_by(lake: Lake) -> None:
+    lake.spec = replace(USERS, system_sequence_by="lsn")
+    lake.apply(
+        [
+            ev(0, id=1, seq=1, lsn=20, name="second"),
+            ev(1, id=1, seq=1, lsn=10, name="first"),  # same seq, lower lsn: older
+            ev(2, id=2, seq=2, lsn=1, name="newer seq"),
+            ev(3, id=2, seq=1, lsn=99, name="older seq"),
+        ],
+        0,
+    )
+    lake.apply([ev(4, id=1, seq=1, lsn=15, name="between")], 1)  # older than the row
+
+    assert lake.rows(("id", "name")) == [(1, "second"), (2, "newer seq")]
+    lake.assert_equals_model()
+
+
+@pytest.mark.parametrize(
+    ("setting", "expected"),
+    [
+        ({"ignore_null_updates_column_list": ("name",)}, [(1, "a", None), (2, "b", None)]),
+        ({"ignore_null_updates_except_column_list": ("name",)}, [(1, None, "n1"), (2, None, "m")]),
+    ],
+)
+def test_ignore_null_updates_for_listed_columns(
+    lake: Lake, setting: dict[str, Any], expected: list[tuple[Any, ...]]
+) -> None:
+    lake.spec = replace(CUSTOMERS, **setting)
+    lake.apply([pg(0, "c", 1, 10, "a", "n1"), pg(1, "c", 2, 10, "b", "m")], 0)
+    lake.apply([pg(2, "u", 1, 20, None, None), pg(3, "u", 2, 20, None, None)], 1)
+
+    assert lake.rows(("id", "name", "notes")) == expected
+    lake.assert_equals_model()

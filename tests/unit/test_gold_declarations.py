@@ -148,8 +148,9 @@ def test_the_older_gold_table_still_declares_the_shop_tables(tmp_path: Path) -> 
         (
             GOOD_WINDOW,
             GOOD_MEASURES,
-            'filter = "total > 5"',
-            r"Unsupported condition 'total > 5' for filter of gold table 'spend'",
+            'filter = "total > rand()"',
+            r"Unsupported condition 'total > rand\(\)' for filter of gold table 'spend': "
+            r"function 'rand' is not allowed",
         ),
         (
             GOOD_WINDOW,

@@ -1,4 +1,5 @@
-"""Table settings: their validation (TableSpec, TOML, conditions) and the model's behaviour.
+"""Table settings: their validation (TableSpec, TOML) and the model's behaviour (conditions:
+tests/unit/test_conditions.py).
 
 The model (``silver.reference.fold``) is what the Spark job is checked against, so each
 setting's semantics from docs/silver-semantics.md is pinned here on hand-made records.
@@ -7,6 +8,7 @@ setting's semantics from docs/silver-semantics.md is pinned here on hand-made re
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -16,17 +18,6 @@ from pyspark.sql.types import IntegerType, StringType
 
 from cdc.debezium import ColumnCodec
 from cdc.records import Record
-from core.conditions import (
-    SUPPORTED,
-    And,
-    Compare,
-    Condition,
-    IsNull,
-    Not,
-    Or,
-    condition_columns,
-    parse_condition,
-)
 from core.config import TableSpec, load_config
 from core.errors import ConfigError
 from silver.parse import RowLayout
@@ -37,70 +28,6 @@ from tests.helpers import CUSTOMER_FIELDS, bronze_record, pg_envelope, pg_key
 pytestmark = pytest.mark.unit
 
 TOPIC = "app.users"
-
-# --------------------------------------------------------------------------------------------
-# Conditions
-# --------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("text", "tree"),
-    [
-        ("operation = 'DELETE'", Compare("operation", "DELETE")),
-        ("op <> 'it''s'", Compare("op", "it's", negated=True)),
-        ("n != -5", Compare("n", -5, negated=True)),
-        ("flag = true", Compare("flag", True)),
-        ("flag = FALSE", Compare("flag", False)),
-        ("x is null", IsNull("x")),
-        ("x IS NOT NULL", IsNull("x", negated=True)),
-        ("not a = 1", Not(Compare("a", 1))),
-        (
-            "a = 1 OR b = 2 AND c = 3",
-            Or(Compare("a", 1), And(Compare("b", 2), Compare("c", 3))),
-        ),
-        (
-            "(a = 1 OR b = 2) AND NOT (c IS NULL)",
-            And(Or(Compare("a", 1), Compare("b", 2)), Not(IsNull("c"))),
-        ),
-    ],
-)
-def test_condition_grammar(text: str, tree: Condition) -> None:
-    assert parse_condition(text, "test") == tree
-
-
-@pytest.mark.parametrize(
-    ("text", "problem"),
-    [
-        ("", "it is empty"),
-        ("a > 1", "cannot read '> 1'"),
-        ("a = b", "expected a literal, found 'b'"),
-        ("a = 1.5", "cannot read '.5'"),
-        ("a = 'open", 'cannot read "\'open"'),
-        ("(a = 1", "a '(' is not closed"),
-        ("a = 1 b = 2", "unexpected 'b'"),
-        ("a IS 1", "expected NULL after a IS"),
-        ("null = 1", "expected a column name, found 'null'"),
-        ("a in (1)", "expected '=' or '<>' after a, found 'in'"),
-        ("lower(a) = 'x'", "expected '=' or '<>' after lower, found '('"),
-        ("a = 9223372036854775808", "expected a literal"),
-        ("a =", "it ends where a literal is expected"),
-    ],
-)
-def test_condition_outside_the_grammar_is_refused(text: str, problem: str) -> None:
-    with pytest.raises(ConfigError) as raised:
-        parse_condition(text, "apply_as_deletes of table 'users'")
-    message = str(raised.value)
-    assert message.startswith(
-        f"Unsupported condition {text!r} for apply_as_deletes of table 'users': {problem}"
-    )
-    assert message.endswith(f"; {SUPPORTED}.")
-    assert "\n" not in message
-
-
-def test_condition_columns() -> None:
-    condition = parse_condition("a = 1 AND (b IS NULL OR NOT a = 2) OR c <> 'x'", "test")
-    assert condition_columns(condition) == ("a", "b", "c")
-
 
 # --------------------------------------------------------------------------------------------
 # TableSpec validation
@@ -135,8 +62,9 @@ def test_standard_debezium_table_needs_no_settings() -> None:
             r"^Table 'users': 'schema' is for format 'events' only; .* Remove 'schema'\.$",
         ),
         (
-            {"apply_as_deletes": "op == 'd'"},
-            r"^Unsupported condition \"op == 'd'\" for apply_as_deletes of table 'users'",
+            {"apply_as_deletes": "op IN (SELECT op FROM t)"},
+            r"^Unsupported condition 'op IN \(SELECT op FROM t\)' for apply_as_deletes of table "
+            r"'users': IN takes a list of values, not a subquery",
         ),
         (
             {"apply_as_truncates": "op = 't' AND"},
@@ -241,8 +169,10 @@ TABLE = '[[tables]]\nname = "users"\ntopic = "app.users"\n'
             r"^Unknown setting\(s\) ignore_null_update in \[\[tables\]\]\. Allowed: "
             r"apply_as_deletes, apply_as_truncates, column_list, deletion_vectors, "
             r"except_column_list, format, "
-            r"ignore_null_updates, keys, name, on_incompatible_type, schema, sequence_by, "
-            r"stored_as_scd_type, tombstone_retention_days, topic, track_history_column_list, "
+            r"ignore_null_updates, ignore_null_updates_column_list, "
+            r"ignore_null_updates_except_column_list, keys, name, on_incompatible_type, schema, "
+            r"sequence_by, stored_as_scd_type, system_sequence_by, tombstone_retention_days, "
+            r"topic, track_history_column_list, "
             r"track_history_except_column_list, type_widening\.$",
         ),
         (
@@ -269,7 +199,11 @@ TABLE = '[[tables]]\nname = "users"\ntopic = "app.users"\n'
             'column_list = ["a"]\nexcept_column_list = ["b"]',
             r"^Table 'users': set either 'column_list'",
         ),
-        ('apply_as_truncates = "x > 1"', r"^Unsupported condition 'x > 1' for apply_as_trunc"),
+        (
+            'apply_as_truncates = "x > rand()"',
+            r"^Unsupported condition 'x > rand\(\)' for apply_as_truncates of table 'users': "
+            r"function 'rand' is not allowed",
+        ),
         (
             'deletion_vectors = "on"',
             r"^Setting 'deletion_vectors' in \[\[tables\]\] must be true or false, not 'on'\.$",
@@ -358,9 +292,9 @@ def test_model_apply_as_truncates_removes_every_older_row() -> None:
         ("status = 'gone' OR status IS NULL", [1, 3]),
         ("NOT (status = 'gone' AND n = 1)", [2]),  # for 3: NOT (unknown AND true) = unknown
         ("n = 1 AND status IS NULL", [3]),
-        ("n = '1'", []),  # a string literal never equals a number
+        ("n = '1'", []),  # the job refuses a string compared with a number; here: unknown
         ("flag = TRUE", [2]),
-        ("flag = 1", []),  # an integer never equals a boolean
+        ("flag = 1", []),  # likewise a boolean compared with a number
     ],
 )
 def test_model_condition_three_valued_logic(condition: str, deleted: list[int]) -> None:
@@ -454,3 +388,46 @@ def test_model_apply_as_deletes_on_debezium_reads_the_after_image() -> None:
         pg(4, "c", 3, 10, name="x"),
     ]
     assert rows(records, spec) == {2: {"id": 2, "name": None, "notes": None}}
+
+
+def test_databricks_forms_of_the_settings_are_taken(tmp_path: Path) -> None:
+    toml = (
+        '[[tables]]\nname = "users"\ntopic = "app.users"\nformat = "events"\nkeys = "userId"\n'
+        'sequence_by = "sequenceNum"\nsystem_sequence_by = "commitSeq"\n'
+        'stored_as_scd_type = "2"\nignore_null_updates_column_list = ["city"]\n'
+    )
+    (spec,) = load_config(write_toml(tmp_path, toml)).tables
+
+    assert (spec.keys, spec.sequence_by, spec.stored_as_scd_type) == (
+        ("userId",),
+        ("sequenceNum",),
+        2,
+    )
+    assert spec.order_columns == ("sequenceNum", "commitSeq")
+    assert (spec.ignores_nulls_of("city"), spec.ignores_nulls_of("name")) == (True, False)
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        (
+            {
+                "ignore_null_updates_column_list": ("a",),
+                "ignore_null_updates_except_column_list": (),
+            },
+            "either 'ignore_null_updates_column_list' or",
+        ),
+        (
+            {"system_sequence_by": "lsn", "format": "debezium", "keys": None, "sequence_by": None},
+            "set sequence_by too",
+        ),
+        ({"stored_as_scd_type": "3"}, "Invalid stored_as_scd_type '3'"),
+        ({"sequence_by": "_sequence"}, "column name '_sequence' is reserved"),
+        ({"system_sequence_by": "_Op", "sequence_by": "ts"}, "column name '_Op' is reserved"),
+    ],
+)
+def test_databricks_settings_are_checked(settings: dict[str, Any], message: str) -> None:
+    base: dict[str, Any] = {"name": "t", "topic": "t", "format": "events", "keys": ("id",)}
+    base["sequence_by"] = ("seq",)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        TableSpec(**{**base, **settings})

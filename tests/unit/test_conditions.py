@@ -1,0 +1,452 @@
+"""Conditions (``core.conditions``): what is accepted and into which tree, what is refused and
+with which message, the checks against column types, and the plain-Python evaluator
+(``silver.reference.holds``) on the semantics Spark has (tests/unit/test_condition_agreement.py
+checks the two evaluators against each other on random conditions)."""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from core.conditions import (
+    MAX_DEPTH,
+    MAX_LENGTH,
+    MAX_NESTING,
+    MAX_OPERATORS,
+    SUPPORTED,
+    TYPE_RULES,
+    And,
+    Arith,
+    Case,
+    Cast,
+    Column,
+    Compare,
+    Condition,
+    Func,
+    In,
+    IsBool,
+    IsNull,
+    Like,
+    Literal,
+    Negate,
+    Not,
+    Or,
+    condition_columns,
+    parse_condition,
+    to_sql,
+    typed_condition,
+)
+from core.errors import ConfigError
+from silver.reference import holds
+
+pytestmark = pytest.mark.unit
+
+WHERE = "apply_as_deletes of table 'users'"
+op, a, b = Column("operation"), Column("a"), Column("b")
+
+
+def text(value: str) -> Literal:
+    return Literal(value, "string")
+
+
+def number(value: int) -> Literal:
+    return Literal(value, "bigint")
+
+
+# --------------------------------------------------------------------------------------------
+# Accepted, and the tree they become
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("condition", "tree"),
+    [
+        ('operation = "DELETE"', Compare("=", op, text("DELETE"))),  # Spark: "..." is a string
+        ("operation = 'DELETE'", Compare("=", op, text("DELETE"))),
+        ("operation == 'D'", Compare("=", op, text("D"))),
+        ("operation IN ('DELETE', 'D')", In(op, (text("DELETE"), text("D")))),
+        ("operation NOT IN ('x')", In(op, (text("x"),), negated=True)),
+        ("lower(operation) = 'delete'", Compare("=", Func("lower", (op,)), text("delete"))),
+        ("upper(operation) <> 'X'", Compare("<>", Func("upper", (op,)), text("X"))),
+        ("is_delete", Column("is_delete")),
+        ("NOT is_delete", Not(Column("is_delete"))),
+        ("!is_delete", Not(Column("is_delete"))),
+        ("a != 1", Compare("<>", a, number(1))),
+        ("a <=> NULL", Compare("<=>", a, Literal(None, "void"))),
+        ("a IS DISTINCT FROM b", Not(Compare("<=>", a, b))),
+        ("a IS NOT DISTINCT FROM b", Compare("<=>", a, b)),
+        ("a BETWEEN 1 AND 2", And((Compare(">=", a, number(1)), Compare("<=", a, number(2))))),
+        (
+            "a NOT BETWEEN 1 AND 2",
+            Not(And((Compare(">=", a, number(1)), Compare("<=", a, number(2))))),
+        ),
+        ("a LIKE 'x%'", Like(a, "x%")),
+        ("a NOT ILIKE 'x_'", Like(a, "x_", negated=True, case_insensitive=True)),
+        ("a LIKE 'x!%' ESCAPE '!'", Like(a, "x!%", escape="!")),
+        ("a IS NULL", IsNull(a)),
+        ("a IS NOT NULL", IsNull(a, negated=True)),
+        ("isnotnull(a)", IsNull(a, negated=True)),
+        ("a IS TRUE", IsBool(a, True)),
+        ("a IS NOT FALSE", IsBool(a, False, negated=True)),
+        (
+            "a = 1 OR b = 2 AND a = 3",
+            Or(
+                (
+                    Compare("=", a, number(1)),
+                    And((Compare("=", b, number(2)), Compare("=", a, number(3)))),
+                )
+            ),
+        ),
+        ("a AND b AND a", And((a, b, a))),  # a chain is one node
+        ("CASE WHEN a THEN 'x' END = 'x'", Compare("=", Case(((a, text("x")),)), text("x"))),
+        (
+            "CASE a WHEN 1 THEN TRUE ELSE FALSE END",
+            Case(
+                ((Compare("=", a, number(1)), Literal(True, "boolean")),),
+                Literal(False, "boolean"),
+            ),
+        ),
+        ("if(a, b, NULL)", Case(((a, b),), Literal(None, "void"))),
+        ("CAST(a AS INT) = 1", Compare("=", Cast(a, "int"), number(1))),
+        ("a::bigint = 1", Compare("=", Cast(a, "bigint"), number(1))),
+        ("a + 1 > 2 * b", Compare(">", Arith("+", a, number(1)), Arith("*", number(2), b))),
+        ("-a < -5", Compare("<", Negate(a), number(-5))),
+        ("a = 1.50", Compare("=", a, Literal(Decimal("1.50"), "decimal(3,2)"))),
+        ("a = 1e3", Compare("=", a, Literal(1000.0, "double"))),
+        ("a = 9223372036854775808", Compare("=", a, Literal(Decimal(2**63), "decimal(19,0)"))),
+        ("a = -9223372036854775808", Compare("=", a, number(-(2**63)))),
+        ("`weird col` = 'x'", Compare("=", Column("weird col"), text("x"))),
+        ("`a.b` = 1", Compare("=", Column("a.b"), number(1))),
+        ("`a``b` = 1", Compare("=", Column("a`b"), number(1))),
+        (
+            "value = 'v' AND key = 'k'",
+            And((Compare("=", Column("value"), text("v")), Compare("=", Column("key"), text("k")))),
+        ),
+        ("'it\\'s' = a", Compare("=", text("it's"), a)),
+        ("a = 'tab\\there'", Compare("=", a, text("tab\there"))),
+        (
+            "substr(a, 2) = 'x'",
+            Compare("=", Func("substring", (a, number(2), number(2**31 - 1))), text("x")),
+        ),
+        ("a || b = 'x'", Compare("=", Func("concat", (a, b)), text("x"))),
+        ("nvl(a, 0) = 0", Compare("=", Func("coalesce", (a, number(0))), number(0))),
+        ("ifnull(a, 0) = 0", Compare("=", Func("coalesce", (a, number(0))), number(0))),
+        ("char_length(a) = 1", Compare("=", Func("length", (a,)), number(1))),
+        ("ltrim(a) = 'x'", Compare("=", Func("ltrim", (a,)), text("x"))),
+        ("contains(a, 'x')", Func("contains", (a, text("x")))),
+        ("a = 1 -- a comment", Compare("=", a, number(1))),
+    ],
+)
+def test_accepted_conditions_and_their_trees(condition: str, tree: Condition) -> None:
+    assert parse_condition(condition, WHERE) == tree
+
+
+@pytest.mark.parametrize(
+    "condition",
+    [
+        "a <> 1 AND b < 2 AND a <= 3 AND b > 4 AND a >= 5",
+        "trim(a) = '' OR rtrim(a) = 'x' OR length(a) > 3 OR ucase(a) = 'X' OR lcase(a) = 'x'",
+        "substring(a, 1, 2) = 'ab' AND concat(a, 'x', b) = 'axb'",
+        "coalesce(a, b, 'x') = 'x' AND abs(a) > 1 AND a % 2 = 1 AND a / 2 > 1 AND a - 1 > 0",
+        "startswith(a, 'x') OR endswith(a, 'y') OR isnull(b)",
+        "CAST(a AS STRING) = '1' AND CAST(a AS DECIMAL(10, 2)) > 1.5 AND CAST(a AS DOUBLE) > 1",
+        "CAST(a AS BOOLEAN) AND CAST(a AS TINYINT) = 1 AND CAST(a AS SMALLINT) = 1",
+        "try_cast(a AS INT) = 1 AND string(a) = '1' AND int(a) = 1 AND double(a) = 1",
+        "a = 1.5BD OR a = 5Y OR a = 1.5D OR a = 10L",
+        "a LIKE 'a\\\\%' AND a ILIKE '%x_' AND like(a, 'x') AND ilike(a, 'y')",
+        "NULL",
+        "TRUE",
+        "a = NULL",
+        "x IS UNKNOWN",
+        "mod(a, 2) = 0",
+        "NOT (NOT (a))",
+    ],
+)
+def test_more_accepted_forms(condition: str) -> None:
+    parse_condition(condition, WHERE)
+
+
+def test_condition_columns_in_order_of_first_appearance() -> None:
+    condition = parse_condition("a = 1 AND (`b c` IS NULL OR NOT a = 2) OR lower(d) IN (e)", WHERE)
+    assert condition_columns(condition) == ("a", "b c", "d", "e")
+
+
+def test_a_tree_reads_back_as_sql() -> None:
+    condition = parse_condition("lower(`a b`) NOT IN ('x', 'it\\'s') OR c BETWEEN 1 AND 2", WHERE)
+    assert to_sql(condition) == "(lower(`a b`) NOT IN ('x', 'it\\'s')) OR ((c >= 1) AND (c <= 2))"
+
+
+# --------------------------------------------------------------------------------------------
+# Refused, with a message that names the setting, the construct and what is allowed
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("condition", "problem"),
+    [
+        ("", "it is empty"),
+        ("   ", "it is empty"),
+        ("-- only a comment", "it is empty"),
+        ("a = 1; DROP TABLE t", "it holds more than one statement (';')"),
+        ("a IN (SELECT a FROM t)", "IN takes a list of values, not a subquery or a table"),
+        ("(SELECT max(a) FROM t) = 1", "function 'max' is not allowed"),
+        ("EXISTS (SELECT 1)", "function 'EXISTS' is not allowed"),
+        ("read_files('/etc') IS NULL", "function 'read_files' is not allowed"),
+        ("input_file_name() = 'x'", "function 'input_file_name' is not allowed"),
+        ("reflect('java.lang.System', 'exit') IS NULL", "function 'reflect' is not allowed"),
+        ("java_method('a', 'b') IS NULL", "function 'java_method' is not allowed"),
+        ("my_udf(a)", "function 'my_udf' is not allowed"),
+        ("rand() > 0.5", "function 'rand' is not allowed"),
+        ("uuid() = a", "function 'uuid' is not allowed"),
+        ("now() > a", "function 'now' is not allowed"),
+        ("current_timestamp() > a", "function 'current_timestamp' is not allowed"),
+        ("current_timestamp > a", "function 'current_timestamp' is not allowed"),
+        ("count(a) > 1", "function 'count' is not allowed"),
+        ("sum(a) OVER () > 1", "function 'sum' is not allowed"),
+        ("exists(a, x -> x > 1)", "function 'exists' is not allowed"),
+        ("a RLIKE 'x'", "function 'regexp_like' is not allowed"),
+        ("a = x'00'", "\"X'00'\" is not allowed"),
+        ("a = ?", "'?' is not allowed"),
+        ("a & 1 = 1", "'a & 1' is not allowed"),
+        ("a.b = 1", "'a.b' is not a column name: qualified names and struct fields"),
+        ("a LIKE b", "'a LIKE b': the pattern of LIKE must be one string literal"),
+        ("a LIKE 'x\\\\'", "the LIKE pattern 'x\\\\' ends with its escape character"),
+        ("a LIKE 'a!b' ESCAPE '!'", "in the LIKE pattern 'a!b' the escape character '!' precedes"),
+        ("a LIKE 'a' ESCAPE '%'", "ESCAPE '%': the escape must be one character, not % or _"),
+        ("a = 'it''s'", "two strings follow each other (Spark joins them: 'it''s' is 'its')"),
+        ("a = DATE '2024-01-01'", "CAST to DATE is not supported"),
+        ("CAST(a AS FLOAT) > 1", "CAST to FLOAT is not supported"),
+        ("a = 1e400", "the number 1e400 is out of range"),
+        ("a = 1" + "0" * 40, f"the number 1{'0' * 40} has more than 38 digits"),
+        ("substring(a, b) = 'x'", "the start and length of substring must be integer literals"),
+        ("if(a, 1) = 1", "if(condition, then, else) takes three arguments"),
+        ("trim(BOTH 'x' FROM a) = ''", "trim takes one argument"),
+        ("a BETWEEN SYMMETRIC 1 AND 2", "BETWEEN SYMMETRIC is not supported"),
+        ("a = 1 AND", "it is not a Spark SQL expression"),
+        ("a = 'open", "it cannot be read"),
+        ("'abc' = 1", f"it compares the string 'abc' with the number 1; {TYPE_RULES}"),
+        ("lower(5) = 'x'", "it applies lower() to the number 5; lower() takes strings"),
+        ("TRUE + 1 = 2", "it applies + to TRUE; + takes numbers"),
+        ("CASE WHEN a THEN 'x' ELSE 1 END = 'x'", "it mixes in its results the string 'x' with"),
+        ("'abc'", "it uses the string 'abc' as a condition, which is not true or false"),
+        ("a + 1", "it uses a + 1 as a condition, which is not true or false"),
+        ("lower(a)", "it uses lower(a) (of type string) as a condition"),
+        ("1 = 1 = 1", "it compares 1 = 1 (of type boolean) with the number 1"),
+    ],
+)
+def test_refused_conditions(condition: str, problem: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        parse_condition(condition, WHERE)
+    message = str(raised.value)
+    assert message.startswith(f"Unsupported condition {condition!r} for {WHERE}: {problem}")
+    assert message.endswith(f"; {SUPPORTED}.")
+    assert "\n" not in message
+
+
+def test_size_and_nesting_are_bounded() -> None:
+    """Every evaluation is recursive, so a condition cannot be arbitrarily large or deep."""
+    chain = " AND ".join(["a = 1"] * 1000)
+    with pytest.raises(
+        ConfigError, match=f"1999 operators and parentheses; at most {MAX_OPERATORS}"
+    ):
+        parse_condition(chain, WHERE)
+    with pytest.raises(ConfigError, match=f"30009 characters; at most {MAX_LENGTH}"):
+        parse_condition("a IN ('" + "x" * 30000 + "')", WHERE)
+    with pytest.raises(ConfigError, match="5000 operators and parentheses") as raised:
+        parse_condition("(" * 5000 + "a" + ")" * 5000, WHERE)
+    with pytest.raises(
+        ConfigError, match=f"nests parentheses, CASE or NOT 30 deep; at most {MAX_NESTING}"
+    ):
+        parse_condition("(" * 30 + "a" + ")" * 30, WHERE)
+    assert len(str(raised.value)) < 1200  # the condition is shown cut, not whole
+    with pytest.raises(ConfigError, match=f"40 deep; at most {MAX_NESTING}"):
+        parse_condition("NOT " * 40 + "a", WHERE)
+    with pytest.raises(ConfigError, match=f"levels deep; at most {MAX_DEPTH}"):
+        parse_condition(" + ".join(["a"] * 60) + " > 1", WHERE)
+    # A long flat chain is fine; parentheses inside a string are not operators.
+    parse_condition(" OR ".join(["a = '(((('"] * 100), WHERE)
+
+
+# --------------------------------------------------------------------------------------------
+# Checked against the column types
+# --------------------------------------------------------------------------------------------
+
+TYPES = {
+    "i": "int",
+    "l": "bigint",
+    "d": "double",
+    "f": "float",
+    "m": "decimal(10,2)",
+    "s": "string",
+    "b": "boolean",
+    "ts": "timestamp",
+    "wide": "decimal(38,0)",
+}
+
+
+def typed(condition: str) -> Condition:
+    return typed_condition(parse_condition(condition, WHERE), TYPES, "Table 'users': filter")
+
+
+@pytest.mark.parametrize(
+    ("condition", "tree"),
+    [
+        # Numbers compare exactly (integers and decimals) or as DOUBLE.
+        ("i = l", Compare("=", Cast(Column("i"), "bigint"), Column("l"))),
+        ("i = 1", Compare("=", Cast(Column("i"), "bigint"), number(1))),
+        (
+            "m = 1",
+            Compare("=", Column("m"), Literal(Decimal(1), "decimal(10,2)")),
+        ),
+        (
+            "i = 1.5",
+            Compare(
+                "=",
+                Cast(Column("i"), "decimal(11,1)"),
+                Cast(Literal(Decimal("1.5"), "decimal(2,1)"), "decimal(11,1)"),
+            ),
+        ),
+        (
+            "f = 0.1",
+            Compare(
+                "=",
+                Cast(Column("f"), "double"),
+                Cast(Literal(Decimal("0.1"), "decimal(1,1)"), "double"),
+            ),
+        ),
+        # Integer arithmetic in BIGINT, integer division in DOUBLE, decimals as Spark types them.
+        (
+            "i + 1 > 0",
+            Compare(">", Arith("+", Cast(Column("i"), "bigint"), number(1), "bigint"), number(0)),
+        ),
+        (
+            "i / 2 > 0",
+            Compare(
+                ">",
+                Arith("/", Cast(Column("i"), "double"), Cast(number(2), "double"), "double"),
+                Cast(number(0), "double"),
+            ),
+        ),
+        (
+            "m * 2 > 0",
+            Compare(
+                ">",
+                Arith("*", Column("m"), Literal(Decimal(2), "decimal(1,0)"), "decimal(12,2)"),
+                Literal(Decimal(0), "decimal(12,2)"),
+            ),
+        ),
+        ("ts IS NULL", IsNull(Column("ts"))),
+        ("NULL", Cast(Literal(None, "void"), "boolean")),
+    ],
+)
+def test_typed_trees_make_every_conversion_explicit(condition: str, tree: Condition) -> None:
+    assert typed(condition) == tree
+
+
+@pytest.mark.parametrize(
+    ("condition", "message"),
+    [
+        ("s = 1", f"compares column 's' of type string with the number 1; {TYPE_RULES}."),
+        ("i = 'x'", "compares column 'i' of type int with the string 'x'"),
+        ("b = 1", "compares column 'b' of type boolean with the number 1"),
+        ("i IN (1, s)", "compares column 'i' of type int with column 's' of type string"),
+        ("ts > 1", "compares column 'ts' of type timestamp, which takes only IS [NOT] NULL"),
+        ("s + 1 > 1", "applies + to column 's' of type string; + takes numbers"),
+        ("i LIKE 'x'", "applies LIKE to column 'i' of type int; LIKE takes strings"),
+        ("i", "uses column 'i' of type int as a condition, which is not true or false"),
+        ("CAST(d AS STRING) = 'x'", "casts column 'd' of type double to STRING, which is not"),
+        ("CAST(s AS DOUBLE) > 1", "casts column 's' of type string to DOUBLE"),
+        ("CAST(ts AS STRING) = 'x'", "casts column 'ts' of type timestamp to STRING"),
+        (
+            "wide = 1.5",
+            "compares column 'wide' of type decimal(38,0) with the number 1.5, which needs a "
+            "decimal of 39 digits; at most 38",
+        ),
+        ("ghost = 1", "reads column 'ghost', which is not a column of the table. Columns: i, l"),
+    ],
+)
+def test_type_mismatches_are_refused_with_the_column_and_its_type(
+    condition: str, message: str
+) -> None:
+    with pytest.raises(ConfigError) as raised:
+        typed(condition)
+    assert str(raised.value).startswith(f"Table 'users': filter {message}")
+    assert "\n" not in str(raised.value)
+
+
+# --------------------------------------------------------------------------------------------
+# The plain-Python evaluator: SQL semantics as Spark has them
+# --------------------------------------------------------------------------------------------
+
+ROW: dict[str, Any] = {
+    "i": 7,
+    "n": None,
+    "s": "DELETE",
+    "t": "a%b_c\nd",
+    "b": True,
+    "d": math.nan,
+    "m": "12.50",  # the fold's canonical decimal
+}
+ROW_TYPES = {"m": "decimal(10,2)", "n": "int"}
+
+
+@pytest.mark.parametrize(
+    ("condition", "expected"),
+    [
+        # Three-valued logic: only TRUE counts; NULL propagates.
+        ("n = 1", None),
+        ("NOT n = 1", None),
+        ("n = 1 AND i = 8", False),
+        ("n = 1 AND i = 7", None),
+        ("n = 1 OR i = 7", True),
+        ("n <=> NULL", True),
+        ("i <=> NULL", False),
+        ("(n = 1) IS TRUE", False),
+        ("(n = 1) IS NOT FALSE", True),
+        ("i IN (1, NULL)", None),
+        ("i IN (7, NULL)", True),
+        ("i NOT IN (1, NULL)", None),
+        ("n IN (1)", None),
+        ("i BETWEEN 7 AND 7", True),
+        ("i BETWEEN 8 AND n", False),
+        ("i BETWEEN 1 AND n", None),
+        # LIKE: % any text, _ one character (a newline too), escapes.
+        ("t LIKE 'a\\\\%b\\\\_c_d'", True),
+        ("t LIKE 'a%d'", True),
+        ("t LIKE 'A%'", False),
+        ("t ILIKE 'A%'", True),
+        ("t LIKE 'a!%b%' ESCAPE '!'", True),
+        ("s NOT LIKE 'DEL%'", False),
+        # Strings, numbers, casts.
+        ("s = \"DELETE\" AND lower(s) = 'delete' AND length(s) = 6", True),
+        ("substring(s, -3, 2) = 'ET' AND substring(s, 0, 2) = 'DE'", True),
+        ("m > 12.4 AND m = 12.5 AND m * 2 = 25", True),
+        ("CAST(m AS STRING) = '12.50'", True),
+        ("CAST(' 12 ' AS INT) = 12 AND CAST('1.0' AS INT) IS NULL", True),
+        ("CAST('yes' AS BOOLEAN) AND NOT CAST('0' AS BOOLEAN)", True),
+        ("CAST(2.7D AS INT) = 2 AND CAST(-2.7D AS INT) = -2", True),
+        ("CAST(1.45 AS DECIMAL(2,1)) = 1.5", True),
+        ("i / 0 IS NULL AND i % 0 IS NULL", True),
+        ("i / 2 = 3.5 AND -7 % 2 = -1", True),
+        ("9223372036854775807 + i IS NULL", True),  # overflow: NULL, not an error
+        ("d = d AND d > 1e308", True),  # NaN equals NaN and is above every number
+        ("CASE WHEN n = 1 THEN 'a' WHEN i = 7 THEN 'b' END = 'b'", True),
+        ("coalesce(n, i) = 7", True),
+        ("'abc' < 'abd' AND 'é' > 'z'", True),
+    ],
+)
+def test_python_evaluator(condition: str, expected: bool | None) -> None:
+    assert holds(parse_condition(condition, WHERE), ROW, ROW_TYPES) is expected
+
+
+def test_a_condition_that_does_not_type_check_holds_nowhere() -> None:
+    """The job refuses it with a ConfigError; the model never deletes by it."""
+    assert holds(parse_condition("s = 1", WHERE), ROW) is None
+
+
+def test_a_value_not_of_its_columns_type_reads_as_null() -> None:
+    assert holds(parse_condition("i = 1", WHERE), {"i": "1"}, {"i": "int"}) is None
+    assert holds(parse_condition("i IS NULL", WHERE), {"i": "1"}, {"i": "int"}) is True
