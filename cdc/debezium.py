@@ -215,6 +215,26 @@ def _from_text(text: Column, raw: DataType) -> Column:
     return F.from_json(text, raw if isinstance(raw, ArrayType | StructType) else raw.simpleString())
 
 
+def decoding_of(schema: Mapping[str, Any]) -> Any:
+    """What decides how a checked schema's values are decoded, as a JSON value: two schemas
+    with the same one decode alike (whatever their nullability, docs or unread names)."""
+    logical = schema.get("name")
+    if logical == _DECIMAL:
+        return [logical, *_decimal_parameters(schema["parameters"])]
+    if isinstance(logical, str) and logical in _LOGICAL:
+        return logical
+    kind = schema["type"]
+    if kind in _PRIMITIVES:
+        return _PRIMITIVES[kind].simpleString()
+    if kind == "array":
+        return [kind, decoding_of(schema["items"])]
+    if kind == "map":
+        return [kind, decoding_of(schema["keys"]), decoding_of(schema["values"])]
+    if kind == "struct":
+        return [kind, [[f["field"], decoding_of(f)] for f in struct_fields(schema)]]
+    return kind
+
+
 def _struct(schema: Mapping[str, Any]) -> _Typed:
     fields = [(str(f["field"]), _typed(f)) for f in struct_fields(schema)]
     raw = StructType([StructField(name, t.raw) for name, t in fields])
@@ -549,7 +569,10 @@ def _problem(what: str) -> SchemaProblem:
 
 def _shown(value: Any) -> str:
     """A JSON value in a message, cut to 40 characters."""
-    text = json.dumps(value, ensure_ascii=False)
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (ValueError, RecursionError):  # an integer of thousands of digits, deep nesting
+        text = f"<a JSON {type(value).__name__}>"
     return text if len(text) <= 40 else text[:37] + "..."
 
 

@@ -30,6 +30,7 @@ from cdc.debezium import (
     UNAVAILABLE_VALUE,
     ColumnCodec,
     SchemaProblem,
+    decoding_of,
     envelope_row_schema,
     inferred_codecs,
     key_struct,
@@ -291,8 +292,8 @@ def _none_of(samples: list[_Sample]) -> Column | None:
 
 @dataclass(frozen=True)
 class _Decoding:
-    """The codecs of a row or key schema and, per column, what decides how it is decoded (its
-    Connect field schema without name and nullability, or its inferred JSON type)."""
+    """The codecs of a row or key schema and, per column, what decides how it is decoded
+    (``cdc.debezium.decoding_of`` its Connect field schema, or its inferred JSON type)."""
 
     codecs: list[ColumnCodec]
     signatures: dict[str, str]
@@ -300,15 +301,9 @@ class _Decoding:
     @staticmethod
     def connect(struct: Mapping[str, Any]) -> _Decoding:
         """The decoding of a Connect struct schema (checked: ``cdc.debezium.check_schema``)."""
-        ignored = ("field", "optional", "default", "doc")
         return _Decoding(
             codecs=row_codecs(struct),
-            signatures={
-                f["field"]: json.dumps(
-                    {k: v for k, v in f.items() if k not in ignored}, sort_keys=True
-                )
-                for f in struct_fields(struct)
-            },
+            signatures={f["field"]: json.dumps(decoding_of(f)) for f in struct_fields(struct)},
         )
 
     @staticmethod
@@ -675,13 +670,26 @@ def _common_columns(hashed: bool) -> list[Column]:
     ]
 
 
+#: Postgres ``source.sequence``: a JSON array of two strings of at most 20 digits, the first
+#: maybe null (``\z``: the end of the text; Java's ``$`` also allows a line break before it).
+_BLANK = r"[ \t\n\r]*"  # JSON's white space
+_LSN = r'"[0-9]{1,20}"'
+POSTGRES_SEQUENCE = (
+    rf"^{_BLANK}\[{_BLANK}(?:null|{_LSN}){_BLANK},{_BLANK}{_LSN}{_BLANK}\]{_BLANK}\z"
+)
+
+
 def _connector_sequence(source: Column, parts: Column) -> Column:
     """Sortable text: Postgres ``[last commit LSN, LSN]`` (``parts``: ``source.sequence`` read
-    as a JSON array of text); MySQL binlog file, position, row."""
+    as a JSON array of text, which :data:`POSTGRES_SEQUENCE` it must be); MySQL binlog file,
+    position, row."""
     commit, lsn = parts[0], parts[1]
-    digits = r"^[0-9]{1,20}\z"  # \z: no line break after them (Java's $ allows one)
+    digits = r"^[0-9]{1,20}\z"
     postgres = F.when(
-        (F.size(parts) == 2) & lsn.rlike(digits) & (commit.isNull() | commit.rlike(digits)),
+        source["sequence"].rlike(POSTGRES_SEQUENCE)
+        & (F.size(parts) == 2)
+        & lsn.rlike(digits)
+        & (commit.isNull() | commit.rlike(digits)),
         F.concat(
             F.lpad(F.coalesce(commit, F.lit("0")), SEQUENCE_DIGITS, "0"),
             F.lit("/"),
@@ -835,8 +843,8 @@ def declared_schema(spec: TableSpec) -> StructType | None:
             "for example 'id bigint, ts timestamp'."
         )
     for name in parsed.fieldNames():
-        if (problem := column_name_problem(name)) is not None:
-            raise ConfigError(f"Table {spec.name!r}: in its schema, {problem}.")
+        if (unusable := column_name_problem(name)) is not None:
+            raise ConfigError(f"Table {spec.name!r}: in its schema, {unusable}.")
     return parsed
 
 

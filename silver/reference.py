@@ -101,7 +101,12 @@ _UPSERT_OPS = ("c", "u", "r")
 _EVENT_COLUMN_TYPES = ("string", "int", "bigint", "double", "boolean", "timestamp", "date")
 
 _EPOCH_ORDINAL = dt.date(1970, 1, 1).toordinal()
-_DIGITS = re.compile(r"[0-9]{1,20}")  # an LSN: at most 20 digits, as silver pads it
+_JSON_BLANK = "[ \t\n\r]*"
+#: Postgres ``source.sequence``: LSNs of at most 20 digits (as silver pads them).
+_POSTGRES_SEQUENCE = re.compile(
+    rf'{_JSON_BLANK}\[{_JSON_BLANK}(?:null|"([0-9]{{1,20}})"){_JSON_BLANK},'
+    rf'{_JSON_BLANK}"([0-9]{{1,20}})"{_JSON_BLANK}\]{_JSON_BLANK}'
+)
 _ISO_DATE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})")
 _ISO_TIMESTAMP = re.compile(
     r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt ]([0-9]{2}):([0-9]{2})"
@@ -1063,22 +1068,15 @@ def _sortable(value: Any) -> tuple[Any, ...]:
 
 
 def _postgres_sequence(source: Mapping[str, Any]) -> tuple[tuple[int, int], str]:
-    """``source.sequence`` = ``["<last commit LSN>" | null, "<LSN>"]`` (a JSON string; a
-    value that is no string is read as its JSON text, and so are the array's elements)."""
+    """``source.sequence`` = ``["<last commit LSN>" | null, "<LSN>"]``: JSON text of that
+    form, decimal strings of at most 20 digits (a value that is no string is read as its JSON
+    text)."""
     sequence = source.get("sequence")
-    if sequence is not None:
-        text = sequence if isinstance(sequence, str) else _json_text(sequence)
-        try:
-            sequence = _loads(text.encode("utf-8"))
-        except ValueError as error:
-            raise _Quarantine(MISSING_SEQUENCE) from error
-    if not isinstance(sequence, list) or len(sequence) != 2:
+    text = sequence if sequence is None or isinstance(sequence, str) else _json_text(sequence)
+    match = None if text is None else _POSTGRES_SEQUENCE.fullmatch(text)
+    if match is None:
         raise _Quarantine(MISSING_SEQUENCE)
-    first, second = (p if p is None or isinstance(p, str) else _json_text(p) for p in sequence)
-    if first is not None and not _is_decimal_string(first):
-        raise _Quarantine(MISSING_SEQUENCE)
-    if not _is_decimal_string(second):
-        raise _Quarantine(MISSING_SEQUENCE)
+    first, second = match.groups()
     first_int = int(first) if first is not None else None
     second_int = int(second)
     order = (first_int if first_int is not None else -1, second_int)
@@ -1096,10 +1094,6 @@ def _mysql_sequence(source: Mapping[str, Any]) -> tuple[tuple[str, int, int], st
     if not isinstance(row, int) or isinstance(row, bool) or row < 0:
         raise _Quarantine(MISSING_SEQUENCE)
     return (file, pos, row), f"{file}/{pos:020d}/{row:010d}"
-
-
-def _is_decimal_string(value: Any) -> bool:
-    return isinstance(value, str) and _DIGITS.fullmatch(value) is not None
 
 
 def _is_int(value: Any) -> bool:
@@ -1433,7 +1427,10 @@ def _invalid(what: str) -> str:
 
 
 def _shown(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False)
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (ValueError, RecursionError):  # an integer of thousands of digits, deep nesting
+        text = f"<a JSON {type(value).__name__}>"
     return text if len(text) <= 40 else text[:37] + "..."
 
 
@@ -1588,7 +1585,10 @@ def _read(value: Any, field_schema: Mapping[str, Any]) -> Any:
             raise _Unfit
         return value
     if kind == "text":
-        return value if isinstance(value, str) else _json_text(value)
+        try:
+            return value if isinstance(value, str) else _json_text(value)
+        except RecursionError:  # nested deeper than Python follows
+            raise _Unfit from None
     if kind == "array":
         if not isinstance(value, list):
             raise _Unfit

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -36,6 +36,7 @@ KEY_BASE = 100_000
 
 JsonPath = tuple[str | int, ...]
 Part = Literal["key", "value"]
+PARTS: tuple[Part, ...] = ("key", "value")
 
 
 @dataclass(frozen=True)
@@ -111,18 +112,36 @@ def with_key_value(record: Record, key_value: int) -> Record:
     return replace(record, key=key, value=value)
 
 
-def variants(records: list[Record]) -> list[Variant]:
-    """Every variant of ``records``: for each record, part (key, value), path and replacement.
-    Variant ``n`` has offset ``OFFSET_BASE + n`` on its base record's topic and partition."""
+def is_column_name(part: Part, path: JsonPath) -> bool:
+    """Whether ``path`` is the name of a column in a row schema (``before``/``after``) of a
+    value: a record of each changed name is a schema version of its own, parsed in a pass of
+    its own."""
+    steps = ("schema", "fields", "fields", "field")
+    return part == "value" and len(path) == 6 and (path[0], path[1], path[3], path[5]) == steps
+
+
+def variants(
+    records: list[Record], skip: Callable[[Record, Part, JsonPath], bool] | None = None
+) -> list[Variant]:
+    """Every variant of ``records``: for each record, part (key, value), path and replacement;
+    none at a path ``skip`` names. Variant ``n`` has offset ``OFFSET_BASE + n`` on its base
+    record's topic and partition."""
     found: list[Variant] = []
     for base in records:
-        for part in ("key", "value"):
+        for part in PARTS:
             document = base.key if part == "key" else base.value
             for path in json_paths(document):
+                if skip is not None and skip(base, part, path):
+                    continue
                 for replacement in REPLACEMENTS:
                     number = len(found)
                     record = with_key_value(base, KEY_BASE + number)
-                    changed = with_replaced(getattr(record, part), path, replacement)
-                    record = replace(record, offset=OFFSET_BASE + number, **{part: changed})
+                    record = replace(record, offset=OFFSET_BASE + number)
+                    if part == "key":
+                        record = replace(record, key=with_replaced(record.key, path, replacement))
+                    else:
+                        record = replace(
+                            record, value=with_replaced(record.value, path, replacement)
+                        )
                     found.append(Variant(base, part, path, replacement, record))
     return found

@@ -19,10 +19,9 @@ from pyspark.errors import PySparkValueError
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from cdc.debezium import SchemaProblem, check_schema, envelope_row_schema, key_struct
+from cdc.debezium import SchemaProblem, check_schema, envelope_row_schema, key_struct, row_codecs
 from cdc.records import Record
 from core.config import TableSpec
-from silver import parse
 from silver.evolution import read_batch
 from silver.parse import as_text, discover_versions
 from silver.reference import FoldSpec, fold
@@ -56,8 +55,8 @@ Change = Callable[[dict[str, Any]], None]
 def value(offset: int, change: Change | None = None, **after: Any) -> dict[str, Any]:
     """A wrapped Postgres insert of row ``offset`` whose envelope schema ``change`` alters."""
     row = {"id": offset, "name": "n", "notes": None, "amount": "AQ==", "tags": ["a"], "seen": 7}
-    document = pg_envelope("c", (1, 10 + offset), {**row, **after}, fields=FIELDS)
-    document = json.loads(json.dumps(document))  # before and after: schemas of their own
+    built = pg_envelope("c", (1, 10 + offset), {**row, **after}, fields=FIELDS)
+    document: dict[str, Any] = json.loads(json.dumps(built))  # before, after: schemas of their own
     if change is not None:
         change(document["schema"])
     return document
@@ -282,14 +281,13 @@ def test_an_unexpected_error_reading_a_schema_quarantines_its_records(
     """A last resort: an error reading a schema that no check foresaw quarantines the records
     of that schema with the error; an error of Spark's own is not the schema's, and is
     raised."""
-    real = parse.row_codecs
 
     def failing(struct: Any) -> Any:
         if any(f["field"] == "notes" and f["type"] == "bytes" for f in struct["fields"]):
             raise ZeroDivisionError("a bug")
-        return real(struct)
+        return row_codecs(struct)
 
-    monkeypatch.setattr(parse, "row_codecs", failing)
+    monkeypatch.setattr("silver.parse.row_codecs", failing)
     odd = value(1, lambda s: column(s, "notes").update(type="bytes"))
     texts = as_text(bronze_frame(spark, [record(0, value(0)), record(1, odd)]))
     _, events = read_batch(texts, SPEC, None)
@@ -299,9 +297,9 @@ def test_an_unexpected_error_reading_a_schema_quarantines_its_records(
     assert reasons == {0: None, 1: "schema cannot be decoded: ZeroDivisionError: a bug"}
 
     def broken_session(struct: Any) -> Any:
-        raise PySparkValueError("CANNOT_CONVERT_TYPE", {})
+        raise PySparkValueError("a session failure")
 
-    monkeypatch.setattr(parse, "row_codecs", broken_session)
+    monkeypatch.setattr("silver.parse.row_codecs", broken_session)
     with pytest.raises(PySparkValueError):
         discover_versions(texts, SPEC)
 
@@ -341,7 +339,7 @@ def test_payload_values_of_any_shape_stop_nothing(spark: SparkSession) -> None:
         insert(9, after=["x"]),
         insert(10, source="pg"),
         insert(11, op=5),
-        insert(12, in_source={"sequence": [1, 2]}),  # read as the text of such an array
+        insert(12, in_source={"sequence": [1, 2]}),  # the text of an array, but of numbers
         insert(13, in_source={"sequence": '["1"]'}),  # one element
         insert(14, ts_ms={"a": 1}),
         insert(15, row={"tags": {"a": 1}, "name": 1e20}),
@@ -358,6 +356,7 @@ def test_payload_values_of_any_shape_stop_nothing(spark: SparkSession) -> None:
         9: "after is not an object",
         10: "source is not an object",
         11: "unknown op",
+        12: "missing sequence",
         13: "missing sequence",
     }
     expected = fold([bronze_record(r) for r in records], FoldSpec())

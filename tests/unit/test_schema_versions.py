@@ -45,7 +45,12 @@ def versions(spark: SparkSession, records: list[Record]) -> list[tuple[Any, list
     return [(v.first, [c.name for c in v.layout.columns]) for v in found]
 
 
-def test_added_column_and_nullability_change_keep_one_version(spark: SparkSession) -> None:
+def test_a_nullability_change_keeps_one_version_an_added_column_makes_one(
+    spark: SparkSession,
+) -> None:
+    """Schemas that decode the same columns alike make one version; a record is read with its
+    own schema's columns only, so an added column's records make a version of their own, and
+    so do the records without a schema (the first version also takes the tombstones)."""
     records = [
         record(0, [ID, NAME], name="a"),
         record(1, [ID, NAME, EMAIL], name="b", email="b@x"),
@@ -53,7 +58,41 @@ def test_added_column_and_nullability_change_keep_one_version(spark: SparkSessio
         Record(TOPIC, 0, 3, 1_000, pg_key(0), None),  # Kafka tombstone
         Record(TOPIC, 0, 4, 1_000, pg_key(9), "not json"),  # no schema, nothing to decode
     ]
-    assert versions(spark, records) == [((0, 0), ["id", "name", "email"])]
+    assert versions(spark, records) == [
+        ((0, 0), ["id", "name"]),
+        ((0, 1), ["id", "name", "email"]),
+        ((0, 4), []),
+    ]
+
+
+def test_a_member_its_schema_lacks_is_not_read_whatever_the_batch_holds(
+    spark: SparkSession,
+) -> None:
+    """A record whose JSON holds ``email`` while its schema has no such column reads none,
+    also in a batch with records of a schema that has it."""
+    records = [
+        record(0, [ID, NAME, EMAIL], name="a", email="a@x"),
+        record(1, [ID, NAME], name="b", email="b@x"),
+    ]
+    _, events = read_batch(as_text(bronze_frame(spark, records)), SPEC, None)
+    assert sorted((r._bronze_offset, r.email) for r in events.collect()) == [(0, "a@x"), (1, None)]
+
+
+def test_a_schema_whose_fields_hold_a_string_quarantines_its_records(
+    spark: SparkSession,
+) -> None:
+    """The issue's case: an envelope schema whose ``fields`` list holds a string made schema
+    discovery fail (``'str' object has no attribute 'get'``), the batch and every rerun. Its
+    records are quarantined with the reason; the others are applied."""
+    broken = record(1, [ID, NAME], name="b")
+    broken.value["schema"]["fields"].append("x")
+    records = [record(0, [ID, NAME], name="a"), broken, record(2, [ID, NAME], name="c")]
+    _, events = read_batch(as_text(bronze_frame(spark, records)), SPEC, None)
+    assert sorted((r._bronze_offset, r._reason) for r in events.collect()) == [
+        (0, None),
+        (1, 'invalid Connect schema: value schema > field 4 is not an object: "x"'),
+        (2, None),
+    ]
 
 
 def test_the_cache_keeps_a_batch_version_of_one_declared_schema(spark: SparkSession) -> None:
@@ -85,8 +124,9 @@ def test_a_type_change_makes_a_version_per_decoding(spark: SparkSession) -> None
         record(2, [ID, NAME, amount(12, 4)], name="c", amount="AQ=="),
     ]
     assert versions(spark, records) == [
-        ((0, 0), ["id", "amount", "name"]),
+        ((0, 0), ["id", "amount"]),
         ((0, 1), ["id", "amount"]),
+        ((0, 2), ["id", "name", "amount"]),
     ]
 
 
