@@ -14,9 +14,10 @@ from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from core.columns import METADATA_COLUMNS
 from core.config import TableSpec
 from core.delta_io import ensure_table
-from silver.parse import METADATA_COLUMNS, as_text, discover_layout, parse_changes
+from silver.parse import as_text, discover_layout, parse_changes
 
 
 def baseline_applier(spec: TableSpec, path: str) -> Callable[[DataFrame, int], None]:

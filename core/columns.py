@@ -13,17 +13,22 @@ from __future__ import annotations
 
 from core.identifiers import MAX_IDENTIFIER, is_plain_identifier
 
+#: Metadata columns every silver row carries, in this order after the data columns.
+METADATA_COLUMNS = (
+    "_sequence",
+    "_op",
+    "_source_ts",
+    "_bronze_topic",
+    "_bronze_partition",
+    "_bronze_offset",
+)
+
 #: Names silver, its history tables, its checks and Delta's change feed use beside the source's
 #: columns, in the same rows (see docs/silver-semantics.md, "Column names").
 RESERVED_COLUMNS = frozenset(
     {
-        # silver's metadata (every silver row) and a parsed event's helper columns
-        "_sequence",
-        "_op",
-        "_source_ts",
-        "_bronze_topic",
-        "_bronze_partition",
-        "_bronze_offset",
+        *METADATA_COLUMNS,
+        # a parsed event's helper columns
         "_bronze_key",
         "_bronze_value",
         "_reason",

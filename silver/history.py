@@ -16,9 +16,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructType
 from pyspark.sql.window import WindowSpec
 
+from core.columns import METADATA_COLUMNS
 from core.config import TableSpec
 from core.errors import ConfigError
-from silver.parse import CHANGE_OPS, METADATA_COLUMNS, TRUNCATE_OP, order_of
+from silver.parse import CHANGE_OPS, TRUNCATE_OP, order_of
 
 START_AT = "__start_at"
 END_AT = "__end_at"

@@ -13,6 +13,7 @@ from pyspark.sql.types import StructField, StructType
 
 from bronze.table import INGEST_BATCH
 from core import checkpoints
+from core.columns import METADATA_COLUMNS
 from core.config import TableSpec
 from core.delta_io import EnsuredTables, append, current_version, dml_once
 from core.failures import guarded
@@ -31,7 +32,6 @@ from silver.history_job import apply_history, history_tables
 from silver.parse import (
     BRONZE_BYTES,
     BRONZE_COORDINATES,
-    METADATA_COLUMNS,
     SCHEMA_HASH,
     RowLayout,
     SchemaCache,

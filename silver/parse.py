@@ -40,7 +40,9 @@ from cdc.debezium import (
     struct_fields,
     timestamp_from_millis,
 )
-from core.columns import column_name_problem
+from core.columns import (
+    column_name_problem,
+)
 from core.config import TableSpec
 from core.errors import ConfigError
 
@@ -52,15 +54,6 @@ NOT_AN_OBJECT = "{} is not an object"
 MISSING_KEY = "missing key"
 SEQUENCE_DIGITS = 20
 
-#: Metadata columns every silver row carries (besides keys and row columns).
-METADATA_COLUMNS = (
-    "_sequence",
-    "_op",
-    "_source_ts",
-    "_bronze_topic",
-    "_bronze_partition",
-    "_bronze_offset",
-)
 #: The columns of a parsed event that say where its record is in bronze.
 BRONZE_COORDINATES = ("_bronze_topic", "_bronze_partition", "_bronze_offset")
 #: The columns of a parsed event holding a quarantined record's raw key and value bytes.

@@ -49,7 +49,7 @@ from functools import lru_cache
 from typing import Any, Literal, NamedTuple
 
 from core import conditions as sql
-from core.columns import column_name_problem
+from core.columns import METADATA_COLUMNS, column_name_problem
 from core.conditions import Condition, parse_condition
 from core.errors import ConfigError
 
@@ -67,15 +67,6 @@ __all__ = [
 #: Placeholder Debezium writes for an unchanged out-of-line (TOASTed) value.
 TOAST_PLACEHOLDER = "__debezium_unavailable_value"
 
-#: Metadata columns every silver row carries, in this order after the data columns.
-METADATA_COLUMNS = (
-    "_sequence",
-    "_op",
-    "_source_ts",
-    "_bronze_topic",
-    "_bronze_partition",
-    "_bronze_offset",
-)
 
 # Quarantine reasons (the contract's wording).
 UNPARSEABLE = "unparseable"

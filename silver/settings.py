@@ -23,10 +23,11 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType
 
 from core import conditions as sql
+from core.columns import METADATA_COLUMNS
 from core.conditions import Condition
 from core.config import ConditionSetting, TableSpec
 from core.errors import ConfigError
-from silver.parse import CHANGE_OPS, METADATA_COLUMNS, MISSING_KEY, TRUNCATE_OP, RowLayout
+from silver.parse import CHANGE_OPS, MISSING_KEY, TRUNCATE_OP, RowLayout
 
 UPSERT_OPS = tuple(op for op in CHANGE_OPS if op != "d")
 

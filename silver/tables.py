@@ -20,10 +20,11 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from core.columns import METADATA_COLUMNS
 from core.delta_io import merge_materialized, table_exists
 from core.frames import is_in
 from silver.changes import LAST_DELETE, fill_order, fill_value, first_value
-from silver.parse import METADATA_COLUMNS, order_of
+from silver.parse import order_of
 
 Assignments = dict[str, str | Column]
 

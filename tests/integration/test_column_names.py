@@ -20,12 +20,11 @@ from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
 from cdc.records import Record
-from core.columns import RESERVED_COLUMNS, column_name_problem
+from core.columns import METADATA_COLUMNS, RESERVED_COLUMNS, column_name_problem
 from core.config import TableSpec
 from core.errors import ConfigError
 from core.layout import QUARANTINE_TABLE, Warehouse
 from silver.job import apply_batch, entity_tables
-from silver.parse import METADATA_COLUMNS
 from silver.reference import fold
 from silver.verify import canonical_rows, fold_spec
 from tests.draws import draw_examples, example_count, property_seed

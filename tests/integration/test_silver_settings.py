@@ -16,6 +16,7 @@ from pyspark.sql import SparkSession
 
 from bronze.table import ensure_bronze_table
 from cdc.records import Record
+from core.columns import METADATA_COLUMNS
 from core.config import TableSpec
 from core.delta_io import table_exists
 from core.errors import ConfigError
@@ -23,7 +24,6 @@ from core.identifiers import table_name_for_topic
 from core.layout import Warehouse
 from core.streaming import Trigger, await_query
 from silver.job import BatchReport, apply_batch, entity_tables, start_silver
-from silver.parse import METADATA_COLUMNS
 from silver.reference import TOAST_PLACEHOLDER, fold
 from silver.tables import EntityTables
 from silver.verify import canonical_rows, fold_spec
