@@ -115,8 +115,11 @@ track_history_except_column_list = ["updated_at"]
 @pytest.mark.parametrize(
     ("setting", "message"),
     [
-        ('stored_as_scd_type = "2"', r"'stored_as_scd_type' in \[\[tables\]\] must be an integer"),
-        ("stored_as_scd_type = true", r"'stored_as_scd_type' in \[\[tables\]\] must be an integer"),
+        ('stored_as_scd_type = "two"', r"Invalid stored_as_scd_type 'two' for table"),
+        (
+            "stored_as_scd_type = true",
+            r"'stored_as_scd_type' in \[\[tables\]\] must be an integer or a string",
+        ),
         (
             'track_history_column_list = "name"',
             r"'track_history_column_list' in \[\[tables\]\] must be a list of strings",
