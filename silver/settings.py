@@ -48,16 +48,23 @@ def with_settings(events: DataFrame, spec: TableSpec, layout: RowLayout) -> Data
     columns = (*layout.key_names, *(c.name for c in layout.columns))
     types = {name: events.schema[name].dataType for name in dict.fromkeys(columns)}
     upsert = F.col("_reason").isNull() & F.col("_op").isin(*UPSERT_OPS)
-    op = F.col("_op")
-    rewrites: tuple[tuple[ConditionSetting, str], ...] = (
-        ("apply_as_deletes", "d"),
-        ("apply_as_truncates", TRUNCATE_OP),  # applied last, so checked first
+    # A truncate is about every key: a record without one (Databricks' examples send it
+    # keyless) that meets apply_as_truncates is a truncate, not ``missing key``.
+    keyless = (
+        (F.col("_reason") == MISSING_KEY)
+        & F.col("_op").isin(*UPSERT_OPS)
+        & F.col("_sequence").isNotNull()
     )
-    for setting, new_op in rewrites:
-        condition = _condition(spec, setting, types)
-        if condition is not None:
-            op = F.when(upsert & condition, F.lit(new_op)).otherwise(op)
-    events = _keyless_truncates(events.withColumn("_op", op), spec, types)
+    op, reason = F.col("_op"), F.col("_reason")
+    deletes = _condition(spec, "apply_as_deletes", types)
+    if deletes is not None:
+        op = F.when(upsert & deletes, F.lit("d")).otherwise(op)
+    truncates = _condition(spec, "apply_as_truncates", types)
+    if truncates is not None:  # applied last, so checked first
+        truncate = F.coalesce((upsert | keyless) & truncates, F.lit(False))
+        op = F.when(truncate, F.lit(TRUNCATE_OP)).otherwise(op)
+        reason = F.when(~truncate, reason)
+    events = events.withColumns({"_op": op, "_reason": reason})
     ignoring = [c.name for c in layout.value_columns if spec.ignores_nulls_of(c.name)]
     if not ignoring:
         return events
@@ -67,29 +74,6 @@ def with_settings(events: DataFrame, spec: TableSpec, layout: RowLayout) -> Data
     )
     partial = F.when(F.col("_op").isin(*UPSERT_OPS), F.array_union("_unavailable", nulls))
     return events.withColumn("_unavailable", partial.otherwise(F.col("_unavailable")))
-
-
-def _keyless_truncates(
-    events: DataFrame, spec: TableSpec, types: Mapping[str, DataType]
-) -> DataFrame:
-    """A record without a key that meets ``apply_as_truncates`` is a truncate, not a
-    ``missing key`` (a truncate is about every key; Databricks' examples send it keyless)."""
-    condition = _condition(spec, "apply_as_truncates", types)
-    if condition is None:
-        return events
-    keyless = F.coalesce(
-        (F.col("_reason") == MISSING_KEY)
-        & F.col("_op").isin(*UPSERT_OPS)
-        & F.col("_sequence").isNotNull()
-        & condition,
-        F.lit(False),
-    )
-    return events.withColumns(
-        {
-            "_op": F.when(keyless, F.lit(TRUNCATE_OP)).otherwise(F.col("_op")),
-            "_reason": F.when(~keyless, F.col("_reason")),
-        }
-    )
 
 
 def kept_layout(layout: RowLayout, spec: TableSpec) -> RowLayout:
