@@ -371,7 +371,24 @@ def parse_condition(text: str, where: str) -> Condition:
         ) from None
 
 
-def _parse(text: str) -> Expr:
+@lru_cache(maxsize=256)
+def parse_expression(text: str, where: str) -> Expr:
+    """Parse and check ``text``, one expression of the allowed forms whose value may have any
+    allowed type (a computed column); ``where`` names the setting in messages.
+
+    Raises:
+        ConfigError: one line naming the setting, the offending construct and what is allowed.
+    """
+    try:
+        return _parse(text, boolean=False)
+    except _Refused as refused:
+        shown = text if len(text) <= 200 else text[:200] + "..."
+        raise ConfigError(
+            f"Unsupported expression {shown!r} for {where}: {refused.problem}; {SUPPORTED}."
+        ) from None
+
+
+def _parse(text: str, boolean: bool = True) -> Expr:
     if not text.strip():
         raise _Refused("it is empty")
     if len(text) > MAX_LENGTH:
@@ -404,7 +421,10 @@ def _parse(text: str) -> Expr:
         raise _Refused(f"it nests {depth} levels deep; at most {MAX_DEPTH}")
     condition = _Converter().convert(trees[0])
     try:  # what can be checked before the column types are known
-        _Typer(None).condition(condition)
+        if boolean:
+            _Typer(None).condition(condition)
+        else:
+            _Typer(None).expr(condition)
     except _Refused as refused:
         raise _Refused(f"it {refused.problem}") from None
     return condition
@@ -884,6 +904,22 @@ def typed_condition(condition: Condition, types: Mapping[str, str], where: str) 
     """
     try:
         return _Typer(types).condition(condition)
+    except _Refused as refused:
+        raise ConfigError(f"{where} {refused.problem}.") from None
+
+
+def typed_expression(expr: Expr, types: Mapping[str, str], where: str) -> tuple[Expr, str]:
+    """The expression with explicit conversions for columns of ``types`` (as
+    :func:`typed_condition`), and the Spark type of its value (``DataType.simpleString()``:
+    ``bigint``, ``double``, ``decimal(p,s)``, ``string``, ``boolean``, ``timestamp``, ``date``,
+    ``int``; ``void`` for a bare NULL).
+
+    Raises:
+        ConfigError: ``where`` followed by what is wrong (an unknown column, operands of types
+            the operator does not take).
+    """
+    try:
+        return _Typer(types).expr(expr)
     except _Refused as refused:
         raise ConfigError(f"{where} {refused.problem}.") from None
 

@@ -62,6 +62,7 @@ __all__ = [
     "canonical_key",
     "fold",
     "holds",
+    "value_of",
 ]
 
 #: Placeholder Debezium writes for an unchanged out-of-line (TOASTed) value.
@@ -349,6 +350,29 @@ def holds(
 
 
 _holds = holds  # the name the fold's own steps use
+
+
+def value_of(expr: sql.Expr, row: Mapping[str, Any], types: Mapping[str, str] | None = None) -> Any:
+    """The SQL value of a parsed expression (``core.conditions.parse_expression``) on a row, in
+    plain Python, independently of the Spark column the job builds from the same tree: None for
+    NULL, a bool, an int, a float, a Decimal, a str, a naive UTC ``datetime`` (TIMESTAMP) or a
+    ``date`` (DATE).
+
+    ``types`` and the row's values are read as by :func:`holds` (a TIMESTAMP column may also
+    hold epoch microseconds, a DATE column days since the epoch, as the fold's rows do).
+
+    Raises:
+        ConfigError: the types make the expression invalid (the job refuses it too).
+    """
+    names = sql.condition_columns(expr)
+    resolved = {n: (types or {}).get(n) or _value_type(row.get(n)) for n in names}
+    typed, _ = _typed_expression(expr, tuple(sorted(resolved.items())))
+    return _evaluate(typed, {n: _sql_value(row.get(n), resolved[n]) for n in names})
+
+
+@lru_cache(maxsize=1024)
+def _typed_expression(expr: sql.Expr, types: tuple[tuple[str, str], ...]) -> tuple[sql.Expr, str]:
+    return sql.typed_expression(expr, dict(types), "The reference's expression")
 
 
 @lru_cache(maxsize=1024)

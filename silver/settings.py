@@ -107,7 +107,30 @@ def condition_column(
         ConfigError: naming ``where`` and the unknown column, or the operands whose types do
             not fit the operator (e.g. a string column compared with a number).
     """
-    for name in sql.condition_columns(condition):
+    names = _type_names(condition, types, where, table_format)
+    return _spark(sql.typed_condition(condition, names, where))
+
+
+def expression_column(expr: sql.Expr, types: Mapping[str, DataType], where: str) -> Column:
+    """The Spark column for an expression of any allowed type (a computed column, from
+    :func:`core.conditions.parse_expression`) over columns with the given types, built node by
+    node from the checked tree (:func:`core.conditions.typed_expression`); its Spark type is
+    the one ``typed_expression`` returns.
+
+    Raises:
+        ConfigError: naming ``where`` and the unknown column, or the operands whose types do
+            not fit the operator.
+    """
+    names = _type_names(expr, types, where)
+    typed, _ = sql.typed_expression(expr, names, where)
+    return _spark(typed)
+
+
+def _type_names(
+    expr: sql.Expr, types: Mapping[str, DataType], where: str, table_format: str = "debezium"
+) -> dict[str, str]:
+    """The Spark type names of ``types``, once every column ``expr`` reads is among them."""
+    for name in sql.condition_columns(expr):
         if name not in types:
             hint = (
                 " (declare it in 'schema' if the source omits it)"
@@ -118,8 +141,7 @@ def condition_column(
                 f"{where} reads column {name!r}, which is not a column of the table{hint}. "
                 f"Columns: {', '.join(types) or 'none'}."
             )
-    names = {name: data_type.simpleString() for name, data_type in types.items()}
-    return _spark(sql.typed_condition(condition, names, where))
+    return {name: data_type.simpleString() for name, data_type in types.items()}
 
 
 _COMPARISONS: dict[str, Callable[[Column, Column], Column]] = {
