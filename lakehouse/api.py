@@ -31,6 +31,7 @@ from core.delta_io import table_exists
 from core.errors import ConfigError, TableNotFoundError
 from core.layout import LAYERS, Layer, Warehouse
 from core.spark import SparkMode, get_spark
+from core.sql_guard import check
 from core.streaming import Trigger
 from gold.alerts import Fit
 from gold.alerts import fit as fit_alert
@@ -43,7 +44,6 @@ from lakehouse.maintenance import maintain as run_maintenance
 from lakehouse.pipeline import Progress, RunReport, run_continuously, run_once
 from lakehouse.replay import ReplayReport
 from lakehouse.replay import replay as replay_tables
-from lakehouse.sql_guard import check
 from lakehouse.sql_session import run_checked
 from lakehouse.status import PipelineStatus, pipeline_status
 from lakehouse.summary import RunSummary

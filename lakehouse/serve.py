@@ -1,5 +1,5 @@
 """``lakehouse serve``: Spark's Thrift JDBC/ODBC server (HiveServer2 protocol) over the
-warehouse's tables, every statement checked by :mod:`lakehouse.sql_guard` before Spark parses it.
+warehouse's tables, every statement checked by :mod:`core.sql_guard` before Spark parses it.
 
 How the check is hooked in (Spark 4.0, no Scala code of ours): the server gets a session of its
 own whose ``SparkSessionExtensions`` carry one more parser, a Python object behind a Py4J proxy
@@ -43,8 +43,8 @@ from core.config import CatalogSpec
 from core.errors import EnvironmentSetupError
 from core.layout import Warehouse
 from core.spark import DRIVER_JAVA_OPTIONS, local_delta_jars
-from lakehouse.sql_guard import Kind, classify
-from lakehouse.sql_guard import refusal as guard_refusal
+from core.sql_guard import Kind, classify
+from core.sql_guard import refusal as guard_refusal
 from lakehouse.sql_session import SQL_ON_FILES, SUBSTITUTE
 
 #: Settings the guard relies on, fixed in every client session.

@@ -69,7 +69,7 @@ def sql(
     from core.catalog import run_sql
     from core.config import load_config
     from core.layout import Warehouse
-    from lakehouse.sql_guard import check
+    from core.sql_guard import check
     from lakehouse.sql_session import as_checked, spark_errors
 
     names = load_config(config_path).catalog

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from core.errors import StatementRefusedError
-from lakehouse.sql_guard import Kind, check, classify, refusal
+from core.sql_guard import Kind, check, classify, refusal
 
 pytestmark = pytest.mark.unit
 
