@@ -97,16 +97,41 @@ def evaluate(rows: DataFrame, table: GoldTable) -> DataFrame:
 def _time_windows(rows: DataFrame, table: GoldTable) -> DataFrame:
     window, time = table.window, F.col(table.event_time)
     if window.kind == "session":
-        assert window.gap is not None
-        bucket = F.session_window(time, window.gap)
-    else:
-        assert window.size is not None
-        bucket = F.window(time, window.size, window.slide or window.size)
+        return _session_windows(rows, table)
+    assert window.size is not None
+    bucket = F.window(time, window.size, window.slide or window.size)
     return (
         rows.groupBy(*table.group_by, bucket.alias(_WINDOW))
         .agg(*(measure_column(m, table.event_time) for m in table.measures))
         .withColumn(window.start_as, F.col(f"{_WINDOW}.start"))
         .withColumn(window.end_as, F.col(f"{_WINDOW}.end"))
+    )
+
+
+def _session_windows(rows: DataFrame, table: GoldTable) -> DataFrame:
+    """Per group, its rows in event-time order cut into sessions: a row ``gap`` or more after
+    the previous one starts a new session (equal times share one). A session spans
+    ``[first event, last event + gap)``.
+
+    Not Spark's ``session_window``, which also merges a row exactly ``gap`` after the
+    previous one (it joins sessions whose bounds touch)."""
+    window = table.window
+    assert window.gap is not None
+    gap = duration_micros(window.gap)
+    micros = F.unix_micros(F.col(table.event_time))
+    order = Window.partitionBy(*table.group_by).orderBy(micros)
+    # Peers (equal times) share the running sum's frame, so they get one session number.
+    starts = F.coalesce(micros - F.lag(micros).over(order) >= F.lit(gap), F.lit(True))
+    numbered = rows.withColumn(_WINDOW, F.sum(starts.cast("bigint")).over(order))
+    return (
+        numbered.groupBy(*table.group_by, _WINDOW)
+        .agg(
+            *(measure_column(m, table.event_time) for m in table.measures),
+            F.min(micros).alias(_ANCHOR),
+            F.max(micros).alias(f"{_ANCHOR}_last"),
+        )
+        .withColumn(window.start_as, F.timestamp_micros(F.col(_ANCHOR)))
+        .withColumn(window.end_as, F.timestamp_micros(F.col(f"{_ANCHOR}_last") + F.lit(gap)))
     )
 
 

@@ -35,6 +35,7 @@ from cdc.sources import SourceSpec
 from core.config import PipelineConfig, TableSpec
 from core.gold_tables import FINAL, FINALIZED_AT, LATE_EVENTS, GoldTable, Measure, Window
 from core.layout import Warehouse
+from gold.aggregates import evaluate
 from lakehouse.audit import verify_warehouse
 from lakehouse.pipeline import run_once
 from lakehouse.replay import replay
@@ -283,6 +284,47 @@ def assert_gold_equals_oracle(
         f"unexpected {list(extra_late)[:3]} (GOLD_PROPERTY_SEED={SEED})"
     )
     return now
+
+
+def test_a_session_splits_where_the_next_event_is_exactly_gap_later(spark: SparkSession) -> None:
+    """Bids of one user 10.000 s apart under a 10 s gap are two sessions, not one (Spark's
+    ``session_window`` merges them); 1 µs less than the gap still merges, equal times are
+    one session, and a session's end is its last event plus the gap."""
+    table = GoldTable(
+        "bids",
+        "sales",
+        "ts",
+        Window("session", gap="10 seconds"),
+        (Measure("n", "count"), Measure("total", "sum", "amount")),
+        group_by=("user_id",),
+    )
+    second, micro = timedelta(seconds=1), timedelta(microseconds=1)
+    # User 1: bids at 0 s and 5 s, then 9 more from 15 s (exactly 10 s after 5 s) 1 s apart.
+    # User 2: bids at 0 s, 10 s - 1 µs, and twice at 20 s - 1 µs (exactly 10 s later).
+    times = {
+        1: [0 * second, 5 * second, *(n * second for n in range(15, 24))],
+        2: [0 * second, 10 * second - micro, 20 * second - micro, 20 * second - micro],
+    }
+    rows = [
+        {"event_id": user * 100 + n, "user_id": user, "amount": 1, "ts": BASE + offset}
+        for user, offsets in times.items()
+        for n, offset in enumerate(offsets)
+    ]
+    frame = spark.createDataFrame(
+        rows, "event_id bigint, user_id bigint, amount bigint, ts timestamp"
+    )
+    got = sorted(tuple(r) for r in evaluate(frame, table).collect())
+    want = sorted(tuple(row[c] for c in table.columns) for row in gold_oracle.evaluate(rows, table))
+    assert got == want
+    end = BASE + 23 * second + 10 * second
+    assert [r for r in want if r[0] == 1] == [
+        (1, BASE, BASE + 15 * second, 2, 2),
+        (1, BASE + 15 * second, end, 9, 9),
+    ]
+    assert [r for r in want if r[0] == 2] == [
+        (2, BASE, BASE + 20 * second - micro, 2, 2),
+        (2, BASE + 20 * second - micro, BASE + 30 * second - micro, 2, 2),
+    ]
 
 
 SEED = property_seed("GOLD_PROPERTY_SEED")
