@@ -1,31 +1,40 @@
-"""Row conditions: ``apply_as_deletes`` / ``apply_as_truncates`` and gold filters.
+"""Row expressions: conditions (``apply_as_deletes`` / ``apply_as_truncates``, gold filters)
+and computed columns (gold ``columns``).
 
-A condition is a Spark SQL boolean expression, written as Databricks and Spark write them
-(``operation = "DELETE"``, ``lower(op) IN ('d', 'delete')``, ``is_deleted``). It is parsed
-with sqlglot (Spark dialect), checked against an allow-list and turned into a tree of frozen
-dataclasses. No condition text ever reaches Spark: the Spark job (``silver.settings``) builds
-its Column from the checked tree node by node, and the plain-Python models
+An expression is Spark SQL, written as Databricks and Spark write it (``operation =
+"DELETE"``, ``lower(op) IN ('d', 'delete')``, ``price * 0.908``, ``hour(dateTime)``). It is
+parsed with sqlglot (Spark dialect), checked against an allow-list and turned into a tree of
+frozen dataclasses. No expression text ever reaches Spark: the Spark job (``silver.settings``)
+builds its Column from the checked tree node by node, and the plain-Python models
 (``silver.reference``) evaluate the same tree on their own.
 
 Two steps, because column types are known only when a batch is read:
 
-* :func:`parse_condition` (at load): one expression of the allowed forms, at most
-  :data:`MAX_OPERATORS` operators and :data:`MAX_DEPTH` levels deep, whose literals fit
-  together (``'abc' = 1`` and ``lower(5)`` are refused here already);
-* :func:`typed_condition` (with the column types): every column exists and every operator
-  gets operands of types it takes. Each implicit conversion becomes an explicit :class:`Cast`
-  and each arithmetic node gets its result type, so the two evaluators follow one set of rules.
+* :func:`parse_condition` / :func:`parse_expression` (at load): one expression of the allowed
+  forms (a condition: a boolean one), at most :data:`MAX_OPERATORS` operators and
+  :data:`MAX_DEPTH` levels deep, whose literals fit together (``'abc' = 1``, ``lower(5)`` and
+  ``TIMESTAMP '2026-02-30 00:00:00'`` are refused here already);
+* :func:`typed_condition` / :func:`typed_expression` (with the column types): every column
+  exists and every operator gets operands of types it takes. Each implicit conversion becomes
+  an explicit :class:`Cast` and each arithmetic node and function its result type, so the two
+  evaluators follow one set of rules.
 
 The rules (docs/silver-semantics.md, "Conditions"): SQL's three-valued logic; numbers compare
 with numbers (as DOUBLE when one side is DOUBLE or FLOAT, else exactly), strings with strings
-(by code point), booleans with booleans; other types only take ``IS [NOT] NULL``. Nothing in an
-accepted condition can fail at run time (Spark runs with ANSI mode on, where a bad cast or an
-overflow would stop the stream): arithmetic that overflows or divides by zero, and a CAST that
-does not convert, give NULL, as Spark's ``try_`` functions do.
+(by code point), booleans with booleans, timestamps and dates with timestamps and dates (a date
+as the timestamp of its midnight UTC; a string literal met by one is read as a time at load);
+other types only take ``IS [NOT] NULL``. Times are Spark's in the session time zone UTC (the
+project's sessions set it). Nothing in an accepted expression can fail at run time (Spark runs
+with ANSI mode on, where a bad cast or an overflow would stop the stream): arithmetic that
+overflows or divides by zero, a CAST that does not convert, and a date or timestamp function
+whose result leaves years 1 to 9999 give NULL, as Spark's ``try_`` functions do; what Spark
+would refuse at run time (``split_part`` at index 0, ``round`` of an integer to tens) is
+refused at load.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -41,10 +50,25 @@ from sqlglot.tokenizer_core import Token, TokenType
 
 from core.errors import ConfigError
 
-#: A literal's value: NULL, a boolean, an integer, a DOUBLE, a DECIMAL or a string.
-Value = None | bool | int | float | Decimal | str
+#: A literal's value: NULL, a boolean, an integer, a DOUBLE, a DECIMAL, a string, a TIMESTAMP
+#: (a naive ``datetime`` in UTC) or a DATE.
+Value = None | bool | int | float | Decimal | str | dt.datetime | dt.date
 
-#: The functions a condition may call (each also has a plain-Python twin in the reference).
+#: The parts of a date (the first six) or a timestamp (the last three) a function extracts.
+TIME_PARTS = (
+    "year",
+    "month",
+    "day",
+    "dayofweek",
+    "dayofyear",
+    "weekofyear",
+    "hour",
+    "minute",
+    "second",
+)
+#: The units of ``date_trunc``.
+TRUNC_UNITS = ("year", "quarter", "month", "week", "day", "hour", "minute", "second")
+#: The functions an expression may call (each also has a plain-Python twin in the reference).
 FUNCTIONS = (
     "lower",
     "upper",
@@ -59,6 +83,26 @@ FUNCTIONS = (
     "startswith",
     "endswith",
     "contains",
+    "floor",
+    "ceil",
+    "round",
+    "greatest",
+    "least",
+    "split_part",
+    "instr",
+    "replace",
+    "lpad",
+    "rpad",
+    *TIME_PARTS,
+    "to_date",
+    "date_trunc",
+    "unix_seconds",
+    "unix_millis",
+    "unix_micros",
+    "timestamp_seconds",
+    "date_add",
+    "date_sub",
+    "datediff",
 )
 #: Names a function may be called by (Spark's aliases of the allowed functions included).
 FUNCTION_NAMES = frozenset(
@@ -66,21 +110,24 @@ FUNCTION_NAMES = frozenset(
         *FUNCTIONS,
         *("lcase", "ucase", "len", "char_length", "character_length", "substr", "nvl"),
         *("ifnull", "isnull", "isnotnull", "if", "mod", "like", "ilike", "cast", "try_cast"),
-        *("string", "int", "double", "boolean"),
+        *("string", "int", "double", "boolean", "date", "timestamp"),
+        *("ceiling", "dayofmonth", "dateadd"),
     }
 )
 
 SUPPORTED = (
-    "write a Spark SQL condition over the row's columns: comparisons (= == <> != < <= > >= "
+    "write a Spark SQL expression over the row's columns: comparisons (= == <> != < <= > >= "
     "<=>), [NOT] IN (...), [NOT] BETWEEN, [NOT] LIKE / ILIKE with a literal pattern, "
     "IS [NOT] NULL / TRUE / FALSE, CASE WHEN, IF, CAST(x AS STRING / BOOLEAN / INT / BIGINT / "
-    "DOUBLE / DECIMAL(p,s)), + - * / %, AND, OR, NOT, literals ('text', \"text\", numbers, "
-    "TRUE, FALSE, NULL), `quoted names` and the functions "
-    f"{', '.join(FUNCTIONS)} (and their aliases), isnull, isnotnull, nvl, ifnull"
+    "DOUBLE / DECIMAL(p,s) / TIMESTAMP / DATE), + - * / %, AND, OR, NOT, literals ('text', "
+    "\"text\", numbers, TRUE, FALSE, NULL, TIMESTAMP 'yyyy-mm-dd hh:mm:ss', DATE 'yyyy-mm-dd'), "
+    f"`quoted names` and the functions {', '.join(FUNCTIONS)} (and their aliases), isnull, "
+    "isnotnull, nvl, ifnull"
 )
 TYPE_RULES = (
-    "compare numbers with numbers, strings with strings and booleans with booleans (CAST one "
-    "side to change its type); columns of other types take only IS [NOT] NULL"
+    "compare numbers with numbers, strings with strings, booleans with booleans and "
+    "timestamps and dates with timestamps, dates or a time literal (CAST one side to change "
+    "its type); columns of other types take only IS [NOT] NULL"
 )
 
 #: Bounds that keep parsing and every evaluation (here, in Spark and in the reference models,
@@ -97,6 +144,12 @@ _INTEGER_DIGITS = {"tinyint": 3, "smallint": 5, "int": 10, "bigint": 20}
 INTEGER_BOUNDS = {"tinyint": 2**7, "smallint": 2**15, "int": 2**31, "bigint": 2**63}
 _DECIMAL_TYPE = re.compile(r"decimal\((\d+),(\d+)\)")
 _MAX_PRECISION = 38
+#: The longest text lpad / rpad may make.
+MAX_PAD = 10_000
+#: The seconds since 1970 (UTC) of 0001-01-01 00:00:00 and 9999-12-31 23:59:59, and the days
+#: of 0001-01-01 and 9999-12-31: a time function whose result leaves them gives NULL.
+SECONDS_RANGE = (-62_135_596_800, 253_402_300_799)
+DAYS_RANGE = (-719_162, 2_932_896)
 _NUMBER = re.compile(r"[0-9]*\.?[0-9]*(?:[eE][+-]?[0-9]+)?")
 _DECIMAL_TEXT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -293,10 +346,11 @@ def condition_columns(condition: Condition) -> tuple[str, ...]:
 
 def type_kind(type_name: str) -> str:
     """``unknown``, ``void``, ``boolean``, ``string``, ``integral``, ``decimal``, ``double``
-    (DOUBLE and FLOAT) or ``other`` (any other Spark type, e.g. ``timestamp``)."""
+    (DOUBLE and FLOAT), ``timestamp``, ``date`` or ``other`` (any other Spark type, e.g.
+    ``binary``, ``timestamp_ntz``)."""
     if type_name.startswith(UNKNOWN):
         return "unknown"
-    if type_name in (VOID, "boolean", "string"):
+    if type_name in (VOID, "boolean", "string", "timestamp", "date"):
         return type_name
     if type_name in _INTEGER_DIGITS:
         return "integral"
@@ -563,6 +617,10 @@ _TWO_STRING_FUNCTIONS: dict[type[exp.Expr], str] = {
     exp.Contains: "contains",
 }
 _CAST_TARGETS = {
+    exp.DataType.Type.TIMESTAMP: "timestamp",  # timestamp(x) reads so
+    exp.DataType.Type.TIMESTAMPTZ: "timestamp",  # Spark's TIMESTAMP (with local time zone)
+    exp.DataType.Type.TIMESTAMPLTZ: "timestamp",
+    exp.DataType.Type.DATE: "date",
     exp.DataType.Type.TEXT: "string",
     exp.DataType.Type.VARCHAR: "string",
     exp.DataType.Type.CHAR: "string",
@@ -740,8 +798,16 @@ class _Converter:
         else:
             raise _Refused(
                 f"CAST to {target.sql(dialect='spark')} is not supported (CAST to STRING, "
-                "BOOLEAN, TINYINT, SMALLINT, INT, BIGINT, DOUBLE or DECIMAL(p,s))"
+                "BOOLEAN, TINYINT, SMALLINT, INT, BIGINT, DOUBLE, DECIMAL(p,s), TIMESTAMP or "
+                "DATE)"
             )
+        if to in ("timestamp", "date") and isinstance(node.this, exp.Literal | exp.RawString):
+            if isinstance(node.this, exp.Literal) and not node.this.is_string:
+                raise _Refused(
+                    f"CAST of the number {node.this.this} to {to.upper()} is not supported "
+                    "(timestamp_seconds(n) reads seconds since 1970)"
+                )
+            return _time_literal(str(node.this.this), to)  # TIMESTAMP '...', DATE '...'
         return Cast(self.convert(node.this), to)
 
     def _trim(self, node: exp.Trim) -> Expr:
@@ -783,7 +849,117 @@ class _Converter:
         name = str(node.name).lower()
         if name in ("isnull", "isnotnull") and len(node.expressions) == 1:
             return IsNull(self.convert(node.expressions[0]), negated=name == "isnotnull")
+        if name == "timestamp_seconds" and len(node.expressions) == 1:
+            return Func(name, (self.convert(node.expressions[0]),))
         raise _Refused(f"function {node.name!r} is not allowed")
+
+    def _one(self, node: exp.Func) -> Expr:
+        """A function of one argument (``round`` and ``floor`` without a scale)."""
+        name = _ONE_ARGUMENT[type(node)]
+        if any(value for key, value in node.args.items() if key != "this"):
+            raise _Refused(f"{name} takes one argument")
+        operand = node.this
+        if (  # year(x) reads as year(TsOrDsToDate(x))
+            name in TIME_PARTS[:6]
+            and isinstance(operand, exp.TsOrDsToDate)
+            and not operand.args.get("safe")
+            and operand.this is not None
+        ):
+            operand = operand.this
+        if operand is None:
+            raise _Refused(f"{name} takes one argument")
+        return Func(name, (self.convert(operand),))
+
+    def _to_date(self, node: exp.TsOrDsToDate) -> Expr:
+        if node.args.get("format") is not None or node.this is None:
+            raise _Refused("to_date takes one argument (a format is not supported)")
+        return Func("to_date", (self.convert(node.this),))
+
+    def _date_trunc(self, node: exp.TimestampTrunc) -> Expr:
+        unit = node.args.get("unit")
+        text = str(unit.this).lower() if isinstance(unit, exp.Var) else ""
+        if text not in TRUNC_UNITS:
+            raise _Refused(
+                f"date_trunc takes a unit as a string literal, one of {', '.join(TRUNC_UNITS)}"
+            )
+        return Func("date_trunc", (Literal(text, "string"), self.convert(node.this)))
+
+    def _date_add(self, node: exp.TsOrDsAdd) -> Expr:
+        unit = node.args.get("unit")
+        if not isinstance(unit, exp.Var) or str(unit.this).upper() != "DAY":
+            self._refuse(node)
+        days = node.expression
+        if (  # date_sub(d, n) reads as date_add(d, n * -1)
+            isinstance(days, exp.Mul)
+            and isinstance(days.expression, exp.Neg)
+            and isinstance(days.expression.this, exp.Literal)
+            and days.expression.this.this == "1"
+        ):
+            return Func("date_sub", (self.convert(node.this), self.convert(days.this)))
+        return Func("date_add", (self.convert(node.this), self.convert(days)))
+
+    def _datediff(self, node: exp.DateDiff) -> Expr:
+        parts = [node.this, node.expression]
+        parts = [p.this if isinstance(p, exp.TsOrDsToDate) else p for p in parts]
+        if any(p is None for p in parts) or node.args.get("unit") is not None:
+            raise _Refused("datediff takes two arguments (the end date and the start date)")
+        return Func("datediff", tuple(self.convert(p) for p in parts))
+
+    def _round(self, node: exp.Round | exp.Floor | exp.Ceil) -> Expr:
+        name = {exp.Round: "round", exp.Floor: "floor", exp.Ceil: "ceil"}[type(node)]
+        scale = node.args.get("decimals")
+        extra = [k for k, v in node.args.items() if v is not None and k not in ("this", "decimals")]
+        if (name != "round" and scale is not None) or extra:
+            raise _Refused(f"{name} takes one argument" + (" or two" if name == "round" else ""))
+        if name != "round":
+            return Func(name, (self.convert(node.this),))
+        digits = Literal(0, "bigint") if scale is None else self.convert(scale)
+        if not _int_literal(digits, -_MAX_PRECISION, _MAX_PRECISION):
+            raise _Refused(
+                f"the scale of round must be an integer literal from -{_MAX_PRECISION} to "
+                f"{_MAX_PRECISION}"
+            )
+        return Func("round", (self.convert(node.this), digits))
+
+    def _extremum(self, node: exp.Greatest | exp.Least) -> Expr:
+        name = "greatest" if isinstance(node, exp.Greatest) else "least"
+        parts = [node.this, *node.expressions]
+        if len(parts) < 2:
+            raise _Refused(f"{name} takes at least two arguments")
+        return Func(name, tuple(self.convert(p) for p in parts))
+
+    def _split_part(self, node: exp.SplitPart) -> Expr:
+        parts = [node.this, node.args.get("delimiter"), node.args.get("part_index")]
+        if any(p is None for p in parts):
+            raise _Refused("split_part takes the text, the delimiter and a part number")
+        text, delimiter, index = (self.convert(p) for p in parts)
+        if not _int_literal(index, -(2**31), 2**31 - 1) or index == Literal(0, "bigint"):
+            raise _Refused(
+                "the part number of split_part must be an integer literal other than 0 (1 is "
+                "the first part, -1 the last)"
+            )
+        return Func("split_part", (text, delimiter, index))
+
+    def _instr(self, node: exp.StrPosition) -> Expr:
+        extra = [k for k, v in node.args.items() if v is not None and k not in ("this", "substr")]
+        if extra or node.args.get("substr") is None:
+            raise _Refused("instr takes two arguments (the text and the text to find)")
+        return Func("instr", (self.convert(node.this), self.convert(node.args["substr"])))
+
+    def _replace(self, node: exp.Replace) -> Expr:
+        replacement = node.args.get("replacement")
+        with_nothing = Literal("", "string") if replacement is None else self.convert(replacement)
+        parts = (self.convert(node.this), self.convert(node.expression), with_nothing)
+        return Func("replace", parts)
+
+    def _pad(self, node: exp.Pad) -> Expr:
+        name = "lpad" if node.args.get("is_left") else "rpad"
+        length = self.convert(node.expression)
+        if not _int_literal(length, -(2**31), MAX_PAD):
+            raise _Refused(f"the length of {name} must be an integer literal of at most {MAX_PAD}")
+        fill = node.args.get("fill_pattern")
+        pad = Literal(" ", "string") if fill is None else self.convert(fill)
+        return Func(name, (self.convert(node.this), length, pad))
 
     def _refuse(self, node: exp.Expr) -> NoReturn:
         shown = node.sql(dialect="spark")
@@ -823,7 +999,72 @@ _HANDLERS: dict[type[exp.Expr], Callable[[_Converter, Any], Expr]] = {
     exp.DPipe: _Converter._dpipe,
     exp.Coalesce: _Converter._coalesce,
     exp.Anonymous: _Converter._anonymous,
+    exp.TsOrDsToDate: _Converter._to_date,
+    exp.TimestampTrunc: _Converter._date_trunc,
+    exp.TsOrDsAdd: _Converter._date_add,
+    exp.DateDiff: _Converter._datediff,
+    exp.Round: _Converter._round,
+    exp.Floor: _Converter._round,
+    exp.Ceil: _Converter._round,
+    exp.Greatest: _Converter._extremum,
+    exp.Least: _Converter._extremum,
+    exp.SplitPart: _Converter._split_part,
+    exp.StrPosition: _Converter._instr,
+    exp.Replace: _Converter._replace,
+    exp.Pad: _Converter._pad,
 }
+_ONE_ARGUMENT: dict[type[exp.Expr], str] = {
+    exp.Year: "year",
+    exp.Month: "month",
+    exp.Day: "day",
+    exp.DayOfMonth: "day",
+    exp.DayOfWeek: "dayofweek",
+    exp.DayOfYear: "dayofyear",
+    exp.WeekOfYear: "weekofyear",
+    exp.Hour: "hour",
+    exp.Minute: "minute",
+    exp.Second: "second",
+    exp.UnixSeconds: "unix_seconds",
+    exp.UnixMillis: "unix_millis",
+    exp.UnixMicros: "unix_micros",
+}
+_HANDLERS.update(dict.fromkeys(_ONE_ARGUMENT, _Converter._one))
+
+
+def _int_literal(node: Expr, low: int, high: int) -> bool:
+    """Whether ``node`` is an integer literal from ``low`` to ``high``."""
+    return isinstance(node, Literal) and type(node.value) is int and low <= node.value <= high
+
+
+#: The time literals read: ``yyyy-mm-dd``, optionally `` hh:mm:ss`` (or ``T``) and up to six
+#: fraction digits (Spark reads more forms; these are the ones read the same everywhere).
+_TIME_TEXT = re.compile(
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})(?:[ T]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]{1,6}))?)?"
+)
+
+
+def _time_literal(text: str, to: str, typing: bool = False) -> Literal:
+    """A string read as a TIMESTAMP (``to`` ``timestamp``, in UTC) or a DATE (its date part),
+    as Spark casts it.
+
+    Raises:
+        _Refused: the text is not a time of years 1 to 9999 in the form yyyy-mm-dd[ hh:mm:ss[.f]].
+    """
+    match = _TIME_TEXT.fullmatch(text)
+    try:
+        if match is None:
+            raise ValueError(text)
+        numbers = [int(part) for part in match.groups(default="0")[:6]]
+        fraction = (match.group(7) or "").ljust(6, "0")
+        value = dt.datetime(*numbers, microsecond=int(fraction))  # type: ignore[misc]
+    except ValueError:
+        kind = "date" if to == "date" else "timestamp"
+        problem = f"reads the string {text!r} as a {kind}" if typing else f"the string {text!r}"
+        raise _Refused(
+            f"{problem}, which is not a {kind} (write yyyy-mm-dd or yyyy-mm-dd "
+            "hh:mm:ss[.ffffff], years 1 to 9999)"
+        ) from None
+    return Literal(value.date(), "date") if to == "date" else Literal(value, "timestamp")
 
 
 def _negated(node: In | IsNull | IsBool) -> Expr:
@@ -954,10 +1195,10 @@ class _Typer:
                 each = tuple(self.boolean(*self.expr(o), o) for o in operands)
                 return (And(each) if isinstance(node, And) else Or(each)), "boolean"
             case Compare(op, left, right):
-                (left_typed, right_typed), _ = self.same([left, right], "compares")
+                (left_typed, right_typed), _ = self.same([left, right], "compares", True)
                 return Compare(op, left_typed, right_typed), "boolean"
             case In(operand, items, negated):
-                (operand_typed, *items_typed), _ = self.same([operand, *items], "compares")
+                (operand_typed, *items_typed), _ = self.same([operand, *items], "compares", True)
                 return In(operand_typed, tuple(items_typed), negated), "boolean"
             case Like(operand, pattern, escape, negated, insensitive):
                 typed = self.string(*self.expr(operand), operand, "LIKE")
@@ -1015,9 +1256,21 @@ class _Typer:
             return Cast(typed, "bigint"), "bigint"
         raise _Refused(f"applies {what} to {_describe(node, type_name)}; {what} takes numbers")
 
-    def same(self, nodes: Sequence[Expr], verb: str) -> tuple[list[Expr], str]:
-        """The nodes converted to their common type (comparisons, IN, CASE, coalesce)."""
+    def same(
+        self, nodes: Sequence[Expr], verb: str, comparing: bool = False
+    ) -> tuple[list[Expr], str]:
+        """The nodes converted to their common type (comparisons, IN, CASE, coalesce,
+        greatest, least); when ``comparing``, a string literal met by a time is read as one."""
         typed = [self.expr(node) for node in nodes]
+        times = [t for _, t in typed if _family(t) == "time"]
+        if comparing and times:
+            target = "timestamp" if "timestamp" in times else "date"
+            typed = [
+                (_time_literal(str(e.value), target, typing=True), target)
+                if isinstance(e, Literal) and e.type == "string"
+                else (e, t)
+                for e, t in typed
+            ]
         for node, (_, type_name) in zip(nodes, typed, strict=True):
             if type_kind(type_name) == "other":
                 raise _Refused(
@@ -1054,17 +1307,21 @@ class _Typer:
         source = type_kind(type_name)
         target = type_kind(to)
         allowed = {
-            "string": ("string", "boolean", "integral", "decimal"),
+            "string": ("string", "boolean", "integral", "decimal", "timestamp", "date"),
             "boolean": ("boolean", "string", "integral", "decimal", "double"),
             "integral": ("integral", "decimal", "double", "boolean", "string"),
             "double": ("integral", "decimal", "double", "boolean"),
             "decimal": ("integral", "decimal", "boolean"),
+            "timestamp": ("timestamp", "date"),
+            "date": ("timestamp", "date"),
         }[target]
         if source not in (*allowed, "unknown", VOID):
             raise _Refused(
                 f"casts {_describe(operand, type_name)} to {to.upper()}, which is not supported "
                 "(a DOUBLE converts to numbers and BOOLEAN only, a string to STRING, BOOLEAN "
-                "and the integer types only; other types not at all)"
+                "and the integer types only, a TIMESTAMP or DATE to TIMESTAMP, DATE and STRING; "
+                "a string literal is read as a TIMESTAMP or DATE: TIMESTAMP '2026-01-01 "
+                "10:00:00'; other types not at all)"
             )
 
     def arith(self, op: str, left: Expr, right: Expr) -> tuple[Expr, str]:
@@ -1111,18 +1368,93 @@ class _Typer:
         ), result
 
     def function(self, name: str, args: tuple[Expr, ...]) -> tuple[Expr, str]:
-        if name == "coalesce":
-            typed, type_name = self.same(args, "mixes in coalesce")
+        if name in ("coalesce", "greatest", "least"):
+            typed, type_name = self.same(args, f"mixes in {name}")
             return Func(name, tuple(typed), type_name), type_name
         if name == "abs":
             typed_arg, type_name = self.number(args[0], "abs")
             result = _promoted(type_name)
             return Func(name, (_convert(typed_arg, type_name, result),), result), result
-        strings = args[:1] if name == "substring" else args
-        converted = [self.string(*self.expr(arg), arg, f"{name}()") for arg in strings]
-        converted += args[len(strings) :]
+        if name in ("floor", "ceil", "round"):
+            return self.rounding(name, args)
+        if name in _TIME_FUNCTIONS:
+            takes, result = _TIME_FUNCTIONS[name]
+            typed_args = [
+                self.time(arg, kind, name) if kind in ("timestamp", "date") else arg
+                for arg, kind in zip(args, takes, strict=True)
+            ]
+            typed_args = [
+                self.integral(arg, name) if kind == "bigint" else arg
+                for arg, kind in zip(typed_args, takes, strict=True)
+            ]
+            if name == "to_date":  # the value as a DATE: a cast
+                return typed_args[0], result
+            return Func(name, tuple(typed_args), result), result
+        literal_positions = _LITERAL_ARGUMENTS.get(name, ())
+        converted = [
+            arg if index in literal_positions else self.string(*self.expr(arg), arg, f"{name}()")
+            for index, arg in enumerate(args)
+        ]
         result = _FUNCTION_RESULTS.get(name, "string")
         return Func(name, tuple(converted), result), result
+
+    def time(self, node: Expr, target: str, what: str) -> Expr:
+        """``node`` as a ``target`` (TIMESTAMP or DATE): a time converted, a string literal
+        read as a time."""
+        typed, type_name = self.expr(node)
+        kind = type_kind(type_name)
+        if kind in ("timestamp", "date"):
+            return _convert(typed, type_name, target)
+        if kind == "unknown":
+            return typed
+        if kind == VOID:
+            return Cast(typed, target)
+        if isinstance(typed, Literal) and typed.type == "string":
+            value = _time_literal(str(typed.value), "timestamp", typing=True)
+            return _convert(value, "timestamp", target)
+        raise _Refused(
+            f"applies {what} to {_describe(node, type_name)}; {what} takes timestamps and dates "
+            "(or a string literal of one)"
+        )
+
+    def integral(self, node: Expr, what: str) -> Expr:
+        """``node`` as a BIGINT; it must be of an integer type."""
+        typed, type_name = self.number(node, what)
+        kind = type_kind(type_name)
+        if kind not in ("integral", "unknown"):
+            raise _Refused(
+                f"applies {what} to {_describe(node, type_name)}; {what} takes integers here"
+            )
+        return _convert(typed, type_name, "bigint")
+
+    def rounding(self, name: str, args: tuple[Expr, ...]) -> tuple[Expr, str]:
+        """``floor`` / ``ceil`` (to BIGINT; a decimal to its integer digits plus one) and
+        ``round(x, d)`` HALF_UP (an integer stays a BIGINT and takes no negative ``d``, a
+        FLOAT is read as DOUBLE, a decimal gets Spark's result type)."""
+        typed_arg, type_name = self.number(args[0], name)
+        kind = type_kind(type_name)
+        if kind == "unknown":
+            return Func(name, (typed_arg, *args[1:]), UNKNOWN_NUMBER), UNKNOWN_NUMBER
+        digits = args[1].value if name == "round" and isinstance(args[1], Literal) else 0
+        assert isinstance(digits, int)
+        if kind == "decimal":
+            precision, scale = decimal_precision(type_name)
+            if digits < 0 and precision - scale + 1 > _MAX_PRECISION:
+                raise _Refused(
+                    f"rounds {_describe(args[0], type_name)} to {digits}, which can exceed "
+                    f"{_MAX_PRECISION} digits (CAST it to a narrower DECIMAL first)"
+                )
+            kept = 0 if name != "round" else max(0, min(scale, digits))
+            result = _decimal(min(precision - scale + 1 + kept, _MAX_PRECISION), kept)
+            return Func(name, (typed_arg, *args[1:]), result), result
+        if kind == "integral" and digits < 0:
+            raise _Refused(
+                f"rounds {_describe(args[0], type_name)} to {digits}, which can overflow (CAST "
+                "it to DECIMAL(p,0) first)"
+            )
+        source = "double" if kind == "double" else "bigint"
+        result = "double" if name == "round" and kind == "double" else "bigint"
+        return Func(name, (_convert(typed_arg, type_name, source), *args[1:]), result), result
 
 
 _FUNCTION_RESULTS = {
@@ -1130,6 +1462,23 @@ _FUNCTION_RESULTS = {
     "startswith": "boolean",
     "endswith": "boolean",
     "contains": "boolean",
+    "instr": "int",
+}
+#: The argument positions of a string function that hold an integer literal.
+_LITERAL_ARGUMENTS = {"substring": (1, 2), "split_part": (2,), "lpad": (1,), "rpad": (1,)}
+#: The argument types (``bigint``: any integer) and the result type of the time functions.
+_TIME_FUNCTIONS: dict[str, tuple[tuple[str, ...], str]] = {
+    **{part: (("date",), "int") for part in TIME_PARTS[:6]},
+    **{part: (("timestamp",), "int") for part in TIME_PARTS[6:]},
+    "to_date": (("date",), "date"),
+    "date_trunc": (("string", "timestamp"), "timestamp"),
+    "unix_seconds": (("timestamp",), "bigint"),
+    "unix_millis": (("timestamp",), "bigint"),
+    "unix_micros": (("timestamp",), "bigint"),
+    "timestamp_seconds": (("bigint",), "timestamp"),
+    "date_add": (("date", "bigint"), "date"),
+    "date_sub": (("date", "bigint"), "date"),
+    "datediff": (("date", "date"), "int"),
 }
 
 
@@ -1139,6 +1488,8 @@ def _family(type_name: str) -> str:
     if type_name == UNKNOWN_NUMBER:
         return "number"
     kind = type_kind(type_name)
+    if kind in ("timestamp", "date"):
+        return "time"
     return "number" if kind in ("integral", "decimal", "double") else kind
 
 
@@ -1167,6 +1518,8 @@ def _common(types: list[str], nodes: list[Expr], verb: str) -> str:
     kinds = {type_kind(t) for t in types}
     if kinds <= {"boolean", "string"}:
         return types[0]
+    if kinds <= {"timestamp", "date"}:
+        return "timestamp" if "timestamp" in kinds else "date"
     if "double" in kinds:
         return "double"
     if "decimal" in kinds:
@@ -1216,6 +1569,7 @@ def _describe(node: Expr, type_name: str) -> str:
         return f"column {node.name!r}" + (f" of type {type_name}" if known else "")
     if isinstance(node, Literal):
         word = {"string": "string ", "boolean": "", VOID: ""}.get(node.type, "number ")
+        word = "" if node.type in ("timestamp", "date") else word
         return f"the {word}{to_sql(node)}" if word else to_sql(node)
     shown = to_sql(node)
     shown = shown if len(shown) <= 60 else shown[:60] + "..."
@@ -1247,6 +1601,10 @@ def _sql(node: Expr) -> Iterator[str]:
                 yield "TRUE" if value else "FALSE"
             elif isinstance(value, str):
                 yield "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+            elif isinstance(value, dt.datetime):
+                yield f"TIMESTAMP '{format_time(value)}'"
+            elif isinstance(value, dt.date):
+                yield f"DATE '{format_time(value)}'"
             else:
                 yield str(value)
         case Not(operand):
@@ -1280,3 +1638,13 @@ def _sql(node: Expr) -> Iterator[str]:
             yield f"-{inner(operand)}"
         case Func(name, args):
             yield f"{name}({', '.join(to_sql(a) for a in args)})"
+
+
+def format_time(value: dt.date) -> str:
+    """A TIMESTAMP (``datetime``) or DATE as Spark's CAST to STRING writes it: ``yyyy-mm-dd``,
+    then `` hh:mm:ss`` and the microseconds without their trailing zeros."""
+    text = f"{value.year:04d}-{value.month:02d}-{value.day:02d}"
+    if not isinstance(value, dt.datetime):
+        return text
+    text += f" {value.hour:02d}:{value.minute:02d}:{value.second:02d}"
+    return text + (f".{value.microsecond:06d}".rstrip("0") if value.microsecond else "")

@@ -44,7 +44,15 @@ import re
 import struct
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from decimal import ROUND_DOWN, ROUND_HALF_UP, Context, Decimal, localcontext
+from decimal import (
+    ROUND_CEILING,
+    ROUND_DOWN,
+    ROUND_FLOOR,
+    ROUND_HALF_UP,
+    Context,
+    Decimal,
+    localcontext,
+)
 from functools import lru_cache
 from typing import Any, Literal, NamedTuple
 
@@ -396,15 +404,20 @@ def _value_type(value: Any) -> str:
         digits, exponent = value.as_tuple().digits, int(value.as_tuple().exponent)
         scale = max(0, -exponent)
         return f"decimal({min(max(len(digits) + max(exponent, 0), scale, 1), 38)},{scale})"
-    return "timestamp" if isinstance(value, dt.datetime) else "other"
+    if isinstance(value, dt.datetime):
+        return "timestamp"
+    return "date" if isinstance(value, dt.date) else "other"
 
 
 def _sql_value(value: Any, type_name: str) -> Any:
     """A canonical value as a value of SQL type ``type_name`` (None if it is not one: out of
-    the type's range, or of another JSON type)."""
+    the type's range, or of another JSON type). A TIMESTAMP is a naive UTC ``datetime`` (from
+    one, an aware one, or int epoch microseconds), a DATE a ``date`` (or int days)."""
     kind = sql.type_kind(type_name)
     if value is None or kind in ("other", "unknown"):
         return value
+    if kind in ("timestamp", "date"):
+        return _time_value(value, kind)
     if kind == "boolean":
         return value if isinstance(value, bool) else None
     if kind == "string":
@@ -425,6 +438,32 @@ def _sql_value(value: Any, type_name: str) -> Any:
             return None
         return _fit(number, type_name) if number.is_finite() else None
     return None
+
+
+def _time_value(value: Any, kind: str) -> dt.date | None:
+    """A TIMESTAMP (``kind`` ``timestamp``) or DATE value read from a row."""
+    try:
+        if isinstance(value, bool):
+            return None
+        if kind == "timestamp" and isinstance(value, dt.datetime):
+            if value.tzinfo is not None:
+                value = value.astimezone(dt.UTC).replace(tzinfo=None)
+            return value
+        if kind == "timestamp" and isinstance(value, int):
+            return _EPOCH + dt.timedelta(microseconds=value)
+        if kind == "date" and isinstance(value, dt.date) and not isinstance(value, dt.datetime):
+            return value
+        if kind == "date" and isinstance(value, int):
+            return _EPOCH.date() + dt.timedelta(days=value)
+    except OverflowError:
+        return None
+    return None
+
+
+_EPOCH = dt.datetime(1970, 1, 1)
+_MICROSECOND = dt.timedelta(microseconds=1)
+#: Doubles rounded as Spark rounds them: from their shortest decimal text, exactly.
+_WIDE = Context(prec=1000, rounding=ROUND_HALF_UP)
 
 
 #: What Spark trims around a string it reads as a number or a boolean (bytes up to space, DEL).
@@ -547,6 +586,12 @@ def _cast(value: Any, to: str) -> Any:
     if value is None:
         return None
     kind = sql.type_kind(to)
+    if isinstance(value, dt.date):  # a TIMESTAMP (datetime) or a DATE, to one or to STRING
+        if kind == "string":
+            return sql.format_time(value)
+        if isinstance(value, dt.datetime):
+            return value.date() if kind == "date" else value
+        return dt.datetime(value.year, value.month, value.day) if kind == "timestamp" else value
     if kind == "string":
         if isinstance(value, bool):
             return "true" if value else "false"
@@ -621,8 +666,20 @@ def _arithmetic(op: str, a: Any, b: Any, type_name: str) -> Any:
 def _function(name: str, values: list[Any], type_name: str) -> Any:
     if name == "coalesce":
         return next((value for value in values if value is not None), None)
+    if name in ("greatest", "least"):  # NULLs skipped; the first of equals kept
+        best = None
+        for value in values:
+            if value is not None and (
+                best is None or _order(value, best) == (1 if name == "greatest" else -1)
+            ):
+                best = value
+        return best
     if any(value is None for value in values):
         return None
+    if name in _TIME_FUNCTIONS:
+        return _TIME_FUNCTIONS[name](*values)
+    if name in ("floor", "ceil", "round"):
+        return _rounded(name, values, type_name)
     first = values[0]
     if name == "abs":
         if isinstance(first, int):
@@ -641,9 +698,111 @@ def _function(name: str, values: list[Any], type_name: str) -> Any:
         "startswith": str.startswith,
         "endswith": str.endswith,
         "contains": lambda text, part: part in text,
+        "split_part": _split_part,
+        "instr": lambda text, part: text.find(part) + 1,
+        "replace": lambda text, old, new: text.replace(old, new) if old else text,
+        "lpad": lambda text, length, pad: _pad(text, length, pad, left=True),
+        "rpad": lambda text, length, pad: _pad(text, length, pad, left=False),
     }
-    del type_name
     return simple[name](*values)
+
+
+def _rounded(name: str, values: list[Any], type_name: str) -> Any:
+    """``floor`` / ``ceil`` / ``round(x, d)`` (HALF_UP) as Spark computes them: a DOUBLE's
+    floor saturates at the BIGINT bounds (NaN gives 0); a DOUBLE rounds from its shortest
+    decimal text (NaN and infinities stay); a decimal to ``type_name``."""
+    value = values[0]
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        if name == "round":
+            if math.isnan(value) or math.isinf(value):
+                return value
+            text = Decimal(repr(value))
+            rounded = _WIDE.quantize(text, Decimal(1).scaleb(-values[1]))
+            return float(rounded) + 0.0  # no negative zero, as Java's BigDecimal
+        if math.isnan(value):
+            return 0
+        if math.isinf(value):
+            return _LONG - 1 if value > 0 else -_LONG
+        whole = math.floor(value) if name == "floor" else math.ceil(value)
+        return max(-_LONG, min(_LONG - 1, whole))
+    if name == "round":
+        rounded = _WIDE.quantize(value, Decimal(1).scaleb(-values[1]))
+    else:
+        mode = ROUND_FLOOR if name == "floor" else ROUND_CEILING
+        rounded = value.to_integral_value(rounding=mode)
+    return _fit(rounded, type_name)
+
+
+def _split_part(text: str, delimiter: str, index: int) -> str:
+    """Spark's ``split_part``: part ``index`` (from 1; negative: from the end) of ``text``
+    split at every ``delimiter`` (an empty one does not split); '' past the last part."""
+    parts = text.split(delimiter) if delimiter else [text]
+    position = index - 1 if index > 0 else len(parts) + index
+    return parts[position] if 0 <= position < len(parts) else ""
+
+
+def _pad(text: str, length: int, pad: str, left: bool) -> str:
+    """Spark's ``lpad`` / ``rpad``: ``text`` cut or padded to ``length`` characters (an empty
+    ``pad`` does not pad)."""
+    if length <= len(text):
+        return text[: max(length, 0)]
+    if not pad:
+        return text
+    fill = (pad * (length // len(pad) + 1))[: length - len(text)]
+    return fill + text if left else text + fill
+
+
+def _date_trunc(unit: str, value: dt.datetime) -> dt.datetime:
+    """``value`` truncated to the start of its ``unit`` (a week starts on Monday)."""
+    if unit in ("year", "quarter", "month", "week", "day"):
+        day = value.date()
+        if unit == "week":
+            day -= dt.timedelta(days=day.weekday())
+        elif unit != "day":
+            month = {"year": 1, "quarter": 3 * ((day.month - 1) // 3) + 1}.get(unit, day.month)
+            day = dt.date(day.year, month, 1)
+        return dt.datetime(day.year, day.month, day.day)
+    fields = {"hour": ("minute", "second"), "minute": ("second",), "second": ()}[unit]
+    return value.replace(microsecond=0, **dict.fromkeys(fields, 0))
+
+
+def _shift_days(day: dt.date, days: int) -> dt.date | None:
+    """``day`` plus ``days``; None outside years 1 to 9999."""
+    low, high = sql.DAYS_RANGE
+    shifted = (day - _EPOCH.date()).days + days
+    return _EPOCH.date() + dt.timedelta(days=shifted) if low <= shifted <= high else None
+
+
+def _from_seconds(seconds: int) -> dt.datetime | None:
+    low, high = sql.SECONDS_RANGE
+    return _EPOCH + dt.timedelta(seconds=seconds) if low <= seconds <= high else None
+
+
+def _micros(value: dt.datetime) -> int:
+    return (value - _EPOCH) // _MICROSECOND
+
+
+_TIME_FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "year": lambda d: d.year,
+    "month": lambda d: d.month,
+    "day": lambda d: d.day,
+    "dayofweek": lambda d: d.isoweekday() % 7 + 1,  # 1 is Sunday
+    "dayofyear": lambda d: d.timetuple().tm_yday,
+    "weekofyear": lambda d: d.isocalendar()[1],  # ISO 8601 weeks
+    "hour": lambda t: t.hour,
+    "minute": lambda t: t.minute,
+    "second": lambda t: t.second,
+    "date_trunc": _date_trunc,
+    "unix_seconds": lambda t: _micros(t) // 1_000_000,
+    "unix_millis": lambda t: _micros(t) // 1_000,
+    "unix_micros": _micros,
+    "timestamp_seconds": _from_seconds,
+    "date_add": _shift_days,
+    "date_sub": lambda d, n: _shift_days(d, -n),
+    "datediff": lambda end, start: (end - start).days,
+}
 
 
 def _substring(text: str, start: int, length: int) -> str:

@@ -14,6 +14,7 @@ The conditions are built as Spark columns node by node from the checked tree of
 
 from __future__ import annotations
 
+import datetime as dt
 import operator
 from collections.abc import Callable, Mapping
 from functools import reduce
@@ -174,7 +175,31 @@ _FUNCTIONS: dict[str, Callable[..., Column]] = {
     "startswith": F.startswith,
     "endswith": F.endswith,
     "contains": F.contains,
+    "floor": F.floor,
+    "ceil": F.ceil,
+    "greatest": F.greatest,
+    "least": F.least,
+    "split_part": F.split_part,
+    "instr": F.instr,
+    "replace": F.replace,
+    "lpad": F.lpad,
+    "rpad": F.rpad,
+    "year": F.year,
+    "month": F.month,
+    "day": F.dayofmonth,
+    "dayofweek": F.dayofweek,
+    "dayofyear": F.dayofyear,
+    "weekofyear": F.weekofyear,
+    "hour": F.hour,
+    "minute": F.minute,
+    "second": F.second,
+    "unix_seconds": F.unix_seconds,
+    "unix_millis": F.unix_millis,
+    "unix_micros": F.unix_micros,
+    "datediff": F.datediff,
 }
+_EPOCH = dt.datetime(1970, 1, 1)
+_MICROSECOND = dt.timedelta(microseconds=1)
 
 
 def _spark(node: sql.Expr) -> Column:
@@ -185,6 +210,10 @@ def _spark(node: sql.Expr) -> Column:
         case sql.Literal(value, type_name):
             if type_name in ("string", "boolean", "double", "void"):
                 return F.lit(value)
+            if isinstance(value, dt.datetime):  # from its epoch micros: no time zone involved
+                return F.timestamp_micros(F.lit((value - _EPOCH) // _MICROSECOND).cast("bigint"))
+            if isinstance(value, dt.date):
+                return F.date_from_unix_date(F.lit((value - _EPOCH.date()).days).cast("int"))
             return F.lit(value).cast(type_name)  # an integer as BIGINT, a decimal as typed
         case sql.Not(operand):
             return ~_spark(operand)
@@ -228,6 +257,26 @@ def _spark(node: sql.Expr) -> Column:
         case sql.Func("substring", (text, sql.Literal(start), sql.Literal(length))):
             assert isinstance(start, int) and isinstance(length, int)
             return F.substring(_spark(text), start, length)
+        case sql.Func("lpad" | "rpad" as name, (text, sql.Literal(length), pad)):
+            assert isinstance(length, int)
+            return _FUNCTIONS[name](_spark(text), length, _spark(pad))
+        case sql.Func("split_part", (text, delimiter, sql.Literal(index))):
+            return F.split_part(_spark(text), _spark(delimiter), F.lit(index))  # an INT
+        case sql.Func("round", (operand, sql.Literal(digits))):
+            assert isinstance(digits, int)
+            return F.round(_spark(operand), digits)
+        case sql.Func("date_trunc", (sql.Literal(unit), operand)):
+            return F.date_trunc(str(unit), _spark(operand))
+        case sql.Func("timestamp_seconds", (operand,)):
+            seconds = _spark(operand)
+            low, high = sql.SECONDS_RANGE
+            return F.when(seconds.between(low, high), F.timestamp_seconds(seconds))
+        case sql.Func("date_add" | "date_sub" as name, (date, days)):
+            shift = F.try_add if name == "date_add" else F.try_subtract
+            unix_days = shift(F.unix_date(_spark(date)).cast("bigint"), _spark(days))
+            low, high = sql.DAYS_RANGE
+            within = unix_days.between(low, high)
+            return F.when(within, F.date_from_unix_date(unix_days.cast("int")))
         case sql.Func(name, args):
             return _FUNCTIONS[name](*(_spark(arg) for arg in args))
     raise AssertionError(node)

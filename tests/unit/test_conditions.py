@@ -5,6 +5,7 @@ checks the two evaluators against each other on random conditions)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from decimal import Decimal
 from typing import Any
@@ -36,11 +37,13 @@ from core.conditions import (
     Or,
     condition_columns,
     parse_condition,
+    parse_expression,
     to_sql,
     typed_condition,
+    typed_expression,
 )
 from core.errors import ConfigError
-from silver.reference import holds
+from silver.reference import holds, value_of
 
 pytestmark = pytest.mark.unit
 
@@ -217,7 +220,45 @@ def test_a_tree_reads_back_as_sql() -> None:
         ("a LIKE 'a!b' ESCAPE '!'", "in the LIKE pattern 'a!b' the escape character '!' precedes"),
         ("a LIKE 'a' ESCAPE '%'", "ESCAPE '%': the escape must be one character, not % or _"),
         ("a = 'it''s'", "two strings follow each other (Spark joins them: 'it''s' is 'its')"),
-        ("a = DATE '2024-01-01'", "CAST to DATE is not supported"),
+        ("a = DATE '2024-02-30'", "the string '2024-02-30', which is not a date (write yyyy"),
+        ("a = TIMESTAMP '2024-01-01 24:00:00'", "the string '2024-01-01 24:00:00', which is"),
+        ("a = TIMESTAMP '2024-01-01T10:00:00Z'", "the string '2024-01-01T10:00:00Z', which"),
+        ("a = TIMESTAMP '0000-01-01'", "the string '0000-01-01', which is not a timestamp"),
+        ("a = TIMESTAMP '2024-01-01 10:00:00.1234567'", "the string '2024-01-01 10:00:00.12"),
+        ("CAST(1 AS TIMESTAMP) = a", "CAST of the number 1 to TIMESTAMP is not supported"),
+        ("CAST(a AS TIMESTAMP_NTZ) = a", "CAST to TIMESTAMP_NTZ is not supported"),
+        ("DATE '2024-01-01' = 1", "it compares DATE '2024-01-01' with the number 1"),
+        ("TIMESTAMP '2024-01-01 00:00:00' = 'x'", "it reads the string 'x' as a timestamp, which"),
+        ("to_date(a) = '2024-13-01'", "it reads the string '2024-13-01' as a date, which is not"),
+        ("hour('noon') = 1", "it reads the string 'noon' as a timestamp, which is not a"),
+        ("hour(5) = 1", "it applies hour to the number 5; hour takes timestamps and dates"),
+        ("to_date(a, 'yyyy') = a", "to_date takes one argument (a format is not supported)"),
+        ("date_trunc('fortnight', a) = a", "date_trunc takes a unit as a string literal, one of"),
+        ("date_trunc(b, a) = a", "date_trunc takes a unit as a string literal"),
+        ("trunc(a, 'MM') = a", "function 'trunc' is not allowed"),
+        ("date_add(DAY, 1, a) = a", "function 'timestamp_add' is not allowed"),
+        ("date_add(a, 1.5) = a", "it applies date_add to the number 1.5; date_add takes integer"),
+        ("timestamp_seconds(1.5) = a", "it applies timestamp_seconds to the number 1.5"),
+        ("datediff(a) = 1", "datediff takes two arguments"),
+        ("round(a, b) = 1", "the scale of round must be an integer literal from -38 to 38"),
+        ("round(a, 39) = 1", "the scale of round must be an integer literal from -38 to 38"),
+        ("round(25, -1) = 30", "it rounds the number 25 to -1, which can overflow"),
+        ("floor(a, 1) = 1", "floor takes one argument"),
+        ("greatest(a) = 1", "greatest takes at least two arguments"),
+        ("greatest(1, 'x') = 1", "it mixes in greatest the number 1 with the string 'x'"),
+        ("split_part(a, ',', 0) = 'x'", "the part number of split_part must be an integer literal"),
+        ("split_part(a, ',', b) = 'x'", "the part number of split_part must be an integer"),
+        ("lpad(a, 10001, 'x') = 'x'", "the length of lpad must be an integer literal of at most"),
+        ("rpad(a, b) = 'x'", "the length of rpad must be an integer literal"),
+        ("instr(a, 'x', 2) = 1", "instr takes two arguments"),
+        ("lower(hour(a)) = 'x'", "it applies lower() to hour(a) (of type int); lower() takes"),
+        ("now() > a", "function 'now' is not allowed"),
+        ("current_date() = a", "function 'current_date' is not allowed"),
+        ("current_date = a", "function 'current_date' is not allowed"),
+        ("unix_timestamp() > 1", "function 'unix_timestamp' is not allowed"),
+        ("from_unixtime(a) = 'x'", "function 'from_unixtime' is not allowed"),
+        ("regexp_replace(a, 'x', 'y') = 'z'", "function 'regexp_replace' is not allowed"),
+        ("date_format(a, 'yyyy') = 'x'", "function 'date_format' is not allowed"),
         ("CAST(a AS FLOAT) > 1", "CAST to FLOAT is not supported"),
         ("a = 1e400", "the number 1e400 is out of range"),
         ("a = 1" + "0" * 40, f"the number 1{'0' * 40} has more than 38 digits"),
@@ -261,7 +302,7 @@ def test_size_and_nesting_are_bounded() -> None:
         ConfigError, match=f"nests parentheses, CASE or NOT 30 deep; at most {MAX_NESTING}"
     ):
         parse_condition("(" * 30 + "a" + ")" * 30, WHERE)
-    assert len(str(raised.value)) < 1200  # the condition is shown cut, not whole
+    assert len(str(raised.value)) < 400 + len(SUPPORTED)  # the condition is shown cut
     with pytest.raises(ConfigError, match=f"40 deep; at most {MAX_NESTING}"):
         parse_condition("NOT " * 40 + "a", WHERE)
     with pytest.raises(ConfigError, match=f"levels deep; at most {MAX_DEPTH}"):
@@ -284,6 +325,8 @@ TYPES = {
     "b": "boolean",
     "ts": "timestamp",
     "wide": "decimal(38,0)",
+    "day": "date",
+    "bin": "binary",
 }
 
 
@@ -353,13 +396,30 @@ def test_typed_trees_make_every_conversion_explicit(condition: str, tree: Condit
         ("i = 'x'", "compares column 'i' of type int with the string 'x'"),
         ("b = 1", "compares column 'b' of type boolean with the number 1"),
         ("i IN (1, s)", "compares column 'i' of type int with column 's' of type string"),
-        ("ts > 1", "compares column 'ts' of type timestamp, which takes only IS [NOT] NULL"),
+        ("ts > 1", "compares column 'ts' of type timestamp with the number 1; compare numbers"),
+        ("bin = bin", "compares column 'bin' of type binary, which takes only IS [NOT] NULL"),
+        ("ts = s", "compares column 'ts' of type timestamp with column 's' of type string"),
+        ("ts > '2026-01-01 10:00'", "reads the string '2026-01-01 10:00' as a timestamp, which"),
+        ("day = '2026-02-29'", "reads the string '2026-02-29' as a date, which is not a date"),
+        ("coalesce(ts, '2026-01-01') = ts", "mixes in coalesce column 'ts' of type timestamp with"),
+        ("CAST(s AS TIMESTAMP) = ts", "casts column 's' of type string to TIMESTAMP, which is not"),
+        ("CAST(ts AS BIGINT) = 1", "casts column 'ts' of type timestamp to BIGINT, which is not"),
+        ("hour(s) = 1", "applies hour to column 's' of type string; hour takes timestamps and"),
+        (
+            "date_add(day, l * 1.5) = day",
+            "applies date_add to l * 1.5 (of type decimal(23,1)); date_add takes integers",
+        ),
+        ("year(i) = 1", "applies year to column 'i' of type int; year takes timestamps and dates"),
+        ("floor(s) = 1", "applies floor to column 's' of type string; floor takes numbers"),
+        ("round(i, -1) = 10", "rounds column 'i' of type int to -1, which can overflow"),
+        ("round(wide, -2) = 1", "rounds column 'wide' of type decimal(38,0) to -2, which can"),
+        ("instr(i, 'x') = 1", "applies instr() to column 'i' of type int; instr() takes strings"),
+        ("lpad(s, 3, i) = 'x'", "applies lpad() to column 'i' of type int; lpad() takes"),
         ("s + 1 > 1", "applies + to column 's' of type string; + takes numbers"),
         ("i LIKE 'x'", "applies LIKE to column 'i' of type int; LIKE takes strings"),
         ("i", "uses column 'i' of type int as a condition, which is not true or false"),
         ("CAST(d AS STRING) = 'x'", "casts column 'd' of type double to STRING, which is not"),
         ("CAST(s AS DOUBLE) > 1", "casts column 's' of type string to DOUBLE"),
-        ("CAST(ts AS STRING) = 'x'", "casts column 'ts' of type timestamp to STRING"),
         (
             "wide = 1.5",
             "compares column 'wide' of type decimal(38,0) with the number 1.5, which needs a "
@@ -450,3 +510,246 @@ def test_a_condition_that_does_not_type_check_holds_nowhere() -> None:
 def test_a_value_not_of_its_columns_type_reads_as_null() -> None:
     assert holds(parse_condition("i = 1", WHERE), {"i": "1"}, {"i": "int"}) is None
     assert holds(parse_condition("i IS NULL", WHERE), {"i": "1"}, {"i": "int"}) is True
+
+
+# --------------------------------------------------------------------------------------------
+# Expressions of any type (computed columns), timestamps and dates
+# --------------------------------------------------------------------------------------------
+
+ts, day, x = Column("ts"), Column("day"), Column("x")
+NOON = dt.datetime(2026, 1, 1, 12, 0)
+
+
+@pytest.mark.parametrize(
+    ("expression", "tree"),
+    [
+        ("price * 0.908", Arith("*", Column("price"), Literal(Decimal("0.908"), "decimal(3,3)"))),
+        ("hour(ts)", Func("hour", (ts,))),
+        ("to_date(ts)", Func("to_date", (ts,))),
+        ("dayofmonth(ts)", Func("day", (ts,))),
+        ("year(ts)", Func("year", (ts,))),
+        ("TIMESTAMP '2026-01-01 12:00:00'", Literal(NOON, "timestamp")),
+        ("TIMESTAMP '2026-01-01T12:00:00'", Literal(NOON, "timestamp")),
+        (
+            "TIMESTAMP '2026-01-01 00:00:00.000001'",
+            Literal(dt.datetime(2026, 1, 1, 0, 0, 0, 1), "timestamp"),
+        ),
+        ("DATE '2024-02-29'", Literal(dt.date(2024, 2, 29), "date")),
+        ("CAST('2026-01-01' AS TIMESTAMP)", Literal(dt.datetime(2026, 1, 1), "timestamp")),
+        ("CAST(ts AS DATE)", Cast(ts, "date")),
+        ("date_trunc('Hour', ts)", Func("date_trunc", (text("hour"), ts))),
+        ("date_add(day, 2)", Func("date_add", (day, number(2)))),
+        ("date_sub(day, x)", Func("date_sub", (day, x))),
+        ("datediff(day, ts)", Func("datediff", (day, ts))),
+        ("timestamp_seconds(x)", Func("timestamp_seconds", (x,))),
+        ("unix_millis(ts)", Func("unix_millis", (ts,))),
+        ("ceiling(x)", Func("ceil", (x,))),
+        ("round(x)", Func("round", (x, number(0)))),
+        ("round(x, -2)", Func("round", (x, number(-2)))),
+        ("greatest(x, 1, NULL)", Func("greatest", (x, number(1), Literal(None, "void")))),
+        ("split_part(a, ',', -1)", Func("split_part", (a, text(","), number(-1)))),
+        ("replace(a, 'x')", Func("replace", (a, text("x"), text("")))),
+        ("lpad(a, 3)", Func("lpad", (a, number(3), text(" ")))),
+        ("instr(a, 'x')", Func("instr", (a, text("x")))),
+        ("lower(a)", Func("lower", (a,))),  # not a condition: fine as an expression
+        ("NULL", Literal(None, "void")),
+    ],
+)
+def test_accepted_expressions_and_their_trees(expression: str, tree: Condition) -> None:
+    assert parse_expression(expression, WHERE) == tree
+
+
+@pytest.mark.parametrize(
+    ("expression", "problem"),
+    [
+        ("", "it is empty"),
+        ("a = 1; SELECT 1", "it holds more than one statement (';')"),
+        ("now()", "function 'now' is not allowed"),
+        ("rand()", "function 'rand' is not allowed"),
+        ("current_timestamp", "function 'current_timestamp' is not allowed"),
+        ("(SELECT 1)", "'(SELECT 1)': subqueries and table reads are not allowed"),
+        ("read_files('/etc')", "function 'read_files' is not allowed"),
+        ("my_udf(a)", "function 'my_udf' is not allowed"),
+        ("regexp_extract(a, 'x', 1)", "function 'regexp_extract' is not allowed"),
+        ("'abc' + 1", "it applies + to the string 'abc'; + takes numbers"),
+        ("DATE '2026-02-29'", "the string '2026-02-29', which is not a date"),
+        ("hour('x')", "it reads the string 'x' as a timestamp, which is not a timestamp"),
+        ("sum(a)", "function 'sum' is not allowed"),
+    ],
+)
+def test_refused_expressions(expression: str, problem: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        parse_expression(expression, WHERE)
+    message = str(raised.value)
+    assert message.startswith(f"Unsupported expression {expression!r} for {WHERE}: {problem}")
+    assert message.endswith(f"; {SUPPORTED}.") and "\n" not in message
+
+
+def test_a_condition_is_still_refused_where_an_expression_is_fine() -> None:
+    with pytest.raises(ConfigError, match="uses hour\\(ts\\) \\(of type int\\) as a condition"):
+        parse_condition("hour(ts)", WHERE)
+
+
+EXPRESSION_TYPES = {**TYPES, "x": "bigint", "tiny": "tinyint", "w": "decimal(38,10)"}
+
+
+@pytest.mark.parametrize(
+    ("expression", "result"),
+    [
+        ("l * 0.908", "decimal(24,3)"),
+        ("d * 0.908", "double"),
+        ("i + 1", "bigint"),
+        ("length(s)", "int"),
+        ("hour(ts)", "int"),
+        ("year(day)", "int"),
+        ("to_date(ts)", "date"),
+        ("CAST(day AS TIMESTAMP)", "timestamp"),
+        ("date_trunc('week', day)", "timestamp"),
+        ("date_add(day, tiny)", "date"),
+        ("datediff(day, ts)", "int"),
+        ("unix_seconds(ts)", "bigint"),
+        ("timestamp_seconds(i)", "timestamp"),
+        ("greatest(day, ts)", "timestamp"),
+        ("least(i, tiny)", "bigint"),  # integers meet as BIGINT
+        ("coalesce(day, DATE '2026-01-01')", "date"),
+        ("CASE WHEN b THEN ts END", "timestamp"),
+        ("if(b, day, NULL)", "date"),
+        ("floor(d)", "bigint"),
+        ("ceil(f)", "bigint"),
+        ("floor(m)", "decimal(9,0)"),
+        ("round(m, 1)", "decimal(10,1)"),
+        ("round(m, 5)", "decimal(11,2)"),
+        ("round(m, -1)", "decimal(9,0)"),
+        ("round(w, 2)", "decimal(31,2)"),
+        ("round(i)", "bigint"),
+        ("round(f, 1)", "double"),
+        ("CAST(ts AS STRING)", "string"),
+        ("split_part(s, ',', 1)", "string"),
+        ("instr(s, 'x')", "int"),
+        ("b AND s = 'x'", "boolean"),
+        ("NULL", "void"),
+    ],
+)
+def test_typed_expressions_have_spark_result_types(expression: str, result: str) -> None:
+    typed_tree, found = typed_expression(
+        parse_expression(expression, WHERE), EXPRESSION_TYPES, "Table 'users': column"
+    )
+    assert found == result, typed_tree
+
+
+def test_typed_expressions_make_time_conversions_explicit() -> None:
+    def typed_tree(expression: str) -> Condition:
+        return typed_expression(parse_expression(expression, WHERE), EXPRESSION_TYPES, "x")[0]
+
+    midnight = Literal(dt.datetime(2026, 1, 1), "timestamp")
+    assert typed_tree("ts >= '2026-01-01'") == Compare(">=", ts, midnight)
+    assert typed_tree("day < ts") == Compare("<", Cast(day, "timestamp"), ts)
+    assert typed_tree("day = '2026-01-01 10:00:00'") == Compare(
+        "=",
+        day,
+        Literal(dt.date(2026, 1, 1), "date"),  # Spark reads the date part
+    )
+    assert typed_tree("hour(day)") == Func("hour", (Cast(day, "timestamp"),), "int")
+    assert typed_tree("to_date(ts)") == Cast(ts, "date")
+    assert typed_tree("date_add(day, i)") == Func(
+        "date_add", (day, Cast(Column("i"), "bigint")), "date"
+    )
+
+
+def test_expression_columns_in_order_and_sql_text() -> None:
+    expression = parse_expression(
+        "date_add(to_date(`a b`), c) > DATE '2026-01-01' OR ts IS NULL", WHERE
+    )
+    assert condition_columns(expression) == ("a b", "c", "ts")
+    assert to_sql(expression) == (
+        "(date_add(to_date(`a b`), c) > DATE '2026-01-01') OR (ts IS NULL)"
+    )
+    assert to_sql(parse_expression("TIMESTAMP '0999-01-01 10:00:00.5'", WHERE)) == (
+        "TIMESTAMP '0999-01-01 10:00:00.5'"
+    )
+
+
+TIME_ROW: dict[str, Any] = {
+    "ts": dt.datetime(1969, 12, 31, 23, 59, 59, 999_999),  # 1 µs before the epoch
+    "micros": 86_400_000_000,  # a TIMESTAMP as the fold holds it: 1970-01-02 00:00:00
+    "day": dt.date(2024, 2, 29),  # a leap day, a Thursday
+    "days": -1,  # a DATE as the fold holds it: 1969-12-31
+    "d": 2.675,
+    "m": "125.25",
+    "s": "a,b,,c",
+    "n": None,
+    "l": 9_223_372_036_854_775_807,
+}
+TIME_ROW_TYPES = {
+    "ts": "timestamp",
+    "micros": "timestamp",
+    "day": "date",
+    "days": "date",
+    "m": "decimal(10,2)",
+    "n": "int",
+}
+
+
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        ("hour(ts)", 23),
+        ("second(ts)", 59),
+        ("unix_micros(ts)", -1),
+        ("unix_millis(ts)", -1),  # floor, not truncation
+        ("unix_seconds(ts)", -1),
+        ("to_date(ts)", dt.date(1969, 12, 31)),
+        ("micros", dt.datetime(1970, 1, 2)),
+        ("days", dt.date(1969, 12, 31)),
+        ("date_trunc('week', ts)", dt.datetime(1969, 12, 29)),  # a Monday
+        ("date_trunc('quarter', ts)", dt.datetime(1969, 10, 1)),
+        ("date_trunc('second', ts)", dt.datetime(1969, 12, 31, 23, 59, 59)),
+        ("dayofweek(day)", 5),  # 1 is Sunday
+        ("dayofyear(day)", 60),
+        ("weekofyear(DATE '2021-01-03')", 53),  # ISO weeks: still 2020's last week
+        ("date_add(day, 365)", dt.date(2025, 2, 28)),
+        ("date_sub(day, -1)", dt.date(2024, 3, 1)),
+        ("date_add(DATE '9999-12-31', 1)", None),  # beyond year 9999: NULL
+        ("date_add(day, l)", None),
+        ("date_add(day, n)", None),
+        ("datediff(day, ts)", 19783),
+        ("timestamp_seconds(253402300800)", None),
+        ("timestamp_seconds(-1)", dt.datetime(1969, 12, 31, 23, 59, 59)),
+        ("CAST(ts AS STRING)", "1969-12-31 23:59:59.999999"),
+        ("CAST(TIMESTAMP '2026-01-01 10:00:00.5' AS STRING)", "2026-01-01 10:00:00.5"),
+        ("CAST(day AS TIMESTAMP)", dt.datetime(2024, 2, 29)),
+        ("ts < DATE '1970-01-01'", True),
+        ("micros = '1970-01-02'", True),
+        ("day BETWEEN '2024-02-01' AND '2024-02-29'", True),
+        ("ts IN (TIMESTAMP '1969-12-31 23:59:59.999999')", True),
+        ("greatest(day, ts, NULL)", dt.datetime(2024, 2, 29)),
+        ("least(day, ts)", dt.datetime(1969, 12, 31, 23, 59, 59, 999_999)),
+        ("round(d, 2)", 2.68),  # HALF_UP of the shortest decimal text, as Spark
+        ("round(-2.5D)", -3.0),
+        ("round(m, -1)", Decimal("130")),
+        ("round(m, 1)", Decimal("125.3")),
+        ("floor(-d)", -3),
+        ("ceil(m)", Decimal("126")),
+        ("floor(1e300)", 2**63 - 1),  # saturates, as Spark
+        ("split_part(s, ',', 3)", ""),
+        ("split_part(s, ',', -1)", "c"),
+        ("split_part(s, ',', 9)", ""),
+        ("split_part(s, '', 1)", "a,b,,c"),
+        ("instr(s, ',,')", 4),
+        ("instr(s, '')", 1),
+        ("replace(s, ',')", "abc"),
+        ("replace(s, '', 'x')", "a,b,,c"),
+        ("lpad(s, 8, 'xy')", "xya,b,,c"),
+        ("rpad(s, 2, 'xy')", "a,"),
+        ("lpad(s, -1, 'x')", ""),
+        ("lpad(s, 9, '')", "a,b,,c"),
+    ],
+)
+def test_python_evaluator_of_expressions(expression: str, expected: Any) -> None:
+    found = value_of(parse_expression(expression, WHERE), TIME_ROW, TIME_ROW_TYPES)
+    assert found == expected and type(found) is type(expected)
+
+
+def test_value_of_refuses_what_the_types_make_invalid() -> None:
+    with pytest.raises(ConfigError, match="applies hour to column 's' of type string"):
+        value_of(parse_expression("hour(s)", WHERE), TIME_ROW, TIME_ROW_TYPES)
