@@ -30,6 +30,7 @@ from core.gold_tables import (
 )
 from core.identifiers import entity_name_for_topic, require_identifier
 from core.layout import HISTORY_SUFFIX, QUARANTINE_TABLE
+from core.models import SqlModel, check_models, model_from, reserved_gold_names
 from core.widening import TYPE_WIDENING_MODES, TypeWidening
 
 TableFormat = Literal["debezium", "events"]
@@ -413,6 +414,8 @@ class PipelineConfig:
 
     #: Declared gold tables (``[[gold]]``); None: the shop's, from ``gold`` (``[gold]``).
     gold_tables: tuple[GoldTable, ...] | None = None
+    #: SQL models (``[[models]]``, :mod:`core.models`), in the order they refresh.
+    models: tuple[SqlModel, ...] = ()
 
     def __post_init__(self) -> None:
         alert_names = [alert.name for alert in self.alerts]
@@ -536,7 +539,7 @@ def load_config(path: str | Path | None) -> PipelineConfig:
         raise ConfigError(f"Config file {path} nests arrays or tables too deeply.") from None
     _reject_unknown(
         document,
-        {"tables", "gold", "maintenance", "quality", "catalog", "alerts"},
+        {"tables", "gold", "maintenance", "quality", "catalog", "alerts", "models"},
         "the config file",
     )
     entries = document.get("tables", [])
@@ -562,7 +565,13 @@ def load_config(path: str | Path | None) -> PipelineConfig:
     _reject_unknown(gold_settings, {f.name for f in fields(GoldSpec)}, "[gold]")
     for setting, value in gold_settings.items():
         _require_type(setting, value, str, "[gold]")
-    return PipelineConfig(
+    models = document.get("models", [])
+    if not isinstance(models, list) or not all(isinstance(e, Mapping) for e in models):
+        raise ConfigError(
+            "'models' must be a list of tables: write each SQL model as a [[models]] entry "
+            "with its name and sql."
+        )
+    config = PipelineConfig(
         tables=tables,
         gold=GoldSpec(**gold_settings),
         gold_tables=declared,
@@ -570,7 +579,10 @@ def load_config(path: str | Path | None) -> PipelineConfig:
         quality=_quality_from(document.get("quality", {}), Path(path).parent),
         catalog=_catalog_from(document.get("catalog", {})),
         alerts=_alerts_from(document.get("alerts", [])),
+        models=tuple(model_from(entry) for entry in models),
     )
+    taken = reserved_gold_names((t.name for t in config.gold_declarations), config.alerts)
+    return replace(config, models=check_models(config.models, taken))
 
 
 def _catalog_from(settings: Any) -> CatalogSpec:

@@ -183,6 +183,9 @@ class _Dialect(Spark):
 
 
 _DIALECT = _Dialect()
+#: The dialect the guard parses with (Spark's, plus ``DESCRIBE DETAIL``): for other checks of
+#: the statements it lets run (:mod:`core.models`).
+DIALECT: Spark = _DIALECT
 
 
 def check(

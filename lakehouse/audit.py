@@ -10,6 +10,7 @@ from core.delta_io import table_exists
 from core.identifiers import table_name_for_topic
 from core.layout import QUARANTINE_TABLE, Warehouse
 from gold.jobs import join_inputs
+from gold.models import check_models_of
 from gold.verify import check_gold
 from lakehouse.entities import entity_specs
 from silver.verify import TableCheck, check_history, check_table
@@ -21,7 +22,8 @@ def verify_warehouse(
     """Check each silver entity of ``warehouse`` (and its history table for SCD type 2); an
     empty list means there was nothing to check. Records a ``drop`` expectation quarantined
     are left out of the expected state. Then each declared gold table whose silver source and
-    gold table exist."""
+    gold table exist; then each SQL model whose table and inputs exist
+    (:func:`gold.models.check_model`)."""
     checks = []
     quarantine = warehouse.table("silver", QUARANTINE_TABLE)
     for spec in entity_specs(spark, warehouse, config):
@@ -42,4 +44,6 @@ def verify_warehouse(
                 if not table_exists(spark, other):
                     continue
             checks.append(check_gold(spark, silver, gold, table, watermark, joined, other))
+    if checks:
+        checks += check_models_of(spark, warehouse, config)
     return checks

@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import partial
 
 from pyspark.sql import DataFrame, SparkSession
@@ -26,7 +26,8 @@ from expectations.checks import load_checks
 from expectations.suites import check_overrides
 from expectations.validate import PeriodicValidation
 from gold.alerts import ALERTS_TABLE, alert_jobs
-from gold.jobs import gold_jobs
+from gold.jobs import GoldIsolation, gold_jobs
+from gold.models import ModelRetries, model_query, ordered_models, refresh_models
 from lakehouse.entities import entity_specs
 from lakehouse.event_log import recording
 from lakehouse.recovery import recover_and_say
@@ -152,11 +153,20 @@ def _silver_and_gold(
     entities: Collection[str] | None = None,
 ) -> None:
     """Apply bronze to silver, then silver to gold (of ``entities``), each table to its end
-    whatever the others do; the failures go into ``report``."""
+    whatever the others do, then refresh the SQL models (:mod:`gold.models`); the failures go
+    into ``report``."""
     check_overrides(config.quality)
+    ordered_models(config)
     _apply_bronze(spark, warehouse, config, progress, report, entities)
-    gold = _gold_jobs(spark, warehouse, config, Trigger(), progress, set(), entities)
+    isolation = GoldIsolation()  # a declaration that fails is tried again by the next run
+    gold = _gold_jobs(spark, warehouse, config, Trigger(), progress, set(), entities, isolation)
     _finish_all(gold, report, progress)
+    for failed in _gold_failures(isolation, report.summary, progress):
+        report.failures.append(failed)
+    for failed in refresh_models(spark, warehouse, config, progress):
+        report.failures.append(failed)
+        report.summary.failing(failed, logged=False)
+        progress(f"{failed.table}: failed ({failed.failure.line})")
 
 
 def _apply_bronze(
@@ -263,6 +273,7 @@ def _run_continuously(
 ) -> None:
     check_declared_schemas(config.tables)
     check_overrides(config.quality)
+    ordered_models(config)
     recover_and_say(spark, warehouse.root, progress)
     stop, at_once = threading.Event(), threading.Event()
 
@@ -272,7 +283,9 @@ def _run_continuously(
     previous = {sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS}
     running = RunningQueries(progress, summary, backoff)
     isolation = Isolation()
+    gold_isolation = GoldIsolation(backoff.delay)
     said: set[str] = set()
+    model_retries = ModelRetries(backoff.delay)
     try:
         try:
             source_frame = read_source(spark, source, continuous=True)
@@ -305,8 +318,13 @@ def _run_continuously(
                     progress,
                     summary,
                     silver=not one_hop,
+                    gold_isolation=gold_isolation,
                 )
+                _gold_failures(gold_isolation, summary, progress)
                 running.check()
+                _refresh_due_models(
+                    spark, warehouse, config, progress, summary, model_retries, said
+                )
                 name_tables(spark, warehouse, config, progress, said)
                 validations.run_if_due(spark, warehouse, progress)
                 stop.wait(poll_seconds)
@@ -325,6 +343,37 @@ def _run_continuously(
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _refresh_due_models(
+    spark: SparkSession,
+    warehouse: Warehouse,
+    config: PipelineConfig,
+    progress: Progress,
+    summary: RunSummary,
+    retries: ModelRetries,
+    said: set[str],
+) -> None:
+    """Refresh the SQL models whose inputs moved (a refresh with nothing new commits
+    nothing); a model that failed is tried again after the run's backoff, the others go on."""
+    now = time.monotonic()
+    due = retries.due((model.name for model in config.models), now)
+    if not due:
+        return
+    failures = refresh_models(spark, warehouse, config, progress, said, only=due)
+    for failure in failures:
+        noted = retries.failed(failure, now)
+        summary.failing(noted, logged=False)
+        wait = (noted.retry_at - noted.at).total_seconds() if noted.retry_at else 0.0
+        progress(
+            f"{noted.table}: failed ({noted.failure.line}); the other tables go on; "
+            f"attempt {noted.attempts + 1} in {wait:g} s"
+        )
+    failed = {failure.query for failure in failures}
+    for name in due:
+        if model_query(name) not in failed and retries.succeeded(name) is not None:
+            summary.recovered(model_query(name))
+            progress(f"gold.{name}: refreshing again")
 
 
 def start_one_hop(
@@ -401,10 +450,12 @@ def start_ready(
     progress: Progress = lambda _: None,
     summary: RunSummary | None = None,
     silver: bool = True,
+    gold_isolation: GoldIsolation | None = None,
 ) -> None:
     """Start the silver (unless not ``silver``: one hop applies it) and gold queries whose
     input tables exist, that have something to read and that are not running (the silver ones
-    reporting their micro-batches to ``summary``, if given).
+    reporting their micro-batches to ``summary``, if given). ``gold_isolation``: where a
+    declaration of a shared gold query that fails is left (without it, it fails the query).
 
     The tables silver queries share are created first, so that queries starting together do
     not race to create them.
@@ -422,7 +473,8 @@ def start_ready(
         job = silver_job(spark, warehouse, config, spec, trigger, summary)
         progress(f"silver: streaming {spec.topic} into silver.{spec.name}")
         running.start(job.name, job.start, job.table)
-    for job in _gold_jobs(spark, warehouse, config, trigger, progress, running.names()):
+    names = running.names()
+    for job in _gold_jobs(spark, warehouse, config, trigger, progress, names, None, gold_isolation):
         running.start(job.name, job.start, job.table)
 
 
@@ -434,18 +486,28 @@ def _gold_jobs(
     progress: Progress,
     running: set[str],
     inputs: Collection[str] | None = None,
+    isolation: GoldIsolation | None = None,
 ) -> list[Job]:
     """The gold jobs whose silver input (and joined entity) exists (and that read one of
-    ``inputs``, if given) and that are not running yet."""
+    ``inputs``, if given) and that are not running yet: one per query (the declarations over
+    one source without a join share one, whose failing declarations ``isolation`` keeps)."""
     silver = set(warehouse.table_names("silver", spark))
     ready: list[Job] = []
+    tables: dict[str, list[str]] = {}
     for job in gold_jobs(config):
         wanted = inputs is None or job.reads_any(inputs)
         joined = all(entity in silver for entity in job.joins)
         if wanted and job.input in silver and joined and job.query not in running:
             progress(f"gold: {job.what} from silver.{job.input}")
+            if job.query in tables:
+                tables[job.query].append(f"gold.{job.table}")
+                continue
+            tables[job.query] = [f"gold.{job.table}"]
             start = partial(job.start, spark, warehouse, trigger)
+            if job.shared:
+                start = partial(start, isolation=isolation)
             ready.append(Job(job.query, f"gold.{job.table}", start))
+    ready = [job._replace(table=", ".join(tables[job.name])) for job in ready]
     return ready + _alert_jobs(spark, warehouse, config, trigger, progress, running, inputs)
 
 
@@ -472,6 +534,27 @@ def _alert_jobs(
             elif job.input in silver and trigger.once:
                 progress(f"gold: {job.what} waits for a baseline: run 'lakehouse fit'")
     return ready
+
+
+def _gold_failures(
+    isolation: GoldIsolation, summary: RunSummary, progress: Progress
+) -> list[TableFailure]:
+    """Tell ``summary`` (and so the event log and ``lakehouse status``) the declarations of
+    shared gold queries that failed or recovered since the last call; returns the failures."""
+    failed_now = []
+    new, recovered = isolation.take()
+    now = datetime.now(UTC)
+    for name, failure, attempts, delay in new:
+        retry_at = None if delay is None else now + timedelta(seconds=delay)
+        failed = TableFailure(f"gold_{name}", f"gold.{name}", failure, now, attempts, retry_at)
+        summary.failing(failed, logged=False)
+        failed_now.append(failed)
+        again = "" if delay is None else f"; attempt {attempts + 1} in {delay:g} s"
+        progress(f"gold.{name}: failed ({failure.line}); the other tables go on{again}")
+    for name in recovered:
+        summary.recovered(f"gold_{name}")
+        progress(f"gold.{name}: running again")
+    return failed_now
 
 
 def _finish_all(jobs: Sequence[Job], report: RunReport, progress: Progress) -> None:

@@ -29,6 +29,7 @@ from core.delta_io import forget_cached_logs, table_exists
 from core.gold_tables import LATE_EVENTS
 from core.layout import QUARANTINE_TABLE, Warehouse, is_uri
 from core.storage import delete_tree
+from gold.models import refresh_models
 from gold.watermarks import carry_over
 from lakehouse import commit_swap, recovery, swap
 from lakehouse.entities import (
@@ -93,6 +94,7 @@ def replay(
         swap.seal(Path(staging), retire)
         installed = swap.swap(warehouse.root)
     forget_cached_logs(spark)
+    _refresh_models(spark, warehouse, config, progress)
     for relative in installed:
         layer, _, name = relative.partition("/")
         if layer in ("silver", "gold"):
@@ -116,6 +118,17 @@ def _keep_event_time_history(
     for job in dependent_gold(config, rebuilt):
         carry_over(spark, live, staged, declared[job.table])
     delete_tree(spark, staged.table("gold", LATE_EVENTS))
+
+
+def _refresh_models(
+    spark: SparkSession, warehouse: Warehouse, config: PipelineConfig, progress: Progress
+) -> None:
+    """After the swap: refresh the SQL models the staging run could not (an input was not
+    rebuilt) or whose inputs the swap replaced; those the rebuild installed are current. A
+    model that fails is said, not raised: the rebuilt tables are in, and the next run retries
+    it."""
+    for failed in refresh_models(spark, warehouse, config, progress):
+        progress(f"replay: {failed.table} failed to refresh ({failed.failure.line})")
 
 
 def recover(spark: SparkSession, root: str) -> bool:
