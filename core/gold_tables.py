@@ -17,7 +17,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
-from core.conditions import Condition, condition_columns, parse_condition
+from core.conditions import Condition, Expr, condition_columns, parse_condition, parse_expression
 from core.errors import ConfigError
 from core.identifiers import require_identifier
 
@@ -42,6 +42,8 @@ MeasureFn = Literal[
     "approx_percentile",
     "span_seconds",
     "last",
+    "max_by",
+    "min_by",
 ]
 MEASURE_FNS: tuple[MeasureFn, ...] = get_args(MeasureFn)
 #: The columns a gold table has besides its group-by columns and measures.
@@ -52,6 +54,8 @@ FINAL = "_final"
 FINALIZED_AT = "_finalized_at"
 #: The table (``gold.late_events``) that records each change landing in an already final window.
 LATE_EVENTS = "late_events"
+#: Measures that take their ``column`` from the row with the greatest (least) ``by``.
+BY_FNS = ("max_by", "min_by")
 #: What an enrichment join's entity row is taken as of (see :class:`Join`).
 JOIN_AS_OF = ("event_time", "current")
 
@@ -171,16 +175,22 @@ class Window:
 
 @dataclass(frozen=True)
 class Measure:
-    """One aggregate column: ``name`` = ``fn(column)``. ``count`` without a column counts
-    rows; ``approx_percentile`` takes ``percentile`` (0 to 1, default 0.5); ``span_seconds``
-    is the whole seconds between the earliest and latest value of a timestamp column; ``last``
-    is the column's value in the row with the latest event time (of several at that time, the
-    greatest value, nulls lowest)."""
+    """One aggregate column: ``name`` = ``fn(column)`` over the window's rows for which
+    ``filter`` (a condition, as Spark's ``FILTER (WHERE ...)``) is true. ``count`` without a
+    column counts rows; ``approx_percentile`` takes ``percentile`` (0 to 1, default 0.5);
+    ``span_seconds`` is the elapsed time in seconds (fractional) between the earliest and
+    latest value of a timestamp column; ``last`` is the column's value in the row with the
+    latest event time (of several at that time, the greatest value, nulls lowest);
+    ``max_by``/``min_by`` the column's value in the row with the greatest/least ``by`` (rows
+    with a null ``by`` left out; of several, the greatest/least value, nulls lowest)."""
 
     name: str
     fn: MeasureFn
     column: str | None = None
     percentile: float | None = None
+    filter: str | None = None
+    by: str | None = None
+    condition: Condition | None = field(default=None, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         require_identifier(self.name, "measure name")
@@ -195,6 +205,21 @@ class Measure:
             )
         if self.column is not None:
             require_identifier(self.column, f"column of measure {self.name!r}")
+        if self.fn in BY_FNS and self.by is None:
+            raise ConfigError(
+                f"Measure {self.name!r} ({self.fn}) needs by, the column whose "
+                f"{'greatest' if self.fn == 'max_by' else 'least'} value picks the row: add "
+                'by = "...".'
+            )
+        if self.fn not in BY_FNS and self.by is not None:
+            raise ConfigError(
+                f"Measure {self.name!r}: by only applies to max_by and min_by; remove it."
+            )
+        if self.by is not None:
+            require_identifier(self.by, f"by of measure {self.name!r}")
+        if self.filter is not None:
+            where = f"filter of measure {self.name!r}"
+            object.__setattr__(self, "condition", parse_condition(self.filter, where))
         if self.fn != "approx_percentile" and self.percentile is not None:
             raise ConfigError(
                 f"Measure {self.name!r}: percentile only applies to approx_percentile; remove it."
@@ -210,6 +235,59 @@ class Measure:
                     f"Invalid percentile {value!r} for measure {self.name!r}: use a number "
                     "from 0 to 1 (0.5 is the median)."
                 )
+
+    @property
+    def reads(self) -> tuple[str, ...]:
+        """The input columns the measure reads: its column, ``by`` and its filter's."""
+        read = [c for c in (self.column, self.by) if c is not None]
+        if self.condition is not None:
+            read += condition_columns(self.condition)
+        return tuple(dict.fromkeys(read))
+
+
+@dataclass(frozen=True)
+class TopN:
+    """Keep only the first ``n`` rows of each window (and of each ``partition_by`` values,
+    group-by columns) in ``order_by`` order: ``(column, descending)`` pairs over the gold
+    table's own columns; ties are broken by the group-by columns, ascending; nulls come last.
+    ``order_by`` reads ``"bids DESC, auction"`` in TOML."""
+
+    n: int
+    order_by: tuple[tuple[str, bool], ...]
+    partition_by: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if isinstance(self.n, bool) or not isinstance(self.n, int) or self.n < 1:
+            raise ConfigError(f"Invalid top_n n {self.n!r}: use a whole number of rows, 1 or more.")
+        object.__setattr__(self, "partition_by", tuple(self.partition_by))
+        object.__setattr__(self, "order_by", tuple((str(c), bool(d)) for c, d in self.order_by))
+        if not self.order_by:
+            raise ConfigError('top_n needs order_by, e.g. order_by = "bids DESC".')
+        for column, _ in self.order_by:
+            require_identifier(column, "order_by column of top_n")
+        for column in self.partition_by:
+            require_identifier(column, "partition_by column of top_n")
+
+
+def order_by_from(text: object) -> tuple[tuple[str, bool], ...]:
+    """The ``(column, descending)`` pairs of an ``order_by`` text: ``"bids DESC, auction"``.
+
+    Raises:
+        ConfigError: not a comma-separated list of names, each optionally ASC or DESC.
+    """
+    if not isinstance(text, str):
+        raise ConfigError(f'top_n order_by must be a string like "bids DESC", not {text!r}.')
+    pairs = []
+    for part in text.split(","):
+        words = part.split()
+        direction = words[1].upper() if len(words) == 2 else "ASC"
+        if not 1 <= len(words) <= 2 or direction not in ("ASC", "DESC"):
+            raise ConfigError(
+                f"Invalid top_n order_by {text!r}: write column names, each optionally "
+                'followed by ASC or DESC, separated by commas (e.g. "bids DESC, auction").'
+            )
+        pairs.append((words[0], direction == "DESC"))
+    return tuple(pairs)
 
 
 @dataclass(frozen=True)
@@ -323,7 +401,10 @@ class GoldTable:
     ``group_by`` values and event time of the source's rows, and ``measures`` are taken over
     the stream-joined table's rows in its lookback (their columns are that table's).
     ``watermark_delay`` is how far behind the newest event time seen a window counts as final
-    (its rows get ``_final``; a later change to it is a late event)."""
+    (its rows get ``_final``; a later change to it is a late event). ``computed`` (``columns``
+    in TOML) adds columns to each source row, in order, before the filter, the grouping and
+    the measures see it: (name, Spark SQL expression) pairs, or a mapping. ``top_n`` keeps the
+    first rows of each window (tumbling and hopping windows)."""
 
     name: str
     source: str
@@ -335,7 +416,12 @@ class GoldTable:
     watermark_delay: str = "10 minutes"
     join: Join | None = None
     stream_join: StreamJoin | None = None
+    computed: tuple[tuple[str, str], ...] = ()
+    top_n: TopN | None = None
     condition: Condition | None = field(default=None, init=False, compare=False, repr=False)
+    expressions: tuple[tuple[str, Expr], ...] = field(
+        default=(), init=False, compare=False, repr=False
+    )
 
     def __post_init__(self) -> None:
         require_identifier(self.name, "gold table name")
@@ -373,12 +459,65 @@ class GoldTable:
         if self.filter is not None:
             condition = parse_condition(self.filter, f"filter of {where}")
             object.__setattr__(self, "condition", condition)
+        self._check_computed()
+        self._check_top_n()
         if self.join is not None and self.join.entity == self.source:
             raise ConfigError(
                 f"Gold table {self.name!r} joins silver.{self.source} with itself: name "
                 "another entity in join (a self-join is not supported)."
             )
         self._check_stream_join()
+
+    def _check_computed(self) -> None:
+        """Parse the computed columns; raise ConfigError for a bad name or expression."""
+        pairs = self.computed.items() if isinstance(self.computed, Mapping) else self.computed
+        computed = tuple((str(name), str(text)) for name, text in pairs)
+        object.__setattr__(self, "computed", computed)
+        names = [name for name, _ in computed]
+        for name in names:
+            require_identifier(name, f"computed column of gold table {self.name!r}")
+            if names.count(name) > 1:
+                raise ConfigError(
+                    f"Gold table {self.name!r} computes column {name!r} twice: name it once."
+                )
+            if name == self.event_time:
+                raise ConfigError(
+                    f"Gold table {self.name!r}: event_time {name!r} cannot be a computed "
+                    "column yet: name a timestamp column of the source."
+                )
+        if computed and self.stream_join is not None:
+            raise ConfigError(
+                f"Gold table {self.name!r}: computed columns are not supported with a stream "
+                "join yet: compute them in another gold table or a SQL model."
+            )
+        expressions = tuple(
+            (name, parse_expression(text, f"computed column {name!r} of gold table {self.name!r}"))
+            for name, text in computed
+        )
+        object.__setattr__(self, "expressions", expressions)
+
+    def _check_top_n(self) -> None:
+        """Raise ConfigError if ``top_n`` does not fit the window or names unknown columns."""
+        top = self.top_n
+        if top is None:
+            return
+        if self.window.kind not in ("tumbling", "hopping"):
+            raise ConfigError(
+                f"Gold table {self.name!r}: top_n keeps the first rows of each window, which "
+                f"takes a tumbling or hopping window, not {self.window.kind}."
+            )
+        for column, _ in top.order_by:
+            if column not in self.columns:
+                raise ConfigError(
+                    f"Gold table {self.name!r}: top_n orders by {column!r}, which is not one of "
+                    f"its columns ({', '.join(self.columns)})."
+                )
+        for column in top.partition_by:
+            if column not in self.group_by:
+                raise ConfigError(
+                    f"Gold table {self.name!r}: top_n partition_by column {column!r} is not in "
+                    "group_by: partition by group-by columns."
+                )
 
     def _check_stream_join(self) -> None:
         """Raise ConfigError if the stream join and the window do not fit each other."""
@@ -396,6 +535,11 @@ class GoldTable:
                 f"Gold table {self.name!r} has a stream join, so one row per source row: set "
                 'window = { kind = "row" } (or leave window out), not a '
                 f"{self.window.kind} window."
+            )
+        if any(m.condition is not None for m in self.measures):
+            raise ConfigError(
+                f"Gold table {self.name!r}: measure filters are not supported with a stream "
+                "join yet: filter the other table's rows in a gold table or a SQL model."
             )
         if self.join is not None:
             raise ConfigError(
@@ -433,17 +577,24 @@ class GoldTable:
 
     @property
     def source_columns(self) -> tuple[str, ...]:
-        """Every source column the declaration reads (a joined column is the entity's)."""
+        """Every source column the declaration reads (a joined or computed column is not)."""
         read = [self.event_time, *self.group_by]
         if self.stream_join is None:
-            read += [m.column for m in self.measures if m.column is not None]
+            read += [c for m in self.measures for c in m.reads]
         if self.condition is not None:
             read += condition_columns(self.condition)
-        joined = self.join.outputs if self.join is not None else ()
-        read = [c for c in read if c not in joined]
+        for _, expression in self.expressions:
+            read += condition_columns(expression)
+        made = {*(self.join.outputs if self.join is not None else ()), *self.computed_names}
+        read = [c for c in read if c not in made]
         if self.join is not None:
             read += [source_column for source_column, _ in self.join.on]
         return tuple(dict.fromkeys(read))
+
+    @property
+    def computed_names(self) -> tuple[str, ...]:
+        """The names of the computed columns, in order."""
+        return tuple(name for name, _ in self.computed)
 
     @property
     def other_columns(self) -> tuple[str, ...]:
@@ -452,7 +603,7 @@ class GoldTable:
         if joined is None:
             return ()
         read = [*(o for _, o in joined.on), joined.event_time]
-        read += [m.column for m in self.measures if m.column is not None]
+        read += [c for m in self.measures for c in m.reads]
         return tuple(dict.fromkeys(read))
 
     def check_columns(
@@ -468,6 +619,12 @@ class GoldTable:
                 raise ConfigError(
                     f"Gold table {self.name!r} reads column {column!r}, which silver."
                     f"{self.source} does not have. Columns: {', '.join(sorted(available))}."
+                )
+        for column in self.computed_names:
+            if column in available:
+                raise ConfigError(
+                    f"Gold table {self.name!r}: computed column {column!r} would hide silver."
+                    f"{self.source}'s own {column!r}: give it another name."
                 )
         if self.stream_join is not None and entity is not None:
             for column in self.other_columns:
@@ -506,11 +663,14 @@ _GOLD_KEYS = {
     "watermark_delay",
     "join",
     "stream_join",
+    "columns",
+    "top_n",
 }
+_TOP_N_KEYS = {"n", "order_by", "partition_by"}
 _STREAM_JOIN_KEYS = {"source", "on", "event_time", "within"}
 _JOIN_KEYS = {"entity", "on", "columns", "prefix", "as_of"}
 _WINDOW_KEYS = {"kind", "size", "slide", "gap", "lookback", "count", "start_as", "end_as"}
-_MEASURE_KEYS = {"name", "fn", "column", "percentile"}
+_MEASURE_KEYS = {"name", "fn", "column", "percentile", "filter", "by"}
 
 
 def gold_table_from(entry: Mapping[str, Any]) -> GoldTable:
@@ -525,8 +685,8 @@ def gold_table_from(entry: Mapping[str, Any]) -> GoldTable:
         if required not in entry and not (required == "window" and "stream_join" in entry):
             raise ConfigError(
                 f"{where} needs {required!r}; a gold table names name, source, event_time, "
-                "window and measures (group_by, filter, join, stream_join, watermark_delay "
-                "are optional; with stream_join, window is too)."
+                "window and measures (group_by, columns, filter, top_n, join, stream_join, "
+                "watermark_delay are optional; with stream_join, window is too)."
             )
     window = entry.get("window", {"kind": "row"})
     if not isinstance(window, Mapping):
@@ -565,7 +725,34 @@ def gold_table_from(entry: Mapping[str, Any]) -> GoldTable:
         stream_join=_stream_join_from(entry["stream_join"], where)
         if "stream_join" in entry
         else None,
+        computed=_computed_from(entry.get("columns", {}), where),
+        top_n=_top_n_from(entry["top_n"], where) if "top_n" in entry else None,
     )
+
+
+def _computed_from(columns: object, where: str) -> tuple[tuple[str, str], ...]:
+    """The (name, expression) pairs of a ``columns = { name = "expression" }`` table."""
+    if not isinstance(columns, Mapping) or not all(isinstance(e, str) for e in columns.values()):
+        raise ConfigError(
+            f"'columns' of {where} must be a table of column name = Spark SQL expression, e.g. "
+            'columns = { price_eur = "price * 0.908", bid_hour = "hour(dateTime)" }.'
+        )
+    return tuple((str(name), text) for name, text in columns.items())
+
+
+def _top_n_from(top: object, where: str) -> TopN:
+    """The :class:`TopN` of a ``top_n = { n, order_by, partition_by }`` table."""
+    example = 'top_n = { n = 3, order_by = "bids DESC" }'
+    if not isinstance(top, Mapping):
+        raise ConfigError(f"'top_n' of {where} must be a table, e.g. {example}.")
+    _known(top, _TOP_N_KEYS, f"the top_n of {where}")
+    for required in ("n", "order_by"):
+        if required not in top:
+            raise ConfigError(f"The top_n of {where} needs {required!r}, e.g. {example}.")
+    partition_by = top.get("partition_by", [])
+    if not isinstance(partition_by, list) or not all(isinstance(c, str) for c in partition_by):
+        raise ConfigError(f"'partition_by' of the top_n of {where} must be a list of column names.")
+    return TopN(top["n"], order_by_from(top["order_by"]), tuple(partition_by))
 
 
 def _stream_join_from(joined: object, where: str) -> StreamJoin:

@@ -9,7 +9,7 @@ the silver rows that can reach the scope, so the cost follows the change, not th
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import reduce
 
 from pyspark.sql import Column, DataFrame, Window
@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType
 
 from core.gold_tables import WINDOW_INDEX, GoldTable, Measure, duration_micros
-from silver.settings import condition_column
+from silver.settings import condition_column, expression_column
 
 #: Change-feed row kinds: every image of a row, before and after a change.
 ROW_IMAGES = ("insert", "update_preimage", "update_postimage", "delete")
@@ -34,45 +34,99 @@ _WINDOW = "_window"
 
 def measure_column(measure: Measure, event_time: str) -> Column:
     """The aggregate expression of one measure, named after it (``event_time``: the column
-    that orders the rows for ``last``)."""
+    that orders the rows for ``last``). A measure with a filter reads the rows' column
+    :func:`kept_by` (added by :func:`with_measure_filters`)."""
     column = F.col(measure.column) if measure.column is not None else None
+    keep = F.coalesce(F.col(kept_by(measure)), F.lit(False)) if measure.condition else None
+
+    def kept(value: Column) -> Column:
+        return value if keep is None else F.when(keep, value)
+
     if measure.fn == "count":
-        aggregate = F.count(F.lit(1) if column is None else column)
-    elif column is None:
+        return F.count(kept(F.lit(1) if column is None else column)).alias(measure.name)
+    if column is None:
         raise AssertionError(f"measure {measure.name} has no column")  # checked at declaration
-    elif measure.fn == "sum":
-        aggregate = F.sum(column)
-    elif measure.fn == "avg":
-        aggregate = F.avg(column)
-    elif measure.fn == "min":
-        aggregate = F.min(column)
-    elif measure.fn == "max":
-        aggregate = F.max(column)
-    elif measure.fn == "count_distinct":
-        aggregate = F.count_distinct(column)
-    elif measure.fn == "approx_percentile":
-        aggregate = F.percentile_approx(column, F.lit(measure.percentile))
-    elif measure.fn == "last":
+    if measure.fn == "last":
         # Greatest (time, value): the latest row's value; of equal times the greatest value
         # (a null value orders lowest). Rows without a time (a join's unmatched side) are out.
-        time = F.col(event_time)
-        latest = F.max(F.when(time.isNotNull(), F.struct(time.alias("t"), column.alias("v"))))
-        aggregate = latest.getField("v")
-    else:
-        aggregate = F.unix_timestamp(F.max(column)) - F.unix_timestamp(F.min(column))
-    return aggregate.alias(measure.name)
+        return _picked(F.max, F.col(event_time), column, keep).alias(measure.name)
+    if measure.fn in ("max_by", "min_by"):
+        assert measure.by is not None
+        pick = F.max if measure.fn == "max_by" else F.min
+        return _picked(pick, F.col(measure.by), column, keep).alias(measure.name)
+    value = kept(column)
+    if measure.fn == "span_seconds":
+        elapsed = F.unix_micros(F.max(value)) - F.unix_micros(F.min(value))
+        return (elapsed / F.lit(1_000_000)).cast("double").alias(measure.name)
+    aggregates: dict[str, Callable[[Column], Column]] = {
+        "sum": F.sum,
+        "avg": F.avg,
+        "min": F.min,
+        "max": F.max,
+        "count_distinct": F.count_distinct,
+        "approx_percentile": lambda v: F.percentile_approx(v, F.lit(measure.percentile)),
+    }
+    return aggregates[measure.fn](value).alias(measure.name)
+
+
+def _picked(
+    pick: Callable[[Column], Column], by: Column, value: Column, keep: Column | None
+) -> Column:
+    """``value`` of the row whose ``by`` is greatest (``pick`` = max) or least (min), of
+    several the greatest (least) value, nulls lowest; rows with a null ``by`` (or not
+    ``keep``) are left out."""
+    counted = by.isNotNull() if keep is None else by.isNotNull() & keep
+    return pick(F.when(counted, F.struct(by.alias("t"), value.alias("v")))).getField("v")
+
+
+def kept_by(measure: Measure) -> str:
+    """The helper column that holds whether a row passes ``measure``'s filter."""
+    return f"_keep_{measure.name}"
+
+
+def with_measure_filters(rows: DataFrame, measures: Sequence[Measure], where: str) -> DataFrame:
+    """``rows`` with the :func:`kept_by` column of each measure that has a filter.
+
+    Raises:
+        ConfigError: a filter reads a column ``rows`` lack or compares it with a wrong type.
+    """
+    types: Mapping[str, DataType] = {f.name: f.dataType for f in rows.schema.fields}
+    return rows.withColumns(
+        {
+            kept_by(m): condition_column(
+                m.condition, types, f"{where}: filter of measure {m.name!r}"
+            )
+            for m in measures
+            if m.condition is not None
+        }
+    )
+
+
+def with_computed(rows: DataFrame, table: GoldTable) -> DataFrame:
+    """``rows`` with the declaration's computed columns, each from the columns before it.
+
+    Raises:
+        ConfigError: an expression reads a column ``rows`` lack or mixes types it cannot.
+    """
+    for name, expression in table.expressions:
+        types = {f.name: f.dataType for f in rows.schema.fields}
+        where = f"Gold table {table.name!r}: computed column {name!r}"
+        rows = rows.withColumn(name, expression_column(expression, types, where))
+    return rows
 
 
 def counted_rows(rows: DataFrame, table: GoldTable) -> DataFrame:
-    """The rows the declaration aggregates: those with an event time that match its filter.
+    """The rows the declaration aggregates, with its computed columns: those with an event
+    time that match its filter.
 
     Raises:
-        ConfigError: the filter reads a column ``rows`` lack or compares it with a wrong type.
+        ConfigError: the filter or a computed column reads a column ``rows`` lack or compares
+            it with a wrong type.
     """
-    kept = rows.where(F.col(table.event_time).isNotNull())
+    kept = with_computed(rows, table).where(F.col(table.event_time).isNotNull())
     if table.condition is None:
         return kept
-    types: Mapping[str, DataType] = {f.name: f.dataType for f in rows.schema.fields}
+    types: Mapping[str, DataType] = {f.name: f.dataType for f in kept.schema.fields}
     where = f"Gold table {table.name!r}: filter"
     return kept.where(F.coalesce(condition_column(table.condition, types, where), F.lit(False)))
 
@@ -83,7 +137,8 @@ def evaluate(rows: DataFrame, table: GoldTable) -> DataFrame:
     Columns: the group-by columns, the window's columns, the measures (``table.columns``).
     Only windows holding at least one counted row exist; count windows only once full.
     """
-    counted = counted_rows(rows, table)
+    where = f"Gold table {table.name!r}"
+    counted = with_measure_filters(counted_rows(rows, table), table.measures, where)
     kind = table.window.kind
     if kind in ("tumbling", "hopping", "session"):
         frame = _time_windows(counted, table)
@@ -91,7 +146,23 @@ def evaluate(rows: DataFrame, table: GoldTable) -> DataFrame:
         frame = _sliding_windows(counted, table)
     else:
         frame = _count_windows(counted, table)
+    if table.top_n is not None:
+        frame = _first_rows(frame, table)
     return frame.select(*table.columns)
+
+
+def _first_rows(frame: DataFrame, table: GoldTable) -> DataFrame:
+    """The rows of ``frame`` (a gold table's) that its ``top_n`` keeps: per window and
+    partition, the first n in its order (nulls last), ties broken by the group-by columns."""
+    top = table.top_n
+    assert top is not None
+    order = [
+        F.col(c).desc_nulls_last() if desc else F.col(c).asc_nulls_last()
+        for c, desc in top.order_by
+    ]
+    order += [F.col(g).asc_nulls_first() for g in table.group_by]
+    ranking = Window.partitionBy(table.window.key_column, *top.partition_by).orderBy(*order)
+    return frame.withColumn("_rank", F.row_number().over(ranking)).where(F.col("_rank") <= top.n)
 
 
 def _time_windows(rows: DataFrame, table: GoldTable) -> DataFrame:
@@ -183,18 +254,24 @@ def _count_windows(rows: DataFrame, table: GoldTable) -> DataFrame:
     )
 
 
+def scope_groups(table: GoldTable) -> tuple[str, ...]:
+    """The group columns of a scope: the group-by columns, or with ``top_n`` (whose rows of a
+    window depend on each other) its partition columns."""
+    return table.top_n.partition_by if table.top_n is not None else table.group_by
+
+
 def scope_columns(table: GoldTable) -> tuple[str, ...]:
-    """The columns of a scope: the group-by columns, and the window key for time windows."""
+    """The columns of a scope: :func:`scope_groups`, and the window key for time windows."""
     if table.window.per_group:
         return table.group_by
-    return (*table.group_by, table.window.key_column)
+    return (*scope_groups(table), table.window.key_column)
 
 
 def affected(changes: DataFrame, table: GoldTable) -> DataFrame:
     """The scope of a batch of silver change-feed rows: distinct :func:`scope_columns` values
     of every row image (before and after each change; the filter is not applied, as an image
     that the filter drops may have been counted before)."""
-    images = changes.where(F.col("_change_type").isin(*ROW_IMAGES))
+    images = with_computed(changes.where(F.col("_change_type").isin(*ROW_IMAGES)), table)
     if table.window.per_group:
         # Without group-by columns the one group is the whole table: one marker row.
         return images.select(*table.group_by or (F.lit(True).alias("_all"),)).distinct()
@@ -203,7 +280,7 @@ def affected(changes: DataFrame, table: GoldTable) -> DataFrame:
     bucket = F.window(F.col(table.event_time), window.size, window.slide or window.size)
     return (
         images.where(F.col(table.event_time).isNotNull())
-        .select(*table.group_by, bucket.getField("start").alias(window.key_column))
+        .select(*scope_groups(table), bucket.getField("start").alias(window.key_column))
         .distinct()
     )
 
@@ -238,7 +315,7 @@ def recompute(
     (only silver rows from ``first`` to the end of ``last``'s window are read); for the other
     kinds they are ignored and the scope's groups are evaluated whole.
     """
-    groups = in_scope(silver, scope, table.group_by)
+    groups = in_scope(with_computed(silver, table), scope, scope_groups(table))
     if table.window.per_group:
         return evaluate(groups, table)
     size = table.window.size

@@ -90,7 +90,9 @@ def attributed(points: DataFrame, other: DataFrame, table: GoldTable) -> DataFra
     matches = _renamed(other, table)
     measures = [
         # Counting rows: those matched (an unmatched anchor's time is null).
-        replace(m, column=_TIME) if m.column is None else replace(m, column=f"{_PREFIX}{m.column}")
+        replace(m, column=_TIME)
+        if m.column is None
+        else replace(m, column=f"{_PREFIX}{m.column}", by=m.by and f"{_PREFIX}{m.by}")
         for m in table.measures
     ]
     joined = points.join(

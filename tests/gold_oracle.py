@@ -15,11 +15,13 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from decimal import Decimal
+from functools import cmp_to_key
 from typing import Any
 
 from core.conditions import Condition
 from core.gold_tables import GoldTable, Measure, duration_micros
 from silver.reference import holds as reference_holds
+from silver.reference import value_of
 
 Row = dict[str, Any]
 
@@ -64,6 +66,7 @@ def evaluate(rows: Iterable[Row], table: GoldTable, entity: Iterable[Row] = ()) 
     :func:`joined`)."""
     if table.join is not None:
         rows = joined(rows, table, entity)
+    rows = [computed(row, table) for row in rows]
     counted = [
         row
         for row in rows
@@ -83,7 +86,48 @@ def evaluate(rows: Iterable[Row], table: GoldTable, entity: Iterable[Row] = ()) 
             for measure in table.measures:
                 result[measure.name] = measure_value(measure, chosen, table.event_time)
             out.append(result)
-    return out
+    return out if table.top_n is None else first_rows(out, table)
+
+
+def computed(row: Row, table: GoldTable) -> Row:
+    """``row`` with the declaration's computed columns, each from the columns before it."""
+    row = dict(row)
+    for name, expression in table.expressions:
+        row[name] = value_of(expression, row)
+    return row
+
+
+def first_rows(rows: list[Row], table: GoldTable) -> list[Row]:
+    """The gold ``rows`` that ``top_n`` keeps: per window start and partition values, the
+    first n in its order (None last in either direction), ties by the group-by values
+    ascending (None first)."""
+    top = table.top_n
+    assert top is not None
+
+    def compare(a: Row, b: Row) -> int:
+        for column, descending in top.order_by:
+            x, y = a[column], b[column]
+            if x != y:
+                if x is None or y is None:
+                    return 1 if x is None else -1
+                return (-1 if x > y else 1) if descending else (-1 if x < y else 1)
+        for column in table.group_by:
+            x, y = a[column], b[column]
+            if x != y:
+                if x is None or y is None:
+                    return -1 if x is None else 1
+                return -1 if x < y else 1
+        return 0
+
+    partitions: dict[tuple[Any, ...], list[Row]] = defaultdict(list)
+    for row in rows:
+        key = (row[table.window.start_as], *(row[c] for c in top.partition_by))
+        partitions[key].append(row)
+    return [
+        row
+        for members in partitions.values()
+        for row in sorted(members, key=cmp_to_key(compare))[: top.n]
+    ]
 
 
 def stream_joined(rows: Iterable[Row], table: GoldTable, other: Iterable[Row]) -> list[Row]:
@@ -250,7 +294,8 @@ def late_events(
     out: list[Row] = []
     if mark is None:
         return out
-    for change_type, row in images:
+    for change_type, image in images:
+        row = computed(image, table)
         moment = row[table.event_time]
         if moment is None or (
             table.condition is not None and holds(table.condition, row) is not True
@@ -292,17 +337,28 @@ def _session_bounds(session: list[Row], time: str, gap: int) -> tuple[datetime, 
 
 def measure_value(measure: Measure, rows: Sequence[Row], time: str) -> Any:
     """One measure over the rows of a window (``time``: their event-time column, which
-    orders them for ``last``)."""
+    orders them for ``last``), of those its filter holds on."""
+    if measure.condition is not None:
+        rows = [r for r in rows if holds(measure.condition, r) is True]
     if measure.column is None:
         return len(rows)
     fn = measure.fn
     column = measure.column
-    if fn == "last":
-        # The value of the latest row; of several at that time the greatest (a None lowest).
-        latest = max((r[time] for r in rows), default=None)
-        return max(
-            (r[column] for r in rows if r[time] == latest and r[column] is not None), default=None
-        )
+    if fn in ("last", "max_by", "min_by"):
+        # The value of the row with the greatest (least) time or by; of several the greatest
+        # (least) value, a None lowest.
+        by = time if fn == "last" else measure.by
+        assert by is not None
+        pick = min if fn == "min_by" else max
+        ranked = [r for r in rows if r[by] is not None]
+        if not ranked:
+            return None
+        best = pick(r[by] for r in ranked)
+        tied = [r[column] for r in ranked if r[by] == best]
+        present = [v for v in tied if v is not None]
+        if fn == "min_by" and None in tied:
+            return None
+        return pick(present, default=None)
     values = [r[column] for r in rows if r[column] is not None]
     if fn == "count":
         return len(values)
@@ -326,7 +382,7 @@ def measure_value(measure: Measure, rows: Sequence[Row], time: str) -> Any:
         rank = max(1, math.ceil(measure.percentile * len(ordered)))
         return ordered[rank - 1]
     assert fn == "span_seconds"
-    return _micros(max(values)) // 1_000_000 - _micros(min(values)) // 1_000_000
+    return (_micros(max(values)) - _micros(min(values))) / 1_000_000
 
 
 def holds(condition: Condition, row: Row) -> bool | None:

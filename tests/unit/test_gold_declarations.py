@@ -9,7 +9,7 @@ import pytest
 
 from core.config import SHOP_CONFIG, GoldSpec, load_config
 from core.errors import ConfigError
-from core.gold_tables import GoldTable, Join, Measure, StreamJoin, Window
+from core.gold_tables import GoldTable, Join, Measure, StreamJoin, TopN, Window
 from tests.cli import run_cli
 
 pytestmark = pytest.mark.unit
@@ -512,7 +512,8 @@ def test_a_stream_join_loads_as_the_python_declaration(tmp_path: Path) -> None:
             STREAM_JOIN,
             "",
             '{ name = "clicks", fn = "first", column = "page" }',
-            r"Unknown measure function 'first' for measure 'clicks'\..*span_seconds, last\.",
+            r"Unknown measure function 'first' for measure 'clicks'\..*"
+            r"span_seconds, last, max_by, min_by\.",
         ),
     ],
 )
@@ -540,3 +541,131 @@ def test_stream_joined_columns_are_checked_once_both_schemas_are_known() -> None
     )
     with pytest.raises(ConfigError, match=r"reads column 'customer_id', which silver\.orders"):
         ATTRIBUTION.check_columns(["id", "created_at"], ["user_id", "ts", "page"])
+
+
+def test_computed_columns_filters_by_and_top_n_load_as_the_python_declaration(
+    tmp_path: Path,
+) -> None:
+    measures = (
+        '{ name = "big", fn = "count", filter = "total >= 100" }, '
+        '{ name = "top", fn = "max_by", column = "customer_id", by = "total_eur" }'
+    )
+    extra = (
+        'columns = { total_eur = "total * 0.908", big_order = "total_eur > 50" }\n'
+        'top_n = { n = 3, order_by = "big DESC, top", partition_by = ["customer_id"] }'
+    )
+    (table,) = load_config(toml(tmp_path, measures=measures, extra=extra)).gold_declarations
+    assert table == GoldTable(
+        name="spend",
+        source="orders",
+        event_time="created_at",
+        window=Window("tumbling", size="1 hour"),
+        measures=(
+            Measure("big", "count", filter="total >= 100"),
+            Measure("top", "max_by", "customer_id", by="total_eur"),
+        ),
+        group_by=("customer_id",),
+        computed={"total_eur": "total * 0.908", "big_order": "total_eur > 50"},
+        top_n=TopN(3, (("big", True), ("top", False)), ("customer_id",)),
+    )
+    # The computed columns read source columns; the measures read computed ones.
+    assert table.source_columns == ("created_at", "customer_id", "total")
+    assert table.key == ("customer_id", "window_start")
+
+
+@pytest.mark.parametrize(
+    ("measures", "extra", "message"),
+    [
+        (
+            '{ name = "m", fn = "max_by", column = "total" }',
+            "",
+            r"Measure 'm' \(max_by\) needs by, the column whose greatest value picks the row",
+        ),
+        (
+            '{ name = "m", fn = "sum", column = "total", by = "x" }',
+            "",
+            r"Measure 'm': by only applies to max_by and min_by; remove it\.",
+        ),
+        (
+            '{ name = "m", fn = "count", filter = "total > (SELECT 1)" }',
+            "",
+            r"Unsupported condition .* for filter of measure 'm'",
+        ),
+        (
+            GOOD_MEASURES,
+            "columns = { x = \"java_method('java.lang.System', 'exit', 1)\" }",
+            r"Unsupported expression .* for computed column 'x' of gold table 'spend'",
+        ),
+        (
+            GOOD_MEASURES,
+            "columns = { x = 3 }",
+            r"'columns' of \[\[gold\]\] 'spend' must be a table",
+        ),
+        (
+            GOOD_MEASURES,
+            'columns = { created_at = "now()" }',
+            r"event_time 'created_at' cannot be a computed column yet",
+        ),
+        (
+            GOOD_MEASURES,
+            'columns = { "a b" = "total" }',
+            r"Invalid computed column of gold table 'spend' 'a b'",
+        ),
+        (
+            GOOD_MEASURES,
+            'top_n = { n = 0, order_by = "revenue DESC" }',
+            r"Invalid top_n n 0: use a whole number of rows, 1 or more\.",
+        ),
+        (
+            GOOD_MEASURES,
+            'top_n = { n = 2, order_by = "revenue DOWN" }',
+            r"Invalid top_n order_by 'revenue DOWN'",
+        ),
+        (
+            GOOD_MEASURES,
+            'top_n = { n = 2, order_by = "price DESC" }',
+            r"top_n orders by 'price', which is not one of its columns",
+        ),
+        (
+            GOOD_MEASURES,
+            'top_n = { n = 2, order_by = "revenue", partition_by = ["total"] }',
+            r"top_n partition_by column 'total' is not in group_by",
+        ),
+        (
+            GOOD_MEASURES,
+            'top_n = { n = 2, order_by = "revenue", limit = 3 }',
+            r"Unknown setting\(s\) limit in the top_n of",
+        ),
+    ],
+)
+def test_one_clear_error_per_expression_or_top_n_mistake(
+    tmp_path: Path, measures: str, extra: str, message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_config(toml(tmp_path, measures=measures, extra=extra))
+
+
+def test_top_n_needs_a_tumbling_or_hopping_window() -> None:
+    with pytest.raises(ConfigError, match=r"takes a tumbling or hopping window, not session"):
+        GoldTable(
+            "s",
+            "orders",
+            "created_at",
+            Window("session", gap="5 minutes"),
+            (Measure("n", "count"),),
+            group_by=("customer_id",),
+            top_n=TopN(1, (("n", True),)),
+        )
+
+
+def test_a_computed_column_may_not_hide_a_source_column() -> None:
+    table = GoldTable(
+        "s",
+        "orders",
+        "created_at",
+        Window("tumbling", size="1 hour"),
+        (Measure("n", "count"),),
+        computed={"total": "total * 2"},
+    )
+    with pytest.raises(ConfigError, match=r"computed column 'total' would hide silver\.orders"):
+        table.check_columns(("created_at", "total"))
