@@ -1,10 +1,13 @@
 """Drawing a fixed list of examples from a hypothesis strategy, for property tests that run
-many examples through one Spark job instead of one job per example."""
+many examples through one Spark job instead of one job per example, and the parts such
+examples share: deliveries into micro-batches, and event times that fall on window
+boundaries (:func:`boundary_time`)."""
 
 from __future__ import annotations
 
 import os
 import random
+from collections.abc import Sequence
 from typing import TypeVar
 
 from hypothesis import HealthCheck, Phase, given, seed, settings
@@ -61,3 +64,37 @@ def delivery(draw: st.DrawFn, batches: int) -> tuple[int, ...]:
     in the first or the last (an at-least-once duplicate, possibly before the first)."""
     first = draw(st.integers(0, batches - 1))
     return (first, *draw(st.sampled_from([(), (), (), (), (0,), (batches - 1,)])))
+
+
+#: Microseconds of a minute, the unit the property tests declare their windows in.
+MINUTE = 60_000_000
+#: Offsets (µs) of a time drawn near a boundary: on it (most often), 1 µs or 1 ms either side.
+JITTERS = (0, 0, 0, 0, 1, -1, 1_000, -1_000)
+
+
+def boundary_time(
+    draw: st.DrawFn,
+    steps: Sequence[int],
+    span: int,
+    earlier: Sequence[int] = (),
+    apart: Sequence[int] = (),
+) -> int:
+    """An event time, in µs after a base that every step divides (a UTC midnight), in
+    ``[0, span]``, drawn mostly where windows begin and end so that comparisons of equal
+    times get exercised: a multiple of one of ``steps`` (a window's size, slide, gap,
+    lookback, a join's bound, a watermark delay), one of the ``earlier`` times again (equal
+    times in one group), or one of ``apart`` (default: ``steps``) before or after one of them
+    (events exactly a session gap apart), each exactly or :data:`JITTERS` off; else any µs.
+    Out of range: clamped, so ``span`` itself is a frequent time."""
+    kind = draw(st.sampled_from(("multiple", "multiple", "again", "step", "step", "any")))
+    if kind == "any":
+        return draw(st.integers(0, span))
+    if kind == "again" and earlier:
+        return draw(st.sampled_from(earlier))
+    if kind == "step" and earlier:
+        step = draw(st.sampled_from(apart or steps))
+        moment = draw(st.sampled_from(earlier)) + draw(st.sampled_from((step, -step)))
+    else:
+        step = draw(st.sampled_from(steps))
+        moment = step * draw(st.integers(0, span // step))
+    return min(max(moment + draw(st.sampled_from(JITTERS)), 0), span)

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,7 @@ from lakehouse.audit import verify_warehouse
 from lakehouse.pipeline import run_once
 from lakehouse.replay import replay
 from tests import gold_oracle
-from tests.draws import draw_examples, example_count, property_seed
+from tests.draws import MINUTE, boundary_time, draw_examples, example_count, property_seed
 
 pytestmark = pytest.mark.integration
 
@@ -85,7 +86,7 @@ DECLARED = (
         "ts",
         Window("hopping", size="20 minutes", slide="10 minutes"),
         (*SOME, Measure("pages", "count_distinct", "page")),
-        watermark_delay="5 minutes",
+        watermark_delay="10 minutes",  # the latest time is often SPAN: windows end on it
     ),
     GoldTable(
         "t_session",
@@ -123,6 +124,14 @@ KEY_SPACE = 100  # event id = history index * 100 + k
 USERS = 3  # user id = history index * 3 + u (or null)
 BASE = datetime(2026, 1, 1)
 PAGES = ("home", "cart", "skip", None)
+#: Event times run from BASE to BASE + SPAN (µs), drawn mostly on the declarations' boundaries:
+#: multiples of every size, slide, gap, lookback and watermark delay, and 1 µs or 1 ms off.
+SPAN = 90 * MINUTE
+STEPS = tuple(n * MINUTE for n in (1, 2, 5, 10, 15, 20, 30))
+GAP = 15 * MINUTE  # t_session's
+#: Distances drawn exactly between two events of a history: t_session's gap (most often),
+#: t_sliding's lookback.
+APART = (GAP, GAP, 30 * MINUTE)
 
 
 @dataclass(frozen=True)
@@ -131,8 +140,7 @@ class Change:
 
     key: int
     user: int | None
-    minute: int
-    second: int
+    micros: int  # after BASE
     amount: int | None
     page: str | None
     deleted: bool
@@ -143,16 +151,18 @@ class Change:
 def history_strategy(draw: st.DrawFn) -> list[Change]:
     keys = draw(st.integers(1, 6))
     size = draw(st.integers(1, 12))
-    changes = []
+    changes: list[Change] = []
     for _ in range(size):
         first = draw(st.integers(0, BATCHES - 1))
         again = draw(st.sampled_from([(), (), (), (), (0,), (BATCHES - 1,)]))
+        key = draw(st.integers(0, keys - 1))
+        user = draw(st.sampled_from([0, 0, 1, 1, 2, None]))
+        earlier = [c.micros for c in changes if c.user == user]  # the same group's
         changes.append(
             Change(
-                key=draw(st.integers(0, keys - 1)),
-                user=draw(st.sampled_from([0, 0, 1, 1, 2, None])),
-                minute=draw(st.integers(0, 90)),
-                second=draw(st.integers(0, 59)),
+                key=key,
+                user=user,
+                micros=boundary_time(draw, STEPS, SPAN, earlier, APART),
                 amount=draw(st.one_of(st.none(), st.integers(0, 50), st.integers(0, 50))),
                 page=draw(st.sampled_from(PAGES)),
                 deleted=draw(st.integers(0, 5)) == 0,
@@ -160,6 +170,40 @@ def history_strategy(draw: st.DrawFn) -> list[Change]:
             )
         )
     return changes
+
+
+def _fixed(key: int, user: int, micros: int, batch: int) -> Change:
+    return Change(key, user, micros, 1, "home", False, (batch,))
+
+
+#: One fixed history that puts times exactly on the watermark. Its event at SPAN in batch 0
+#: is the latest time of the run until batch 1 brings SPAN + 5 minutes and batch 2 SPAN + 10
+#: minutes (the drawn times are at most SPAN), so each table's watermark after batch 0 is
+#: SPAN minus its delay. Batch 1 then brings events whose earliest window ends exactly there:
+#: 70 minutes (tumbling and hopping [70, 80) and [60, 80), sliding [40, 70]), 74 minutes
+#: (session [74, 89)) and 88 minutes (count), each beside one 1 µs later that is not late
+#: for that kind. User 1's events are exactly the gap apart: three sessions. User 3's session
+#: ends at 94 minutes, the session watermark after batch 1. User 4's are 1 µs less than the
+#: gap apart: one session. The sliding row of 80 minutes (batch 2) ends at its watermark.
+FIXED: list[Change] = [
+    _fixed(0, 0, SPAN, 0),
+    _fixed(1, 0, 70 * MINUTE, 1),
+    _fixed(2, 0, 70 * MINUTE + 1, 1),
+    _fixed(3, 2, 74 * MINUTE, 1),
+    _fixed(4, 2, 74 * MINUTE + 1, 1),
+    _fixed(5, 0, 88 * MINUTE, 1),
+    _fixed(6, 0, 88 * MINUTE + 1, 1),
+    _fixed(7, 1, 44 * MINUTE, 0),
+    _fixed(8, 1, 59 * MINUTE, 0),
+    _fixed(9, 1, 74 * MINUTE, 1),
+    _fixed(10, 3, 79 * MINUTE, 0),
+    _fixed(11, 4, 10 * MINUTE, 0),
+    _fixed(12, 4, 25 * MINUTE - 1, 0),
+    _fixed(13, 4, 40 * MINUTE - 2, 0),
+    _fixed(14, 0, SPAN + 5 * MINUTE, 1),
+    _fixed(15, 0, SPAN + 10 * MINUTE, 2),
+    _fixed(16, 0, 80 * MINUTE, 2),
+]
 
 
 def batch_records(histories: list[list[Change]]) -> list[list[Record]]:
@@ -170,7 +214,7 @@ def batch_records(histories: list[list[Change]]) -> list[list[Record]]:
         for seq, change in enumerate(history, start=1):
             event_id = index * KEY_SPACE + change.key
             user = None if change.user is None else index * USERS + change.user
-            moment = BASE + timedelta(minutes=change.minute, seconds=change.second)
+            moment = BASE + timedelta(microseconds=change.micros)
             value = {
                 "event_id": event_id,
                 "user_id": user,
@@ -203,6 +247,12 @@ class Oracle:
     silver: dict[int, dict[str, Any]]
     seen: datetime | None
     late: Counter[tuple[Any, ...]]
+    #: Late events whose earliest window ends exactly at the watermark, per gold table.
+    on_mark: Counter[str] = field(default_factory=Counter)
+    #: Gold rows whose window ends exactly at the watermark (after each batch), per table.
+    ends_on_mark: Counter[str] = field(default_factory=Counter)
+    #: :func:`boundary_cases` of the silver rows after each batch.
+    cases: Counter[str] = field(default_factory=Counter)
 
     def advance(self, silver: list[dict[str, Any]]) -> None:
         """Take the silver rows after a batch: record its late row images, then its times."""
@@ -221,10 +271,38 @@ class Oracle:
                 images += [("update_preimage", before), ("update_postimage", after)]
         for table in DECLARED:
             mark = gold_oracle.watermark(self.seen, table)
-            self.late.update(late_key(r) for r in gold_oracle.late_events(images, table, mark))
+            late = gold_oracle.late_events(images, table, mark)
+            self.late.update(late_key(r) for r in late)
+            self.on_mark.update(table.name for r in late if r["window_end"] == mark)
         times = [row["ts"] for row in silver if row["ts"] is not None]
         self.seen = max([*times, *([self.seen] if self.seen else [])], default=None)
         self.silver = now
+        self.cases.update(boundary_cases(silver))
+        for table in DECLARED:
+            mark = gold_oracle.watermark(self.seen, table)
+            ends = (r[table.window.end_as] for r in gold_oracle.evaluate(silver, table))
+            self.ends_on_mark.update(table.name for end in ends if end == mark)
+
+
+def boundary_cases(silver: list[dict[str, Any]]) -> Counter[str]:
+    """How often the silver rows hold times on the boundaries the draws aim at: per user,
+    consecutive times exactly the session gap apart (or 1 µs less), equal times, and times on
+    a 10-minute boundary or 1 µs either side of a minute."""
+    found: Counter[str] = Counter()
+    by_user: dict[Any, list[int]] = {}
+    for row in silver:
+        if row["ts"] is not None:
+            micros = (row["ts"] - BASE) // timedelta(microseconds=1)
+            by_user.setdefault(row["user_id"], []).append(micros)
+    for times in by_user.values():
+        times.sort()
+        found["equal times"] += len(times) - len(set(times))
+        steps = [b - a for a, b in pairwise(times)]
+        found["gap apart"] += steps.count(GAP)
+        found["gap - 1 µs apart"] += steps.count(GAP - 1)
+        found["on 10 minutes"] += sum(t % (10 * MINUTE) == 0 for t in times)
+        found["1 µs off a minute"] += sum(t % MINUTE in (1, MINUTE - 1) for t in times)
+    return found
 
 
 def late_key(row: dict[str, Any]) -> tuple[Any, ...]:
@@ -333,7 +411,7 @@ SEED = property_seed("GOLD_PROPERTY_SEED")
 def test_every_gold_table_equals_the_oracle_after_every_batch(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    histories = draw_examples(history_strategy(), SEED, EXAMPLES)
+    histories = [*draw_examples(history_strategy(), SEED, EXAMPLES), FIXED]
     changes = [c for h in histories for c in h]
     # Coverage guards: the draws hold what the property is about.
     assert sum(c.deleted for c in changes) >= 10
@@ -379,6 +457,11 @@ def test_every_gold_table_equals_the_oracle_after_every_batch(
     assert all(True in f for f in flags.values()) and sum(False in f for f in flags.values()) >= 3
     assert {key[0] for key in oracle.late} == {t.name for t in DECLARED}, oracle.late
     assert {key[4] for key in oracle.late} >= {"insert", "update_preimage", "update_postimage"}
+    # ... and times on the boundaries: late events whose window ends exactly at the
+    # watermark in every table, sessions split exactly at the gap, equal times.
+    assert set(oracle.on_mark) == {t.name for t in DECLARED}, oracle.on_mark
+    assert set(oracle.ends_on_mark) >= {"t_tumbling", "t_hopping", "t_session", "t_sliding"}
+    assert all(n >= 3 for n in oracle.cases.values()) and len(oracle.cases) == 5, oracle.cases
 
     # lakehouse verify checks each gold table against its declaration over silver, and sees
     # a gold row that went missing.
