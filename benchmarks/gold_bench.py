@@ -8,6 +8,10 @@ is first built over the whole table (its first micro-batch, timed as ``initial``
 batch of changes (updates of random rows' amount and event time, in one silver MERGE) is
 applied and the job's next micro-batch timed. Writes ``results/gold-<date>.json`` and
 ``results/latest-gold.json``.
+
+First (unless ``--sharing no``) it runs :mod:`benchmarks.gold_sharing`: 1 against 12
+declarations over one source (shared query, and one query per declaration), and gold against
+Spark's own windowed aggregation.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from core.gold_tables import GoldTable, Measure, Window
 from core.layout import Warehouse
 from core.spark import get_spark
 from core.streaming import Trigger, run_to_end
+from benchmarks import gold_sharing
 from gold.jobs import start_gold
 
 WORK = Path(__file__).parent / "work" / "gold"
@@ -94,9 +99,20 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--batches", type=int, nargs="+", default=[1_000, 10_000])
     parser.add_argument("--kinds", nargs="+", default=[w.kind for w in KINDS])
+    parser.add_argument(
+        "--sharing",
+        choices=("also", "only", "no"),
+        default="also",
+        help="also (default), only or not the shared-query and baseline parts "
+        "(benchmarks/gold_sharing.py, its own defaults)",
+    )
     args = parser.parse_args()
     spark = get_spark(mode="local-jars")
     spark.sparkContext.setLogLevel("ERROR")
+    if args.sharing != "no":
+        gold_sharing.run(spark)
+    if args.sharing == "only":
+        return
     shutil.rmtree(WORK, ignore_errors=True)
     results = []
     for number, window in enumerate(w for w in KINDS if w.kind in args.kinds):

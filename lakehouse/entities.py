@@ -13,6 +13,7 @@ from core.layout import Warehouse
 from core.streaming import APP_ID_FILE
 from gold.alerts import alert_jobs
 from gold.jobs import GoldJob, gold_jobs
+from gold.progress import applied_location
 
 
 def entity_specs(
@@ -104,6 +105,7 @@ def derived_paths(
     for job in dependent_gold(config, entities):
         checkpoint = warehouse.checkpoint(job.query)
         paths += [warehouse.table("gold", job.table), checkpoint, f"{checkpoint}.{APP_ID_FILE}"]
+        paths.append(applied_location(warehouse, job.table))  # its place in a shared feed
     for alert in alert_jobs(config):
         if alert.input in entities:
             # gold.alerts and the baselines stay; the job scores the rebuilt change feed again

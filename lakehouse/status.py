@@ -30,6 +30,7 @@ from core.identifiers import table_name_for_topic
 from core.layout import QUARANTINE_TABLE, Warehouse
 from core.storage import read_text
 from gold.jobs import gold_jobs
+from gold.progress import applied_location, read_applied
 from gold.watermarks import seen_micros, watermark_of
 from lakehouse.entities import entity_specs
 
@@ -208,6 +209,9 @@ def pipeline_status(
         applied = applied_version(
             spark, checkpoints.current(spark, warehouse.checkpoint(job.query)).location
         )
+        place = read_applied(spark, applied_location(warehouse, job.table))
+        if job.shared or place is not None:  # its own place in a shared query's feed
+            applied = None if place is None else place.through
         versions = _versions(spark, source, CHANGING_OPERATIONS)
         path = warehouse.table("gold", job.table)
         gold.append(
