@@ -29,11 +29,11 @@ from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from benchmarks import gold_sharing
 from core.gold_tables import GoldTable, Measure, Window
 from core.layout import Warehouse
 from core.spark import get_spark
 from core.streaming import Trigger, run_to_end
-from benchmarks import gold_sharing
 from gold.jobs import start_gold
 
 WORK = Path(__file__).parent / "work" / "gold"
