@@ -44,7 +44,8 @@ COMPUTED = {
     "amount_eur": "amount * 0.908",
     "page_kind": "CASE WHEN page IN ('home', 'cart') THEN 'shop' ELSE coalesce(page, 'none') END",
     "parity": "user_id % 2",
-    "minute_of": "length(coalesce(page, ''))",
+    "minute_of": "minute(ts)",
+    "half_hour": "hour(ts) * 2 + CAST(minute(ts) >= 30 AS INT)",
 }
 DECLARED = (
     GoldTable(
@@ -94,7 +95,7 @@ DECLARED = (
         "ts",
         Window("count", count=3),
         (Measure("n", "count"), Measure("first_page", "min_by", "page", by="ts")),
-        group_by=("parity",),
+        group_by=("parity", "half_hour"),
         computed=COMPUTED,
         watermark_delay="2 minutes",
     ),
@@ -110,6 +111,7 @@ DECLARED = (
         ),
         group_by=("user_id",),
         computed=COMPUTED,
+        filter="ts >= TIMESTAMP '2026-01-01 00:05:00' AND to_date(ts) = DATE '2026-01-01'",
         watermark_delay="1 minute",
     ),
 )
