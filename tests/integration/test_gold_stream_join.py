@@ -40,7 +40,14 @@ from lakehouse.audit import verify_warehouse
 from lakehouse.pipeline import run_once
 from lakehouse.replay import replay
 from tests import gold_oracle
-from tests.draws import delivery, draw_examples, example_count, property_seed
+from tests.draws import (
+    MINUTE,
+    boundary_time,
+    delivery,
+    draw_examples,
+    example_count,
+    property_seed,
+)
 from tests.helpers import deliver, table_rows
 
 pytestmark = pytest.mark.integration
@@ -96,6 +103,11 @@ BASE = datetime(2026, 1, 1)
 CHANNELS = ("web", "app", "test", None)
 PAGES = ("/a", "/b", "/c", None)
 SESSIONS = ("s1", "s2", None)
+#: Times run from BASE to BASE + SPAN (µs), mostly on boundaries (tests.draws.boundary_time):
+#: multiples of the bound and the watermark delay, and 1 µs or 1 ms off; a click is often
+#: exactly the bound before an order of its user (in), 1 µs earlier (out), or at its time.
+SPAN = 120 * MINUTE
+STEPS = (10 * MINUTE, 20 * MINUTE, WITHIN * MINUTE)
 
 
 @dataclass(frozen=True)
@@ -104,7 +116,7 @@ class Change:
 
     key: int
     user: int | None
-    minute: int
+    micros: int  # after BASE
     channel: str | None
     page: str | None
     session: str | None
@@ -118,32 +130,39 @@ def _batches(draw: st.DrawFn) -> tuple[int, ...]:
 
 @st.composite
 def history_strategy(draw: st.DrawFn) -> tuple[list[Change], list[Change]]:
-    orders = [
-        Change(
-            key=draw(st.integers(0, 3)),
-            user=draw(st.sampled_from([0, 0, 1, 2, None])),
-            minute=draw(st.integers(20, 120)),
-            channel=draw(st.sampled_from(CHANNELS)),
-            page=None,
-            session=None,
-            deleted=draw(st.integers(0, 6)) == 0,
-            batches=_batches(draw),
+    orders: list[Change] = []
+    for _ in range(draw(st.integers(1, 6))):
+        key, user = draw(st.integers(0, 3)), draw(st.sampled_from([0, 0, 1, 2, None]))
+        earlier = [o.micros for o in orders]
+        orders.append(
+            Change(
+                key=key,
+                user=user,
+                micros=boundary_time(draw, STEPS, SPAN, earlier),
+                channel=draw(st.sampled_from(CHANNELS)),
+                page=None,
+                session=None,
+                deleted=draw(st.integers(0, 6)) == 0,
+                batches=_batches(draw),
+            )
         )
-        for _ in range(draw(st.integers(1, 6)))
-    ]
-    clicks = [
-        Change(
-            key=draw(st.integers(0, 6)),
-            user=draw(st.sampled_from([0, 0, 0, 1, 2, None])),
-            minute=draw(st.integers(0, 120)),
-            channel=None,
-            page=draw(st.sampled_from(PAGES)),
-            session=draw(st.sampled_from(SESSIONS)),
-            deleted=draw(st.integers(0, 6)) == 0,
-            batches=_batches(draw),
+    clicks: list[Change] = []
+    for _ in range(draw(st.integers(0, 10))):
+        key, user = draw(st.integers(0, 6)), draw(st.sampled_from([0, 0, 0, 1, 2, None]))
+        # Near the times of the orders of its user: at one, or the bound before one.
+        near = [o.micros for o in orders if o.user == user]
+        clicks.append(
+            Change(
+                key=key,
+                user=user,
+                micros=boundary_time(draw, STEPS, SPAN, near, (WITHIN * MINUTE,)),
+                channel=None,
+                page=draw(st.sampled_from(PAGES)),
+                session=draw(st.sampled_from(SESSIONS)),
+                deleted=draw(st.integers(0, 6)) == 0,
+                batches=_batches(draw),
+            )
         )
-        for _ in range(draw(st.integers(0, 10)))
-    ]
     return orders, clicks
 
 
@@ -167,7 +186,7 @@ def batch_records(histories: Histories) -> list[list[Record]]:
                 "order_id": order_id,
                 "customer_id": None if change.user is None else index * USERS + change.user,
                 "channel": change.channel,
-                "ts": (BASE + timedelta(minutes=change.minute)).isoformat() + "Z",
+                "ts": (BASE + timedelta(microseconds=change.micros)).isoformat() + "Z",
                 "seq": seq,
                 "deleted": change.deleted,
             }
@@ -179,7 +198,7 @@ def batch_records(histories: Histories) -> list[list[Record]]:
                 "user_id": None if change.user is None else index * USERS + change.user,
                 "page": change.page,
                 "session": change.session,
-                "ts": (BASE + timedelta(minutes=change.minute)).isoformat() + "Z",
+                "ts": (BASE + timedelta(microseconds=change.micros)).isoformat() + "Z",
                 "seq": seq,
                 "deleted": change.deleted,
             }
@@ -234,21 +253,29 @@ SEED = property_seed("GOLD_STREAM_JOIN_SEED")
 #: One fixed example. Orders 0 (minute 60) and 1 (minute 80) of customer 0 and the clicks at
 #: minutes 35 (/a) and 50 (/b) come first. Then: a click at 20 (outside both bounds), one at
 #: 80 and one at 55 (after their orders), the click at 50 moved to /c, the one at 35 deleted,
-#: and order 1 deleted.
+#: and order 1 deleted. On order 0's bounds: clicks at 30 minutes (exactly the bound before
+#: it: in), 1 µs before that (out) and at 60 minutes (its own time: in). Customer 1's order
+#: at SPAN (batch 0) is the latest time, so the watermark is 100 minutes when its order at
+#: 100 minutes arrives (batch 1): late, and its row ends exactly at the watermark (final).
 FIXED: tuple[list[Change], list[Change]] = (
     [
-        Change(0, 0, 60, "web", None, None, False, (0,)),
-        Change(1, 0, 80, "app", None, None, False, (0,)),
-        Change(1, 0, 80, "app", None, None, True, (1,)),
+        Change(0, 0, 60 * MINUTE, "web", None, None, False, (0,)),
+        Change(1, 0, 80 * MINUTE, "app", None, None, False, (0,)),
+        Change(1, 0, 80 * MINUTE, "app", None, None, True, (1,)),
+        Change(2, 1, SPAN, "web", None, None, False, (0,)),
+        Change(3, 1, 100 * MINUTE, "web", None, None, False, (1,)),
     ],
     [
-        Change(0, 0, 35, None, "/a", "s1", False, (0,)),
-        Change(1, 0, 50, None, "/b", "s1", False, (0,)),
-        Change(2, 0, 20, None, "/c", "s2", False, (1,)),
-        Change(3, 0, 80, None, "/c", "s2", False, (1,)),
-        Change(4, 0, 55, None, "/b", None, False, (1,)),
-        Change(1, 0, 50, None, "/c", "s2", False, (1,)),
-        Change(0, 0, 35, None, "/a", "s1", True, (1,)),
+        Change(0, 0, 35 * MINUTE, None, "/a", "s1", False, (0,)),
+        Change(1, 0, 50 * MINUTE, None, "/b", "s1", False, (0,)),
+        Change(5, 0, 30 * MINUTE, None, "/a", None, False, (0,)),
+        Change(6, 0, 30 * MINUTE - 1, None, "/b", None, False, (0,)),
+        Change(7, 0, 60 * MINUTE, None, "/c", None, False, (0,)),
+        Change(2, 0, 20 * MINUTE, None, "/c", "s2", False, (1,)),
+        Change(3, 0, 80 * MINUTE, None, "/c", "s2", False, (1,)),
+        Change(4, 0, 55 * MINUTE, None, "/b", None, False, (1,)),
+        Change(1, 0, 50 * MINUTE, None, "/c", "s2", False, (1,)),
+        Change(0, 0, 35 * MINUTE, None, "/a", "s1", True, (1,)),
     ],
 )
 
@@ -264,7 +291,11 @@ def coverage(histories: Histories) -> Counter[str]:
             for click in clicks:
                 if order.user is None or click.user != order.user:
                     continue
-                if order.minute - WITHIN <= click.minute <= order.minute:
+                bound = WITHIN * MINUTE
+                found["click exactly the bound before"] += click.micros == order.micros - bound
+                found["click 1 µs before the bound"] += click.micros == order.micros - bound - 1
+                found["click at its order's time"] += click.micros == order.micros
+                if order.micros - bound <= click.micros <= order.micros:
                     found["click in bound"] += 1
                     if min(click.batches) > min(order.batches):
                         found["click after its order"] += 1
@@ -285,8 +316,11 @@ def test_stream_joined_gold_table_equals_the_oracle_after_every_batch(
         "click in bound",
         "click after its order",
         "click outside the bound",
+        "click exactly the bound before",
+        "click at its order's time",
     )
     assert all(cases[case] >= 3 for case in wanted), cases
+    assert cases["click 1 µs before the bound"] >= 1, cases
 
     source = tmp_path / "source"
     source.mkdir()
@@ -297,7 +331,7 @@ def test_stream_joined_gold_table_equals_the_oracle_after_every_batch(
     clicks_before: dict[Any, dict[str, Any]] = {}
     gold_before: list[dict[str, Any]] = []
     late: Counter[tuple[Any, ...]] = Counter()
-    changed = 0
+    changed = on_mark = 0  # on_mark: gold rows whose window ends exactly at the watermark
     previous: Counter[tuple[Any, ...]] = Counter()
     for number, records in enumerate(batch_records(histories)):
         deliver(source, number, records)
@@ -321,6 +355,7 @@ def test_stream_joined_gold_table_equals_the_oracle_after_every_batch(
         seen = max([*times, *([seen] if seen else [])], default=None)
         mark = gold_oracle.watermark(seen, TABLE)
         evaluated = gold_oracle.stream_joined(orders.values(), TABLE, clicks.values())
+        on_mark += sum(r[TABLE.window.end_as] == mark for r in evaluated)
         want = Counter(
             (*(r[c] for c in TABLE.columns), gold_oracle.is_final(r, TABLE, mark))
             for r in evaluated
@@ -342,6 +377,7 @@ def test_stream_joined_gold_table_equals_the_oracle_after_every_batch(
     # Late changes of both sides: an order's own row, and clicks landing in final rows.
     late_clicks = sum(n for k, n in late.items() if k[3] != k[0] + timedelta(minutes=WITHIN))
     assert changed == BATCHES and late_clicks >= 3 and late.total() > late_clicks, late
+    assert on_mark >= 1
 
     checks = verify_warehouse(spark, warehouse, CONFIG)
     assert f"gold.{TABLE.name}" in {f"{c.layer}.{c.table}" for c in checks}
