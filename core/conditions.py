@@ -66,8 +66,9 @@ TIME_PARTS = (
     "minute",
     "second",
 )
-#: The units of ``date_trunc``.
+#: The units of ``date_trunc``, and Spark's other names for them.
 TRUNC_UNITS = ("year", "quarter", "month", "week", "day", "hour", "minute", "second")
+_TRUNC_ALIASES = {"yyyy": "year", "yy": "year", "mm": "month", "mon": "month", "dd": "day"}
 #: The functions an expression may call (each also has a plain-Python twin in the reference).
 FUNCTIONS = (
     "lower",
@@ -878,6 +879,7 @@ class _Converter:
     def _date_trunc(self, node: exp.TimestampTrunc) -> Expr:
         unit = node.args.get("unit")
         text = str(unit.this).lower() if isinstance(unit, exp.Var) else ""
+        text = _TRUNC_ALIASES.get(text, text)
         if text not in TRUNC_UNITS:
             raise _Refused(
                 f"date_trunc takes a unit as a string literal, one of {', '.join(TRUNC_UNITS)}"
@@ -1428,7 +1430,8 @@ class _Typer:
         return _convert(typed, type_name, "bigint")
 
     def rounding(self, name: str, args: tuple[Expr, ...]) -> tuple[Expr, str]:
-        """``floor`` / ``ceil`` (to BIGINT; a decimal to its integer digits plus one) and
+        """``floor`` / ``ceil`` (to BIGINT; a decimal to its integer digits plus one, unless it
+        has no fraction) and
         ``round(x, d)`` HALF_UP (an integer stays a BIGINT and takes no negative ``d``, a
         FLOAT is read as DOUBLE, a decimal gets Spark's result type)."""
         typed_arg, type_name = self.number(args[0], name)
@@ -1446,6 +1449,8 @@ class _Typer:
                 )
             kept = 0 if name != "round" else max(0, min(scale, digits))
             result = _decimal(min(precision - scale + 1 + kept, _MAX_PRECISION), kept)
+            if name != "round" and scale == 0:  # nothing to round: the type stays
+                result = type_name
             return Func(name, (typed_arg, *args[1:]), result), result
         if kind == "integral" and digits < 0:
             raise _Refused(
