@@ -1056,9 +1056,9 @@ def _time_literal(text: str, to: str, typing: bool = False) -> Literal:
     try:
         if match is None:
             raise ValueError(text)
-        numbers = [int(part) for part in match.groups(default="0")[:6]]
-        fraction = (match.group(7) or "").ljust(6, "0")
-        value = dt.datetime(*numbers, microsecond=int(fraction))  # type: ignore[misc]
+        year, month, day, hour, minute, second = (int(p) for p in match.groups("0")[:6])
+        fraction = int((match.group(7) or "").ljust(6, "0"))
+        value = dt.datetime(year, month, day, hour, minute, second, fraction)
     except ValueError:
         kind = "date" if to == "date" else "timestamp"
         problem = f"reads the string {text!r} as a {kind}" if typing else f"the string {text!r}"

@@ -447,7 +447,7 @@ def _time_value(value: Any, kind: str) -> dt.date | None:
             return None
         if kind == "timestamp" and isinstance(value, dt.datetime):
             if value.tzinfo is not None:
-                value = value.astimezone(dt.UTC).replace(tzinfo=None)
+                return value.astimezone(dt.UTC).replace(tzinfo=None)
             return value
         if kind == "timestamp" and isinstance(value, int):
             return _EPOCH + dt.timedelta(microseconds=value)
@@ -764,8 +764,11 @@ def _date_trunc(unit: str, value: dt.datetime) -> dt.datetime:
             month = {"year": 1, "quarter": 3 * ((day.month - 1) // 3) + 1}.get(unit, day.month)
             day = dt.date(day.year, month, 1)
         return dt.datetime(day.year, day.month, day.day)
-    fields = {"hour": ("minute", "second"), "minute": ("second",), "second": ()}[unit]
-    return value.replace(microsecond=0, **dict.fromkeys(fields, 0))
+    if unit == "hour":
+        return value.replace(minute=0, second=0, microsecond=0)
+    if unit == "minute":
+        return value.replace(second=0, microsecond=0)
+    return value.replace(microsecond=0)
 
 
 def _shift_days(day: dt.date, days: int) -> dt.date | None:
