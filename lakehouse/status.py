@@ -209,9 +209,9 @@ def pipeline_status(
         applied = applied_version(
             spark, checkpoints.current(spark, warehouse.checkpoint(job.query)).location
         )
-        place = read_applied(spark, applied_location(warehouse, job.table))
-        if job.shared or place is not None:  # its own place in a shared query's feed
-            applied = None if place is None else place.through
+        own = read_applied(spark, applied_location(warehouse, job.table))
+        if job.shared or own is not None:  # its own place in a shared query's feed
+            applied = None if own is None else own.through
         versions = _versions(spark, source, CHANGING_OPERATIONS)
         path = warehouse.table("gold", job.table)
         gold.append(

@@ -33,9 +33,9 @@ from core.streaming import Trigger, run_to_end
 from gold.jobs import GoldIsolation, query_name, shared_query_name, start_shared
 from gold.progress import applied_location, read_applied
 from tests import gold_oracle
-from tests.faults import CommitFaults
+from tests.faults import CommitFaults, InjectedCrash
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]  # many runs each
 
 SCHEMA = (
     "event_id bigint, user_id bigint, amount bigint, page string, ts timestamp, "
@@ -298,6 +298,15 @@ def crash_sites(monkeypatch: pytest.MonkeyPatch) -> CommitFaults:
     (its failure handling does not run: the process is gone)."""
     monkeypatch.setattr(gold.jobs, "SIDE_BY_SIDE", False)  # one order of the writes
     monkeypatch.setattr(gold.jobs._Member, "failed", lambda *_: None)
+    part = gold.jobs._SharedBatch._part
+
+    def dies(self: gold.jobs._SharedBatch, *args: Any) -> Exception | None:
+        error = part(self, *args)
+        if isinstance(error, InjectedCrash):
+            raise error  # the declarations after it do not run either
+        return error
+
+    monkeypatch.setattr(gold.jobs._SharedBatch, "_part", dies)
     sites = [(gold.jobs, "dml_once"), (gold.jobs, "append"), (gold.jobs, "write_applied")]
     return CommitFaults(monkeypatch, sites)
 
@@ -387,7 +396,8 @@ def test_a_warehouse_of_one_query_per_declaration_goes_on_under_the_shared_query
 
     _, _, calls = scenario(spark, tmp_path / "count", faults, None, forget_places, old)
     merge = calls.index("replace_windows") + 1
-    crash = merge - 1 if calls[merge - 2] == "append" else merge  # before its MERGE if it can
+    before = merge >= 2 and calls[merge - 2] == "append"
+    crash = merge - 1 if before else merge  # after its late events, before its MERGE if any
     warehouse, upgraded, _ = scenario(
         spark, tmp_path / "upgraded", faults, crash, forget_places, old
     )
