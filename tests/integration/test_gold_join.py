@@ -42,7 +42,14 @@ from lakehouse.audit import verify_warehouse
 from lakehouse.pipeline import run_once
 from lakehouse.replay import replay
 from tests import gold_oracle
-from tests.draws import delivery, draw_examples, example_count, property_seed
+from tests.draws import (
+    MINUTE,
+    boundary_time,
+    delivery,
+    draw_examples,
+    example_count,
+    property_seed,
+)
 from tests.helpers import deliver, pg_envelope, pg_key, table_rows
 
 pytestmark = pytest.mark.integration
@@ -118,15 +125,22 @@ USER_SPACE = 3
 BASE = datetime(2026, 1, 1)
 SEGMENTS = ("a", "b", "skip", None)
 NAMES = ("x", "y", None)
+#: Sale times run from BASE to BASE + SPAN (µs), mostly on boundaries (tests.draws.boundary_time):
+#: multiples of the windows and delays, an account change's commit time of the sale's user, or
+#: a step from it, exactly or 1 µs / 1 ms off (so a sale often falls exactly where a version
+#: starts or ends: it takes the new one, 1 µs earlier the old one).
+SPAN = 90 * MINUTE
+STEPS = (10 * MINUTE, 20 * MINUTE, 30 * MINUTE)
 
 
 @dataclass(frozen=True)
 class Change:
-    """One event of a sales history (``user`` is None) or of a users history."""
+    """One event of a sales history, of a users history (``user`` is None) or of an accounts
+    history (``at``: its source commit time, whole minutes)."""
 
     key: int
     user: int | None
-    minute: int
+    at: int  # µs after BASE
     amount: int | None
     segment: str | None
     level: int | None
@@ -140,24 +154,11 @@ def _batches(draw: st.DrawFn) -> tuple[int, ...]:
 
 @st.composite
 def history_strategy(draw: st.DrawFn) -> tuple[list[Change], list[Change], list[Change]]:
-    sales = [
-        Change(
-            key=draw(st.integers(0, 4)),
-            user=draw(st.sampled_from([0, 0, 1, 2, None])),
-            minute=draw(st.integers(0, 90)),
-            amount=draw(st.one_of(st.none(), st.integers(0, 50))),
-            segment=None,
-            level=None,
-            deleted=draw(st.integers(0, 7)) == 0,
-            batches=_batches(draw),
-        )
-        for _ in range(draw(st.integers(1, 8)))
-    ]
     users = [
         Change(
             key=draw(st.integers(0, USER_SPACE - 1)),
             user=None,
-            minute=0,
+            at=0,
             amount=None,
             segment=draw(st.sampled_from(SEGMENTS)),
             level=draw(st.one_of(st.none(), st.integers(1, 5))),
@@ -170,7 +171,7 @@ def history_strategy(draw: st.DrawFn) -> tuple[list[Change], list[Change], list[
         Change(
             key=draw(st.integers(0, USER_SPACE - 1)),
             user=None,
-            minute=draw(st.integers(0, 90)),
+            at=draw(st.integers(0, 90)) * MINUTE,
             amount=None,
             segment=draw(st.sampled_from(NAMES)),
             level=None,
@@ -179,6 +180,22 @@ def history_strategy(draw: st.DrawFn) -> tuple[list[Change], list[Change], list[
         )
         for _ in range(draw(st.integers(1, 6)))
     ]
+    sales: list[Change] = []
+    for _ in range(draw(st.integers(1, 8))):
+        key, user = draw(st.integers(0, 4)), draw(st.sampled_from([0, 0, 1, 2, None]))
+        changes = [a.at for a in accounts if a.key == user]  # of the account the sale joins
+        sales.append(
+            Change(
+                key=key,
+                user=user,
+                at=boundary_time(draw, STEPS, SPAN, changes),
+                amount=draw(st.one_of(st.none(), st.integers(0, 50))),
+                segment=None,
+                level=None,
+                deleted=draw(st.integers(0, 7)) == 0,
+                batches=_batches(draw),
+            )
+        )
     return sales, users, accounts
 
 
@@ -191,8 +208,8 @@ def account_events(histories: Histories) -> list[tuple[int, int, datetime, Chang
     events = []
     for index, (_, _, accounts) in enumerate(histories):
         for position, change in enumerate(accounts):
-            lsn = change.minute * 1000 + position + 1
-            moment = BASE + timedelta(minutes=change.minute)
+            lsn = change.at // MINUTE * 1000 + position + 1
+            moment = BASE + timedelta(microseconds=change.at)
             events.append((index * USER_SPACE + change.key, lsn, moment, change))
     return events
 
@@ -232,7 +249,7 @@ def batch_records(histories: Histories) -> list[list[Record]]:
     for index, (sales, users, _) in enumerate(histories):
         for seq, change in enumerate(sales, start=1):
             event_id = index * KEY_SPACE + change.key
-            moment = BASE + timedelta(minutes=change.minute)
+            moment = BASE + timedelta(microseconds=change.at)
             value = {
                 "event_id": event_id,
                 "user_id": None if change.user is None else index * USER_SPACE + change.user,
@@ -327,15 +344,21 @@ def assert_join_mistakes_stop_the_job(spark: SparkSession, warehouse: Warehouse)
 SEED = property_seed("GOLD_JOIN_SEED")
 #: One fixed example: account 0 is x from minute 0 and y from minute 40; in the second batch
 #: come z from minute 20 (older than y: a late change) and its delete at minute 70. Its sales
-#: at minutes 10, 30, 50 and 80 take x, x then z, y, y then none.
+#: at minutes 10, 30, 50 and 80 take x, x then z, y, y then none; at 40 minutes exactly y,
+#: 1 µs before it z (x before z arrives).
 FIXED: tuple[list[Change], list[Change], list[Change]] = (
-    [Change(n, 0, minute, 1, None, None, False, (0,)) for n, minute in enumerate((10, 30, 50, 80))],
+    [
+        Change(n, 0, minute * MINUTE + micros, 1, None, None, False, (0,))
+        for n, (minute, micros) in enumerate(
+            ((10, 0), (30, 0), (50, 0), (80, 0), (40, -1), (40, 0))
+        )
+    ],
     [],
     [
-        Change(0, None, 0, None, "x", None, False, (0,)),
-        Change(0, None, 40, None, "y", None, False, (0,)),
-        Change(0, None, 20, None, "z", None, False, (1,)),
-        Change(0, None, 70, None, None, None, True, (1,)),
+        Change(0, None, 0 * MINUTE, None, "x", None, False, (0,)),
+        Change(0, None, 40 * MINUTE, None, "y", None, False, (0,)),
+        Change(0, None, 20 * MINUTE, None, "z", None, False, (1,)),
+        Change(0, None, 70 * MINUTE, None, None, None, True, (1,)),
     ],
 )
 
@@ -358,9 +381,13 @@ def test_joined_gold_tables_equal_the_oracle_after_every_batch(
         for _, _, h in histories
         for a in h
         for b in h
-        if a.key == b.key and a.minute < b.minute and min(a.batches) > min(b.batches)
+        if a.key == b.key and a.at < b.at and min(a.batches) > min(b.batches)
     ]
     assert len(late_accounts) >= 2  # older commit times arriving after newer ones
+    # Sales exactly at a commit time of their account (a version starts or ends there), and
+    # 1 µs before one.
+    pairs = [(s.at, a.at) for sales, _, h in histories for s in sales for a in h if s.user == a.key]
+    assert sum(s == a for s, a in pairs) >= 3 and sum(s == a - 1 for s, a in pairs) >= 1
 
     source = tmp_path / "source"
     source.mkdir()
