@@ -139,8 +139,12 @@ def _read_tree(name: str, sql: str) -> exp.Query:
     statement = classify(sql)
     where = f"Model {name!r}"
     if statement.kind is Kind.UNKNOWN:
-        problem = statement.problem.removeprefix("lakehouse sql ").rstrip(".")
-        raise ConfigError(f"{where}: its SQL is refused ({problem}). Write one SELECT.")
+        problem = statement.problem.removeprefix("lakehouse sql ")
+        first = problem.split(", so it")[0].split(". ")[0].rstrip(".")
+        raise ConfigError(
+            f"{where}: its SQL is refused: the SQL guard {first}. Write one SELECT over "
+            f"{_ALLOWED} tables."
+        )
     if statement.kind is Kind.CODE:
         raise ConfigError(
             f"{where}: its SQL calls {statement.verb}, which {statement.problem}; a model "
@@ -148,12 +152,12 @@ def _read_tree(name: str, sql: str) -> exp.Query:
         )
     if statement.kind is not Kind.READ:
         raise ConfigError(
-            f"{where}: its SQL is a {statement.verb}, which {statement.effect}; a model is one "
+            f"{where}: its SQL ({statement.verb}) {statement.effect}; a model is one "
             "read-only SELECT (its refresh writes gold.<name> itself)."
         )
     if statement.verb != "SELECT":
         raise ConfigError(
-            f"{where}: its SQL is a {statement.verb}, not a query; a model is one SELECT "
+            f"{where}: its SQL ({statement.verb}) is not a query; a model is one SELECT "
             "(WITH and UNION / INTERSECT / EXCEPT allowed)."
         )
     if statement.file_reads:
@@ -168,7 +172,7 @@ def _read_tree(name: str, sql: str) -> exp.Query:
     tree = trees[0] if len(trees) == 1 else None
     if not isinstance(tree, exp.Query):
         raise ConfigError(
-            f"{where}: its SQL is a {statement.verb}, not a query; a model is one SELECT "
+            f"{where}: its SQL ({statement.verb}) is not a query; a model is one SELECT "
             "(WITH and UNION / INTERSECT / EXCEPT allowed)."
         )
     return tree

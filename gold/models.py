@@ -279,16 +279,26 @@ def _check_columns(model: SqlModel, result: DataFrame) -> None:
         )
 
 
-def recorded_state(spark: SparkSession, warehouse: Warehouse, model: SqlModel) -> ModelState | None:
+def recorded_state(
+    spark: SparkSession,
+    warehouse: Warehouse,
+    model: SqlModel,
+    inputs: InputVersions | None = None,
+) -> ModelState | None:
     """The state of the model's last refresh: the recorded file, or the newer state in the
     table's last commit when a refresh stopped between its commit and the file (then the file
-    is written now). None when the model's table does not exist."""
+    is written now). None when the model's table does not exist.
+
+    With the current ``inputs``: a file that records them is taken as is (it is written after
+    its commit, and inputs only move forward), without reading the table's history."""
     path = warehouse.table("gold", model.name)
     if not table_exists(spark, path):
         return None
     state = ModelState.from_json(
         storage.read_text(spark, state_path(warehouse, model.name)), model.name
     )
+    if state is not None and inputs is not None and is_current(state, model, inputs):
+        return state
     row = DeltaTable.forPath(spark, path).history(1).select("userMetadata").first()
     committed = None if row is None else ModelState.from_json(row.userMetadata, model.name)
     if committed is not None and (
@@ -310,7 +320,7 @@ def refresh(spark: SparkSession, warehouse: Warehouse, model: SqlModel) -> Refre
     inputs, missing = input_versions(spark, warehouse, model)
     if missing:
         return Refreshed(model.name, Outcome.WAITING, tuple(missing))
-    state = recorded_state(spark, warehouse, model)
+    state = recorded_state(spark, warehouse, model, inputs)
     if is_current(state, model, inputs):
         return Refreshed(model.name, Outcome.CURRENT)
     generation = uuid.uuid4().hex[:12] if state is None else state.generation
@@ -489,7 +499,7 @@ def check_model(spark: SparkSession, warehouse: Warehouse, model: SqlModel) -> M
     if missing or not table_exists(spark, path):
         return None
     check = ModelCheck(table=model.name, layer="gold")
-    state = recorded_state(spark, warehouse, model)
+    state = recorded_state(spark, warehouse, model, inputs)
     if not is_current(state, model, inputs):
         behind = None if state is None else versions_behind(state, inputs)
         how = "its inputs were replaced" if behind is None else f"by {behind} input version(s)"

@@ -11,6 +11,10 @@ warehouse as it was.
 The quarantine table is shared by all entities: the staged copy starts with the live rows of the
 entities that are not rebuilt, and the rebuilt entities add theirs.
 
+SQL models (:mod:`gold.models`) are rebuilt by the same run, after the gold tables, and swapped
+in with their state; a model whose inputs the rebuild did not produce is refreshed on the live
+warehouse after the swap.
+
 Do not run a replay while a pipeline writes to the same warehouse.
 """
 
