@@ -215,6 +215,8 @@ def _windows(
         ordered = sorted(rows, key=lambda r: _micros(r[time]))
         session: list[Row] = []
         for row in ordered:
+            # A new session when the row is gap or more after the previous one (Spark's
+            # session_window would still merge a row exactly gap later); equal times stay.
             if session and _micros(row[time]) >= _micros(session[-1][time]) + gap:
                 yield _session_bounds(session, time, gap), {}, session
                 session = []
@@ -332,6 +334,7 @@ def _late_row(
 
 
 def _session_bounds(session: list[Row], time: str, gap: int) -> tuple[datetime, datetime]:
+    """A session's window, half-open: ``[first event, last event + gap)``."""
     return session[0][time], _time(_micros(session[-1][time]) + gap)
 
 
