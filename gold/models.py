@@ -329,8 +329,11 @@ def refresh(spark: SparkSession, warehouse: Warehouse, model: SqlModel) -> Refre
     result = evaluate_at(spark, warehouse, model, inputs)
     path = warehouse.table("gold", model.name)
     changed = None
-    if model.key and table_exists(spark, path):
-        changed = _merge_changes(spark, path, model, result, new)
+    if model.key:
+        result = result.localCheckpoint()  # evaluated once: checked, compared, written
+        _require_unique_key(model, result)
+        if table_exists(spark, path):
+            changed = _merge_changes(spark, path, model, result, new)
     if changed is None:
         (
             result.write.format("delta")
@@ -352,22 +355,11 @@ def _merge_changes(
     """MERGE only the rows of ``result`` that differ from the table at ``path``, in one
     commit marked with ``new``; the number of rows written (0: no commit), or None when the
     result's columns or types differ from the table's (the caller overwrites it).
-
-    Raises:
-        ConfigError: the key is not unique in the result.
-    """
+    ``result`` is materialized, its key unique."""
     current = spark.read.format("delta").load(path)
     shape = [(f.name, f.dataType) for f in result.schema.fields]
     if shape != [(f.name, f.dataType) for f in current.schema.fields]:
         return None
-    result = result.localCheckpoint()
-    twice = result.groupBy(*model.key).count().where(F.col("count") > 1).first()
-    if twice is not None:
-        found = {k: twice[k] for k in model.key}
-        raise ConfigError(
-            f"Model {model.name!r}: its key ({', '.join(model.key)}) is not unique in the "
-            f"result ({found} is in {twice['count']} rows). Fix 'key' or the query."
-        )
     changes = changed_rows(result, current, model.key).localCheckpoint()
     count = changes.count()
     if count == 0:
@@ -389,6 +381,17 @@ def _merge_changes(
     with session_settings(spark, settings):
         merge_materialized(merge, changes)
     return count
+
+
+def _require_unique_key(model: SqlModel, result: DataFrame) -> None:
+    """Raise ConfigError if two rows of ``result`` have the same ``key`` (null-safe)."""
+    twice = result.groupBy(*model.key).count().where(F.col("count") > 1).first()
+    if twice is not None:
+        found = {k: twice[k] for k in model.key}
+        raise ConfigError(
+            f"Model {model.name!r}: its key ({', '.join(model.key)}) is not unique in the "
+            f"result ({found} is in {twice['count']} rows). Fix 'key' or the query."
+        )
 
 
 def ordered_models(config: PipelineConfig) -> tuple[SqlModel, ...]:

@@ -7,17 +7,20 @@ category: the average winning bid per category, a join of gold with silver, then
 aggregate of it) and ``top_categories`` (unkeyed, over ``avg_price``: gold over a model),
 declared in the wrong order so the config must order them. Two runs deliver inserts,
 updates (a bid raised, an auction moved to another category), deletes, duplicates and an
-update that changes nothing a model reads; after each, both models equal a plain-Python
+older version delivered after a newer one; after each, both models equal a plain-Python
 computation from the collected inputs. A run with nothing new commits nothing; a refresh
 retried over the same versions, or after a crash between its commit and its state file,
-commits nothing. ``verify`` passes, then reports a tampered row (and that the model over it
-is behind); ``replay`` rebuilds both equal.
+commits nothing; nor does an input commit that changes no row of a keyed model's result. A
+failing model is one failed table and a model whose input does not exist yet waits, while the
+others are left as they are. ``verify`` passes, then reports a tampered row (and that the
+model over it is behind); ``replay`` rebuilds both equal.
 """
 
 from __future__ import annotations
 
 import random
 from collections import defaultdict
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -35,7 +38,14 @@ from core.delta_io import current_version
 from core.gold_tables import GoldTable, Measure, Window
 from core.layout import Warehouse
 from core.models import SqlModel
-from gold.models import Outcome, check_models_of, ordered_models, refresh, state_path
+from gold.models import (
+    Outcome,
+    check_models_of,
+    ordered_models,
+    refresh,
+    refresh_models,
+    state_path,
+)
 from lakehouse.audit import verify_warehouse
 from lakehouse.pipeline import run_once
 from lakehouse.replay import replay
@@ -202,6 +212,19 @@ def test_models_follow_their_inputs_exactly_once(spark: SparkSession, tmp_path: 
     auctions.update(F.col("id") == 0, {"category": F.col("category")})
     assert refresh(spark, warehouse, AVG_PRICE).outcome is Outcome.UNCHANGED
     assert refresh(spark, warehouse, TOP).outcome is Outcome.CURRENT
+    assert model_versions(spark, warehouse) == settled
+
+    # A failing model is one failed table; one whose input does not exist waits; others go on.
+    broken = SqlModel("broken", "SELECT no_such_column AS x FROM silver.auctions")
+    later = SqlModel("later", "SELECT id FROM silver.not_yet")
+    wider = replace(CONFIG, models=(*CONFIG.models, broken, later))
+    said: list[str] = []
+    once: set[str] = set()  # a continuous run's: the wait is said once per run
+    for _ in range(2):
+        failures = refresh_models(spark, warehouse, wider, said.append, once)
+        assert [(f.query, f.table) for f in failures] == [("model_broken", "gold.broken")]
+        assert "no_such_column" in failures[0].failure.message
+    assert said == ["gold: model later waits for silver.not_yet"]
     assert model_versions(spark, warehouse) == settled
 
     checks = {f"{c.layer}.{c.table}": c for c in verify_warehouse(spark, warehouse, CONFIG)}

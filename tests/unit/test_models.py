@@ -5,6 +5,7 @@ rows a keyed refresh writes)."""
 from __future__ import annotations
 
 import random
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +14,11 @@ from pyspark.sql import SparkSession
 
 from core.config import PipelineConfig, load_config
 from core.errors import ConfigError
+from core.failures import Failure, TableFailure
 from core.models import SqlModel, models_to_toml
 from gold.models import (
     CHANGE,
+    ModelRetries,
     ModelState,
     changed_rows,
     is_current,
@@ -221,3 +224,18 @@ def test_a_keyed_refresh_writes_only_the_rows_that_differ(spark: SparkSession) -
         want = {(k, v, "upsert") for k, v in result.items() if current.get(k, ()) != v}
         want |= {(k, v, "delete") for k, v in current.items() if k not in result}
         assert got == want
+
+
+def test_a_failing_model_is_retried_after_the_backoff_while_others_refresh() -> None:
+    retries = ModelRetries(lambda attempts: 5.0 * 2 ** (attempts - 1))
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    failure = TableFailure("model_a", "gold.a", Failure("E", "boom", ""), at)
+    assert retries.due(["a", "b"], 100.0) == ["a", "b"]
+    noted = retries.failed(failure, 100.0)
+    assert (noted.attempts, noted.retry_at) == (1, datetime(2026, 1, 1, 0, 0, 5, tzinfo=UTC))
+    assert retries.due(["a", "b"], 104.0) == ["b"]
+    assert retries.due(["a", "b"], 105.0) == ["a", "b"]
+    assert retries.failed(failure, 105.0).attempts == 2
+    assert retries.due(["a"], 114.0) == [] and retries.due(["a"], 115.0) == ["a"]
+    assert retries.succeeded("a") is not None and retries.succeeded("a") is None
+    assert retries.failed(failure, 200.0).attempts == 1
