@@ -548,6 +548,9 @@ class _Member:
         )
         through = None if state is None else state.through
         if pending is not None:
+            owner = pending.app_id.partition(":")[0]
+            if owner != query_app:  # another query's batch (an upgrade's): it may have run
+                note_query_start(owner, pending.batch)
             changes = self._changes(spark, batch, pending.first, pending.last, through)
             self.maintain(changes, pending.batch, pending.app_id)
             through = max(pending.last, -1 if through is None else through)
