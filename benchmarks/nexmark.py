@@ -35,6 +35,7 @@ generator draws the bidder again (as a non-hot bidder) when that triple is taken
 from __future__ import annotations
 
 import argparse
+import math
 import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -70,10 +71,13 @@ US_CITIES = (
     "Kent",
     "Cheyenne",
 )
-FIRST_NAMES = ("Peter", "Paul", "Luke", "John", "Saul", "Vicky", "Kate", "Julie", "Sarah")
-FIRST_NAMES += ("Deiter", "Walter")
-LAST_NAMES = ("Shultz", "Abrams", "Spencer", "White", "Bartels", "Walton", "Smith", "Jones")
-LAST_NAMES += ("Noris",)
+FIRST_NAMES: tuple[str, ...] = (
+    *("Peter", "Paul", "Luke", "John", "Saul", "Vicky", "Kate", "Julie", "Sarah", "Deiter"),
+    "Walter",
+)
+LAST_NAMES: tuple[str, ...] = (
+    *("Shultz", "Abrams", "Spencer", "White", "Bartels", "Walton", "Smith", "Jones", "Noris"),
+)
 HOT_CHANNELS = ("Google", "Facebook", "Baidu", "Apple")
 CHANNELS = 10_000
 #: 2026-01-01 23:59:00 UTC: a stream of a few minutes crosses midnight (per-day queries).
@@ -202,7 +206,7 @@ class _Draws:
         return self.pad[start : start + size]
 
     def price(self) -> int:
-        return round(10.0 ** (self.rng.random() * 6.0) * 100.0)
+        return round(math.pow(10.0, self.rng.random() * 6.0) * 100.0)
 
     def url(self) -> str:
         parts = (self.string(5, "_") for _ in range(3))
