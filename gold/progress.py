@@ -93,15 +93,17 @@ def write_applied(spark: SparkSession, path: str, applied: Applied) -> None:
 
 def offset_version(spark: SparkSession, location: str, batch: int) -> int | None:
     """The newest silver version the Delta-source offset of micro-batch ``batch`` of the
-    query checkpointed at ``location`` reads in full (None: no such offset)."""
+    query checkpointed at ``location`` reads in full (None: no such offset).
+
+    A gold query reads the change feed, which Delta admits a whole commit at a time: an
+    offset ``(v, index >= 0)`` ends after version ``v`` (its last file), one with index -1
+    before it."""
     text = storage.read_text(spark, f"{location}/offsets/{batch}")
     if text is None:
         return None
     offset = json.loads(text.strip().splitlines()[-1])
     version = int(offset["reservoirVersion"])
-    if offset.get("index", -1) == -1 or not offset.get("isStartingVersion", False):
-        return version - 1
-    return version
+    return version - 1 if int(offset.get("index", -1)) == -1 else version
 
 
 def seeded(spark: SparkSession, base: str) -> Applied | None:
