@@ -434,14 +434,16 @@ def start_shared(
     under its own exactly-once ids, from its own place in the feed (:mod:`gold.progress`).
 
     With ``isolation``, a declaration that fails (at start too) is left to it and the others
-    go on; without it, such a failure fails the batch (after the others applied it), or the
-    start.
+    go on; without it, or alone in its query, such a failure fails the batch (after the others
+    applied it), or the start.
 
     Raises:
         ConfigError: without ``isolation``, as :func:`start_gold`.
     """
     source = tables[0].source
     assert all(shareable(t) and t.source == source for t in tables)
+    if len(tables) == 1:
+        isolation = None  # alone: its failure is its query's, retried as a query is
     query = group_query(tables)
     place = checkpoints.current(spark, warehouse.checkpoint(query))
     members = [_Member(warehouse, t, quality, place, len(tables) == 1) for t in tables]
