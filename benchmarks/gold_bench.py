@@ -25,7 +25,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
@@ -68,32 +67,6 @@ def silver_rows(spark: SparkSession, rows: int, seed: int) -> Any:
     )
 
 
-def change(spark: SparkSession, path: str, rows: int, count: int, seed: int) -> None:
-    """Update ``count`` random rows (new amount, event time moved by up to an hour)."""
-    picked = (
-        spark.range(count)
-        .select((F.rand(seed) * rows).cast("bigint").alias("event_id"))
-        .distinct()
-        .select(
-            "event_id",
-            (F.rand(seed + 7) * 100).cast("bigint").alias("amount"),
-            ((F.rand(seed + 8) - 0.5) * 7_200_000_000).cast("bigint").alias("shift"),
-        )
-    )
-    (
-        DeltaTable.forPath(spark, path)
-        .alias("t")
-        .merge(picked.alias("s"), "t.event_id = s.event_id")
-        .whenMatchedUpdate(
-            set={
-                "amount": F.col("s.amount"),
-                "ts": F.timestamp_micros(F.unix_micros(F.col("t.ts")) + F.col("s.shift")),
-            }
-        )
-        .execute()
-    )
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rows", type=int, default=1_000_000)
@@ -132,7 +105,7 @@ def main() -> None:
 
         row: dict[str, Any] = {"kind": window.kind, "initial_seconds": round(batch(), 2)}
         for size in args.batches:
-            change(spark, path, args.rows, size, seed=size + number)
+            gold_sharing.change(spark, path, args.rows, size, seed=size + number)
             row[f"batch_{size}_seconds"] = round(batch(), 2)
         gold = spark.read.format("delta").load(warehouse.table("gold", table.name)).count()
         row["gold_rows"] = gold
