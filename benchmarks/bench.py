@@ -17,7 +17,6 @@ second on a warmer JVM; it prints the ratio and writes ``quality-*.json``.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import shutil
 import time
@@ -30,6 +29,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from benchmarks.baseline import baseline_applier
 from benchmarks.kafka_bench import kafka_results
+from benchmarks.recording import write_results
 from bronze.job import start_bronze
 from cdc.generator import WorkloadConfig
 from cdc.sources import SourceSpec, read_source
@@ -46,7 +46,6 @@ from lakehouse.replay import replay
 from silver.job import start_silver
 
 WORK = Path(__file__).parent / "work"
-RESULTS = Path(__file__).parent / "results"
 
 
 def main() -> None:
@@ -91,7 +90,7 @@ def main() -> None:
     specs = entity_specs(spark, warehouse, SHOP_CONFIG)
     bronze_rows = sum(_bronze(spark, warehouse, s.topic).count() for s in specs)
     if args.quality_only:
-        _write(_quality_pair(spark, warehouse, specs, args, bronze_rows), "quality")
+        write_results(_quality_pair(spark, warehouse, specs, args, bronze_rows), "quality")
         return
 
     silver_seconds = _timed(
@@ -147,7 +146,7 @@ def main() -> None:
         )
     result["goals"] = goals(result, replay_seconds)
     _print(result)
-    _write(result, "bench")
+    write_results(result, "bench", latest="latest.json")
 
 
 #: Issue 14's goals: (figure, how it is compared, goal).
@@ -183,15 +182,6 @@ def goals(result: dict[str, Any], replay_seconds: float) -> list[dict[str, Any]]
         for figure, sign, goal in GOALS
         if values[figure] is not None
     ]
-
-
-def _write(result: dict[str, Any], kind: str) -> None:
-    """Write ``result`` to ``results/<kind>-<date>.json`` and ``results/latest[-quality].json``."""
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    stamp = result["date"].replace(":", "").replace("-", "")
-    latest = "latest.json" if kind == "bench" else f"latest-{kind}.json"
-    for name in (f"{kind}-{stamp}.json", latest):
-        (RESULTS / name).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
 
 
 def _quality_pair(

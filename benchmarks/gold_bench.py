@@ -29,6 +29,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from benchmarks import gold_sharing
+from benchmarks.recording import write_results
 from core.gold_tables import GoldTable, Measure, Window
 from core.layout import Warehouse
 from core.spark import get_spark
@@ -36,7 +37,6 @@ from core.streaming import Trigger, run_to_end
 from gold.jobs import start_gold
 
 WORK = Path(__file__).parent / "work" / "gold"
-RESULTS = Path(__file__).parent / "results"
 DAYS = 30
 MEASURES = (
     Measure("n", "count"),
@@ -117,10 +117,7 @@ def main() -> None:
         "machine": f"{platform.machine()}, {platform.system()}",
         "results": results,
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    stamp = result["date"].replace(":", "").replace("-", "")
-    for name in (f"gold-{stamp}.json", "latest-gold.json"):
-        (RESULTS / name).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    write_results(result, "gold")
     print(f"\ngold maintenance per micro-batch over {args.rows:,} silver rows (seconds):")
     print(f"{'window':<10}{'initial':>10}" + "".join(f"{f'{s:,} chg':>12}" for s in args.batches))
     for row in results:

@@ -37,6 +37,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from benchmarks.recording import write_results
 from core.gold_tables import GoldTable, Measure, Window
 from core.layout import Warehouse
 from core.spark import get_spark
@@ -44,7 +45,6 @@ from core.streaming import Trigger, finish_all, run_to_end
 from gold.jobs import start_gold, start_shared
 
 WORK = Path(__file__).parent / "work" / "gold_sharing"
-RESULTS = Path(__file__).parent / "results"
 START_MICROS = 1_767_225_600_000_000  # 2026-01-01
 DAYS = 7
 N, TOTAL, TOP, LOW, MEAN = (
@@ -289,10 +289,7 @@ def run(
         "sharing": sharing(spark, rows, changes, repeats),
         "baseline": baseline(spark, events, appends),
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    stamp = result["date"].replace(":", "").replace("-", "")
-    for name in (f"gold-sharing-{stamp}.json", "latest-gold-sharing.json"):
-        (RESULTS / name).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    write_results(result, "gold-sharing")
     shared, base = result["sharing"], result["baseline"]
     print(
         f"\nper micro-batch of {changes:,} changes over {rows:,} silver rows (median seconds): "

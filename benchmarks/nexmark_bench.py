@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.nexmark import NexmarkConfig, deliver, generate, records
+from benchmarks.recording import write_results
 from cdc.generator import write_files
 from cdc.sources import SourceSpec
 from core.config import PipelineConfig, load_config
@@ -35,7 +36,6 @@ from core.spark import get_spark
 from lakehouse.pipeline import run_once
 
 WORK = Path(__file__).parent / "work" / "nexmark"
-RESULTS = Path(__file__).parent / "results"
 TOML = Path(__file__).parent / "nexmark.toml"
 #: The declared queries measured together: one read of a source's change feed serves a group.
 GROUPS = {
@@ -115,10 +115,7 @@ def main() -> None:
         "machine": f"{platform.machine()}, {platform.system()}, local[*]",
         "steps": steps,
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    stamp = result["date"].replace(":", "").replace("-", "")
-    for name in (f"nexmark-{stamp}.json", "latest-nexmark.json"):
-        (RESULTS / name).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    write_results(result, "nexmark")
     print(f"\nNEXMark, {args.events:,} events ({len(delivered):,} records with duplicates):")
     print(f"{'step':<36}{'gold tables':>12}{'seconds':>10}{'events/s':>10}")
     for row in steps:
