@@ -140,8 +140,15 @@ class PipelineStatus:
     failing: list[Failing] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        """The status as JSON values (times in ISO 8601)."""
-        return _jsonable(asdict(self))  # type: ignore[no-any-return]
+        """The status as JSON values (times in ISO 8601): what ``lakehouse status --json``
+        prints."""
+        return status_json(self)
+
+
+def status_json(report: PipelineStatus) -> dict[str, Any]:
+    """``report`` as JSON values (times in ISO 8601), the object ``lakehouse status --json``
+    prints: every field of :class:`PipelineStatus`, nested dataclasses as objects."""
+    return _jsonable(asdict(report))  # type: ignore[no-any-return]
 
 
 def pipeline_status(

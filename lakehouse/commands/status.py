@@ -52,7 +52,7 @@ def status(
     the last micro-batch, freshness and quarantine; and whether a pipeline runs now."""
     from core.config import load_config
     from core.layout import Warehouse
-    from lakehouse.status import pipeline_status
+    from lakehouse.status import pipeline_status, status_json
 
     config = load_config(config_path)
     with spark_session(spark_mode, master) as spark:
@@ -63,7 +63,7 @@ def status(
                 if watch and not as_json:
                     console.clear()
                 if as_json:
-                    click.echo(json.dumps(report.to_json(), sort_keys=True))
+                    click.echo(json.dumps(status_json(report), sort_keys=True))
                 else:
                     print_status(report)
                 if not watch:
