@@ -18,12 +18,14 @@ comes from the checkpoint plus an idempotent sink. Partitions and pattern-matchi
 appear while a query runs are read from their earliest offset.
 
 ``maxOffsetsPerTrigger`` and ``trigger(availableNow=True)``: in PySpark 4.0 a Python source is
-asked for ``latestOffset()`` without the batch start, and under ``availableNow`` Spark asks only
-once per run and reads everything up to that answer in a single batch; the source cannot tell
-the triggers apart. So by default the first ``latestOffset()`` of each query run is not capped
-(under ``availableNow`` the run reads everything available at its start, in one batch, then
-stops) and every later one is. With a processing-time trigger set ``capFirstBatch=true``: then
-the first batch after a (re)start is capped too (``lakehouse run --processing-time`` does).
+asked for ``latestOffset()`` without the batch start, and under ``availableNow`` (Spark's
+wrapper, turned on by :func:`register_kafka_source`) Spark asks only once per run, first re-runs
+a batch a crash left planned but uncommitted, then reads everything up to that answer in one
+more batch; the source cannot tell the triggers apart. So by default the first
+``latestOffset()`` of each query run is not capped (under ``availableNow`` the run reads
+everything available at its start, then stops) and every later one is. With a processing-time
+trigger set ``capFirstBatch=true``: then the first batch after a (re)start is capped too
+(``lakehouse run --processing-time`` does).
 """
 
 from __future__ import annotations
@@ -60,6 +62,12 @@ SPARK_KAFKA_SCHEMA = StructType(KAFKA_SCHEMA.fields[:7])
 #: PEM private key.
 REDACTED_OPTIONS = r"(?i)kafka\..*(password|secret|token|jaas|oauthbearer\.config|pem)"
 _REDACTION_CONF = "spark.sql.redaction.options.regex"
+#: Spark's switch that gives a source without ``SupportsTriggerAvailableNow`` (every Python
+#: source in 4.0) real ``availableNow`` semantics: its end is fixed once at the start and every
+#: batch up to it runs, the re-run of a planned batch a crash left uncommitted included. Off
+#: (Spark's default), ``availableNow`` falls back to ``once``: a run after a crash only re-runs
+#: that planned batch and stops.
+_AVAILABLE_NOW_WRAPPER_CONF = "spark.sql.streaming.triggerAvailableNowWrapper.enabled"
 
 
 def register_kafka_source(spark: SparkSession) -> str:
@@ -70,13 +78,16 @@ def register_kafka_source(spark: SparkSession) -> str:
     is active fails with ``DATA_SOURCE_ALREADY_EXISTS``, and reading finds no source.
 
     Also extends the session's ``spark.sql.redaction.options.regex`` with
-    :data:`REDACTED_OPTIONS`, so plan strings never show a secret ``kafka.*`` option.
+    :data:`REDACTED_OPTIONS`, so plan strings never show a secret ``kafka.*`` option, and turns
+    on Spark's ``availableNow`` wrapper (:data:`_AVAILABLE_NOW_WRAPPER_CONF`), so an
+    ``availableNow`` run reads everything available at its start, also after a crash.
     """
     current = spark.conf.get(_REDACTION_CONF) or ""
     if REDACTED_OPTIONS not in current:
         spark.conf.set(
             _REDACTION_CONF, f"{current}|{REDACTED_OPTIONS}" if current else REDACTED_OPTIONS
         )
+    spark.conf.set(_AVAILABLE_NOW_WRAPPER_CONF, "true")
     _make_active(spark)
     spark.dataSource.register(KafkaDataSource)
     return KAFKA_FORMAT
