@@ -1,5 +1,6 @@
 """``lakehouse validate``: every suite run by Great Expectations on the current tables, with
-table-level expectations (uniqueness, row counts) included, and Data Docs written on request.
+table-level expectations (uniqueness, row counts) included, and Data Docs written on request
+(self-contained: they load nothing from the web).
 
 Each table is validated by a GX checkpoint (one validation definition: the table's suite on
 the table read as a Spark DataFrame) whose action updates the Data Docs. GX's costs on Spark
@@ -22,6 +23,7 @@ from core.config import QualityAction, QualitySpec, require_action
 from core.delta_io import table_exists
 from core.errors import ExpectationFailedError
 from core.layout import LAYERS, Warehouse
+from expectations.offline_docs import assets_root, make_offline
 from expectations.suites import default_name, read_suite, suite_names, suite_path
 
 #: Where GX's file context keeps the HTML Data Docs, under the ``--docs`` directory.
@@ -59,10 +61,13 @@ def validate_warehouse(
     spark: SparkSession, warehouse: Warehouse, quality: QualitySpec, docs: Path | None = None
 ) -> Validation:
     """Run each suite of ``quality`` on its table of ``warehouse`` through a GX checkpoint;
-    with ``docs``, keep GX's project (file context) there and build the Data Docs.
+    with ``docs``, keep GX's project (file context) there and build the Data Docs, made to
+    work offline (their browser assets copied next to them, see
+    :mod:`expectations.offline_docs`).
 
     Raises:
-        ConfigError: a suite is malformed (see :func:`expectations.suites.read_suite`).
+        ConfigError: a suite is malformed (see :func:`expectations.suites.read_suite`), or
+            ``docs`` is given and the Data Docs assets are not installed.
     """
     import great_expectations as gx
     from great_expectations.checkpoint.actions import UpdateDataDocsAction, ValidationAction
@@ -70,6 +75,7 @@ def validate_warehouse(
     from great_expectations.core.validation_definition import ValidationDefinition
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
+    assets = None if docs is None else assets_root()  # before any work: the fix is an install
     logging.getLogger("great_expectations").setLevel(logging.ERROR)
     if docs is None:
         context: Any = gx.get_context(mode="ephemeral")
@@ -111,6 +117,8 @@ def validate_warehouse(
             result = checkpoint.run(batch_parameters={"dataframe": frame})
             for run in result.run_results.values():
                 validation.verdicts += [_verdict(name, quality, r) for r in run.results]
+    if docs is not None and (docs / DOCS_INDEX).exists():
+        make_offline((docs / DOCS_INDEX).parent, assets)
     return validation
 
 

@@ -101,6 +101,43 @@ def screenshot(chromium: str, page: Path, png: Path, size: str = "1280,1600") ->
     return png
 
 
+#: Flags that keep Chromium off the network even on a machine with internet: every host name
+#: fails to resolve and every request goes to a proxy on a closed local port.
+OFFLINE = ("--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=127.0.0.1:9")
+
+
+def dump_dom_offline(chromium: str, page: Path) -> str:
+    """The DOM of ``page`` after Chromium ran its scripts with the network off, as HTML."""
+    done = subprocess.run(
+        [chromium, *FLAGS, *OFFLINE, "--virtual-time-budget=5000", "--dump-dom", page.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+        check=True,
+    )
+    return done.stdout
+
+
+def screenshot_offline(chromium: str, page: Path, png: Path, size: str = "1280,1600") -> Path:
+    """A PNG of ``page`` rendered at ``size`` with the network off, written to ``png``."""
+    subprocess.run(
+        [
+            chromium,
+            *FLAGS,
+            *OFFLINE,
+            "--virtual-time-budget=5000",
+            f"--window-size={size}",
+            f"--screenshot={png}",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+        check=True,
+    )
+    return png
+
+
 if __name__ == "__main__":
     executable, why = install_chromium()
     print(f"chromium: {executable}" if executable else f"chromium: not available: {why}")
