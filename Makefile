@@ -18,7 +18,19 @@ $(STAMP): requirements.lock pyproject.toml
 	$(BIN)/python -c "from core.spark import local_delta_jars; local_delta_jars()"
 	touch $(STAMP)
 
-venv: $(STAMP)
+# The browser assets of the Data Docs (npm packages pinned with their lock file's integrity
+# hashes), so `lakehouse validate --docs` writes pages that load nothing from the web; npm from
+# Debian where it is missing.
+DOCS_ASSETS := $(VENV)/share/lakehouse/data-docs-assets
+$(DOCS_ASSETS)/.installed: expectations/docs_assets/package.json expectations/docs_assets/package-lock.json
+	command -v npm >/dev/null || (apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm)
+	mkdir -p $(DOCS_ASSETS)
+	cp expectations/docs_assets/package.json expectations/docs_assets/package-lock.json $(DOCS_ASSETS)/
+	cd $(DOCS_ASSETS) && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	touch $@
+
+venv: $(STAMP) $(DOCS_ASSETS)/.installed
 
 demo: venv
 	$(BIN)/lakehouse demo
