@@ -1,0 +1,270 @@
+"""An independent plain-Python evaluation of a pattern declaration over a silver snapshot.
+
+Written from the definition in docs/patterns.md ("What a match is", "Final, late, and when a
+match shows"), not from the engine: rows are dicts (event times naive UTC ``datetime``),
+conditions are parsed here and evaluated by :func:`silver.reference.holds`, and each attempt
+is an explicit walk over the partition's events. The property tests compare ``gold.<name>``
+with :func:`matches` over the current silver rows and its ``_final`` flags with
+:func:`is_final`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from core.conditions import Condition, parse_condition
+from core.gold_tables import duration_micros
+from silver.reference import holds
+
+Row = dict[str, Any]
+
+#: A step's ``times`` without an upper bound (``"3+"``).
+UNBOUNDED = 1 << 62
+_EPOCH = datetime(1970, 1, 1)
+
+
+class Match(dict[str, Any]):
+    """One match: a dict of the gold row's columns (partition columns, ``match_id``,
+    ``match_start``, ``match_end``, the measures) that also knows whether its last step is
+    full (took its maximum), which :func:`is_final` needs and gold does not store. Equality is
+    the dict's."""
+
+    last_full: bool = False
+
+
+@dataclass(frozen=True)
+class _Step:
+    name: str
+    condition: Condition | None
+    least: int
+    most: int
+
+
+@dataclass(frozen=True)
+class _Event:
+    time: datetime
+    row: Row
+
+
+def times_bounds(times: Any) -> tuple[int, int]:
+    """The (minimum, maximum) events of a step's ``times``: ``1``, ``3``, ``"3"``, ``"3+"``
+    (maximum :data:`UNBOUNDED`) or ``"2..5"``."""
+    if isinstance(times, int):
+        return times, times
+    text = str(times).strip()
+    if text.endswith("+"):
+        return int(text[:-1]), UNBOUNDED
+    if ".." in text:
+        low, _, high = text.partition("..")
+        return int(low), int(high)
+    return int(text), int(text)
+
+
+def _steps(pattern: Any) -> list[_Step]:
+    out: list[_Step] = []
+    for step in pattern.steps:
+        earlier = frozenset(s.name for s in out)
+        text = getattr(step, "condition", None)
+        condition = None if text is None else parse_condition(text, "the oracle", earlier)
+        least, most = times_bounds(getattr(step, "times", 1))
+        out.append(_Step(step.name, condition, least, most))
+    return out
+
+
+def _typed(types: Mapping[str, str] | None, steps: Sequence[_Step]) -> dict[str, str] | None:
+    """The column types with each ``step.column`` typed as its column."""
+    if types is None:
+        return None
+    out = dict(types)
+    for step in steps:
+        out.update({f"{step.name}.{column}": kind for column, kind in types.items()})
+    return out
+
+
+def _null_last(value: Any) -> tuple[bool, Any]:
+    return (value is None, 0 if value is None else value)
+
+
+def _in_scope(row: Row, taken: Sequence[tuple[str, Row]]) -> Row:
+    """``row`` with ``step.column`` entries for the latest event taken into each step."""
+    scoped = dict(row)
+    for name, latest in taken:
+        scoped.update({f"{name}.{column}": value for column, value in latest.items()})
+    return scoped
+
+
+def _true(condition: Condition | None, row: Row, types: Mapping[str, str] | None) -> bool:
+    return condition is None or holds(condition, row, types) is True
+
+
+def _attempt(
+    events: Sequence[_Event],
+    begin: int,
+    steps: Sequence[_Step],
+    within: timedelta,
+    types: Mapping[str, str] | None,
+) -> list[list[int]] | None:
+    """The event indexes each step took in the attempt from ``events[begin]`` (rules 1-4 of
+    the definition), or None when it did not start or did not reach every minimum."""
+    if not _true(steps[0].condition, events[begin].row, types):
+        return None
+    taken: list[list[int]] = [[begin]]
+    limit = events[begin].time + within
+
+    def full() -> bool:
+        return len(taken) == len(steps) and len(taken[-1]) >= steps[-1].most
+
+    index = begin + 1
+    while not full() and index < len(events):
+        event = events[index]
+        if event.time >= limit:
+            break
+        current = len(taken) - 1
+        scope = _in_scope(
+            event.row, [(steps[k].name, events[t[-1]].row) for k, t in enumerate(taken)]
+        )
+        if len(taken[current]) < steps[current].most and _true(
+            steps[current].condition, scope, types
+        ):
+            taken[current].append(index)
+        elif (
+            len(taken[current]) >= steps[current].least
+            and current + 1 < len(steps)
+            and _true(steps[current + 1].condition, scope, types)
+        ):
+            taken.append([index])
+        index += 1
+    if len(taken) < len(steps) or len(taken[-1]) < steps[-1].least:
+        return None
+    return taken
+
+
+def _absence_holds(
+    events: Sequence[_Event],
+    last: int,
+    taken: list[list[int]],
+    steps: Sequence[_Step],
+    absent: Any,
+    types: Mapping[str, str] | None,
+) -> bool:
+    """True when no event after ``events[last]`` and less than ``absent.within`` after it
+    satisfies the absence condition (which may read every step's latest event)."""
+    condition = parse_condition(absent.condition, "the oracle", frozenset(s.name for s in steps))
+    end = events[last].time + timedelta(microseconds=duration_micros(absent.within))
+    refs = [(steps[k].name, events[t[-1]].row) for k, t in enumerate(taken)]
+    for event in events[last + 1 :]:
+        if event.time >= end:
+            break
+        if holds(condition, _in_scope(event.row, refs), types) is True:
+            return False
+    return True
+
+
+def _measure(measure: Any, chosen: Sequence[Row]) -> Any:
+    fn, column = measure.fn, getattr(measure, "column", None)
+    if fn == "count":
+        return len(chosen) if column is None else sum(r[column] is not None for r in chosen)
+    if fn in ("first", "last"):
+        if not chosen:
+            return None
+        return (chosen[0] if fn == "first" else chosen[-1])[column]
+    values = [r[column] for r in chosen if r[column] is not None]
+    if not values:
+        return None
+    if fn == "min":
+        return min(values)
+    if fn == "max":
+        return max(values)
+    if fn == "sum":
+        if isinstance(values[0], Decimal):
+            return sum(values, Decimal(0))
+        if isinstance(values[0], float):
+            return float(sum(values))
+        return int(sum(values))
+    raise ValueError(f"unknown measure function {fn!r}")
+
+
+def matches(
+    rows: Iterable[Row],
+    pattern: Any,
+    identity_columns: Sequence[str],
+    types: Mapping[str, str] | None = None,
+) -> list[Match]:
+    """The rows of ``gold.<pattern.name>`` over the silver ``rows``: per partition (NULL a
+    value of its own), the events with an event time in event-time order, ties by the values of
+    ``identity_columns`` (NULLs last), searched from each event in turn. ``types``: the Spark
+    type of each source column (see :func:`silver.reference.holds`)."""
+    from core.patterns import match_id
+
+    steps = _steps(pattern)
+    typed = _typed(types, steps)
+    within = timedelta(microseconds=duration_micros(pattern.within))
+    absent = getattr(pattern, "absent", None)
+    skip_to_next = getattr(pattern, "after_match", "skip_past_last") == "skip_to_next"
+    time = pattern.event_time
+    partitions: dict[tuple[Any, ...], list[_Event]] = defaultdict(list)
+    for row in rows:
+        if row[time] is not None:
+            key = tuple(row[c] for c in pattern.partition_by)
+            partitions[key].append(_Event(row[time], dict(row)))
+    out: list[Match] = []
+    for key, unordered in partitions.items():
+        events = sorted(
+            unordered,
+            key=lambda e: (e.time, *(_null_last(e.row[c]) for c in identity_columns)),
+        )
+        begin = 0
+        while begin < len(events):
+            taken = _attempt(events, begin, steps, within, typed)
+            last = -1 if taken is None else taken[-1][-1]
+            if (
+                taken is not None
+                and absent is not None
+                and not _absence_holds(events, last, taken, steps, absent, typed)
+            ):
+                taken = None
+            if taken is None:
+                begin += 1
+                continue
+            everything = sorted(i for t in taken for i in t)
+            by_step = {
+                s.name: [events[i].row for i in t] for s, t in zip(steps, taken, strict=True)
+            }
+            match = Match(zip(pattern.partition_by, key, strict=True))
+            first = events[everything[0]].row
+            match["match_id"] = match_id(key, tuple(first[c] for c in identity_columns))
+            match["match_start"] = events[everything[0]].time
+            match["match_end"] = events[everything[-1]].time
+            for measure in pattern.measures:
+                step = getattr(measure, "step", None)
+                chosen = [events[i].row for i in everything] if step is None else by_step[step]
+                match[measure.name] = _measure(measure, chosen)
+            match.last_full = len(taken[-1]) >= steps[-1].most
+            out.append(match)
+            begin = begin + 1 if skip_to_next else last + 1
+    return out
+
+
+def micros(moment: datetime) -> int:
+    """Microseconds since the epoch of a naive UTC time."""
+    return (moment - _EPOCH) // timedelta(microseconds=1)
+
+
+def is_final(match: Match, pattern: Any, watermark_micros: int | None) -> bool:
+    """Whether ``match`` is final under the watermark (µs since the epoch; None: no event
+    seen yet): with ``absent``, once its absence window has passed; with a full last step,
+    once its end is before the watermark; otherwise once ``within`` after its start has."""
+    if watermark_micros is None:
+        return False
+    end, start = micros(match["match_end"]), micros(match["match_start"])
+    absent = getattr(pattern, "absent", None)
+    if absent is not None:
+        return end + duration_micros(absent.within) <= watermark_micros
+    if match.last_full:
+        return end < watermark_micros
+    return start + duration_micros(pattern.within) <= watermark_micros
