@@ -2,11 +2,16 @@
 its input, the last micro-batch, freshness, quarantine, gold's watermark and late changes, and
 whether a pipeline runs now.
 
+Read without Spark (no JVM starts): Delta tables through their logs with ``deltalake``, the
+other files (checkpoints, heartbeat, gold's places and watermarks) through ``pyarrow.fs``. Row
+counts and the newest times come from the log's per-file statistics (``numRecords``, the
+maximum of a column), never from a scan of the data; the rows a query has not applied yet from
+the operation metrics of the commits after its place.
+
 How far a streaming query has read is taken from its checkpoint: the offsets of its last
-committed micro-batch name the last version of its Delta input it has read. The records it has
-not applied yet are the rows that the newer versions of that input added (from the Delta log's
-operation metrics, without reading the data). The last micro-batch comes from the event log
-(:mod:`lakehouse.event_log`), whether a pipeline runs from its heartbeat. The tables failing are
+committed micro-batch name the last version of its Delta input it has read. The last
+micro-batch comes from the event log (:mod:`lakehouse.event_log`; only its narrow columns are
+read, never the traces), whether a pipeline runs from its heartbeat. The tables failing are
 those a running pipeline's heartbeat lists (retried with backoff), else those whose newest row
 in the event log is a failure.
 """
@@ -14,25 +19,29 @@ in the event log is a failure.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from delta.tables import DeltaTable
-from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
 
+from bronze.table import TOPIC_PROPERTY
 from core import checkpoints
 from core.config import PipelineConfig
-from core.delta_io import table_exists
+from core.errors import ConfigError
 from core.gold_tables import LATE_EVENTS
 from core.identifiers import table_name_for_topic
-from core.layout import QUARANTINE_TABLE, Warehouse
-from core.storage import read_text
-from gold.jobs import gold_jobs
-from gold.progress import applied_location, read_applied
-from gold.watermarks import seen_micros, watermark_of
-from lakehouse.entities import entity_specs
+from core.layout import QUARANTINE_TABLE, Warehouse, is_uri
+from gold.progress import Applied, applied_location
+from gold.watermarks import SEEN, watermark_of
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 #: A heartbeat older than this many of its intervals means the run that wrote it has died.
 STALE_INTERVALS = 3
@@ -152,95 +161,82 @@ def status_json(report: PipelineStatus) -> dict[str, Any]:
 
 
 def pipeline_status(
-    spark: SparkSession, warehouse: Warehouse, config: PipelineConfig, now: datetime
+    spark: SparkSession | None, warehouse: Warehouse, config: PipelineConfig, now: datetime
 ) -> PipelineStatus:
-    """The status of ``warehouse`` at ``now`` (timezone-aware)."""
-    last, log_rows, failed_last = _last_batches(spark, warehouse)
-    quarantine = _rows_per(spark, warehouse.table("silver", QUARANTINE_TABLE), "entity")
+    """The status of ``warehouse`` at ``now`` (timezone-aware), read without Spark: ``spark``
+    is not used (callers holding a session may pass it; ``lakehouse status`` passes None).
+
+    Raises:
+        ConfigError: the warehouse is at a URI whose file system ``pyarrow`` cannot open.
+    """
+    from gold.jobs import gold_jobs  # its Spark imports cost time only where gold is declared
+
+    last, log_rows, failed_last = _last_batches(_delta(warehouse.event_log))
+    quarantine = _rows_per(_delta(warehouse.table("silver", QUARANTINE_TABLE)), "entity")
     silver = []
-    for spec in entity_specs(spark, warehouse, config):
+    for topic in _bronze_topics(warehouse):
+        spec = config.spec_for_topic(topic)
         bronze_name = table_name_for_topic(spec.topic)
-        bronze = warehouse.table("bronze", bronze_name)
-        place = checkpoints.current(spark, warehouse.checkpoint(f"silver_{spec.name}"))
-        applied = applied_version(spark, place.location)
+        bronze = _delta(warehouse.table("bronze", bronze_name))
+        place = _checkpoint(warehouse.checkpoint(f"silver_{spec.name}"))
+        applied = applied_version(None, place.location)
         if applied is None and place.starting_version:  # handed over by one hop
             applied = place.starting_version - 1
-        versions = _versions(spark, bronze, ADDING_OPERATIONS)
-        records = (
-            spark.read.format("delta")
-            .load(bronze)
-            .agg(F.count(F.lit(1)).alias("n"), F.unix_micros(F.max("timestamp")).alias("newest"))
-        )
-        totals = records.first()
-        assert totals is not None
-        path = warehouse.table("silver", spec.name)
-        rows, newest_event = 0, None
-        if table_exists(spark, path):
-            stats = (
-                spark.read.format("delta")
-                .load(path)
-                .agg(
-                    F.count(F.lit(1)).alias("n"), F.unix_micros(F.max("_source_ts")).alias("newest")
-                )
-            )
-            first = stats.first()
-            assert first is not None
-            rows, newest_event = int(first.n), _instant(first.newest)
+        versions = _versions(bronze, ADDING_OPERATIONS)
+        bronze_files = _files(bronze)
+        table = _delta(warehouse.table("silver", spec.name))
+        files = _files(table)
+        newest_event = _newest(table, files, "_source_ts")
         silver.append(
             SilverStatus(
                 table=f"silver.{spec.name}",
                 bronze_table=f"bronze.{bronze_name}",
                 bronze_version=max(versions, default=None),
-                bronze_records=int(totals.n),
-                newest_record=_instant(totals.newest),
+                bronze_records=_rows(bronze, bronze_files),
+                newest_record=_newest(bronze, bronze_files, "timestamp"),
                 applied_version=applied,
                 records_behind=sum(
                     added
                     for version, added in versions.items()
                     if applied is None or version > applied
                 ),
-                rows=rows,
+                rows=_rows(table, files),
                 newest_applied_event=newest_event,
                 freshness_seconds=(now - newest_event).total_seconds() if newest_event else None,
                 quarantined=quarantine.get(spec.name, 0),
                 last_batch=last.get(f"silver_{spec.name}"),
             )
         )
-    late = _rows_per(spark, warehouse.table("gold", LATE_EVENTS), "gold_table")
+    late = _rows_per(_delta(warehouse.table("gold", LATE_EVENTS)), "gold_table")
     declared = {table.name: table for table in config.gold_declarations}
     gold = []
     for job in gold_jobs(config):
-        source = warehouse.table("silver", job.input)
-        if not table_exists(spark, source):
+        source = _delta(warehouse.table("silver", job.input))
+        if source is None:
             continue
-        applied = applied_version(
-            spark, checkpoints.current(spark, warehouse.checkpoint(job.query)).location
-        )
-        own = read_applied(spark, applied_location(warehouse, job.table))
+        applied = applied_version(None, _checkpoint(warehouse.checkpoint(job.query)).location)
+        text = _read_text(applied_location(warehouse, job.table))
+        own = Applied.of_json(text) if text is not None and text.strip() else None
         if job.shared or own is not None:  # its own place in a shared query's feed
             applied = None if own is None else own.through
-        versions = _versions(spark, source, CHANGING_OPERATIONS)
-        path = warehouse.table("gold", job.table)
+        versions = _versions(source, CHANGING_OPERATIONS)
+        table = _delta(warehouse.table("gold", job.table))
         gold.append(
             GoldStatus(
                 table=f"gold.{job.table}",
                 input=f"silver.{job.input}",
-                input_version=_latest_version(spark, source),
+                input_version=source.version(),
                 applied_version=applied,
                 versions_behind=sum(1 for v in versions if applied is None or v > applied),
-                rows=spark.read.format("delta").load(path).count()
-                if table_exists(spark, path)
-                else 0,
+                rows=_rows(table, _files(table)),
                 watermark=_instant(
-                    watermark_of(
-                        seen_micros(spark, warehouse.watermark(job.table)), declared[job.table]
-                    )
+                    watermark_of(_seen_micros(warehouse.watermark(job.table)), declared[job.table])
                 ),
                 late_changes=late.get(job.table, 0),
                 last_batch=last.get(job.query),
             )
         )
-    run = running(spark, warehouse, now)
+    run = running(None, warehouse, now)
     return PipelineStatus(
         warehouse=warehouse.root,
         at=now,
@@ -249,23 +245,24 @@ def pipeline_status(
         silver=silver,
         gold=gold,
         event_log_rows=log_rows,
-        quality=quality_status(spark, warehouse),
+        quality=quality_status(None, warehouse),
         failing=run.failing if run is not None and run.alive else failed_last,
     )
 
 
-def applied_version(spark: SparkSession, checkpoint: str) -> int | None:
+def applied_version(spark: SparkSession | None, checkpoint: str) -> int | None:
     """The newest version of its Delta input a streaming query has applied in full: from the
-    offsets of its last committed micro-batch (None: it has committed none).
+    offsets of its last committed micro-batch (None: it has committed none). ``spark`` is not
+    used (the checkpoint's files are read directly).
 
     A Delta source offset ``(reservoirVersion, index)`` with index -1 points just before
     version ``reservoirVersion``; otherwise into it: its first snapshot (``isStartingVersion``)
     is read whole, a later version counts as read only once the offset has passed it.
     """
-    last = checkpoints.last_committed_batch(spark, checkpoint)
-    if last is None:
+    commits = [int(name) for name in _names(f"{checkpoint}/commits") if name.isdigit()]
+    if not commits:
         return None
-    text = read_text(spark, f"{checkpoint}/offsets/{last}")
+    text = _read_text(f"{checkpoint}/offsets/{max(commits)}")
     if text is None:
         return None
     offset = json.loads(text.strip().splitlines()[-1])
@@ -275,9 +272,10 @@ def applied_version(spark: SparkSession, checkpoint: str) -> int | None:
     return version
 
 
-def running(spark: SparkSession, warehouse: Warehouse, now: datetime) -> Running | None:
-    """The heartbeat of the pipeline run of ``warehouse``, if one was left (None: none runs)."""
-    text = read_text(spark, warehouse.heartbeat)
+def running(spark: SparkSession | None, warehouse: Warehouse, now: datetime) -> Running | None:
+    """The heartbeat of the pipeline run of ``warehouse``, if one was left (None: none runs).
+    ``spark`` is not used (the heartbeat file is read directly)."""
+    text = _read_text(warehouse.heartbeat)
     if text is None:
         return None
     beat = json.loads(text)
@@ -307,46 +305,49 @@ def _failing(failed: dict[str, Any]) -> Failing:
     )
 
 
-def _last_batches(
-    spark: SparkSession, warehouse: Warehouse
-) -> tuple[dict[str, LastBatch], int, list[Failing]]:
+#: The event log's columns status reads (not the traces, offsets or ids).
+_LOG_COLUMNS = ["query", "event", "batch_id", "timestamp", "duration_ms", "input_rows", "error"]
+
+
+def _last_batches(log: DeltaTable | None) -> tuple[dict[str, LastBatch], int, list[Failing]]:
     """Each query's newest micro-batch in the event log, the log's row count, and the
     queries whose newest row is a failure."""
-    if not table_exists(spark, warehouse.event_log):
+    if log is None:
         return {}, 0, []
-    log = spark.read.format("delta").load(warehouse.event_log)
-    progress = F.col("event") == "progress"
-    newest = (
-        log.groupBy("query")
-        .agg(
-            F.max_by(
-                F.struct(
-                    "batch_id",
-                    F.unix_micros("timestamp").alias("at"),
-                    "duration_ms",
-                    "input_rows",
-                ),
-                F.when(progress, F.col("timestamp")),
-            ).alias("b"),
-            F.max_by(
-                F.struct("event", "error", F.unix_micros("timestamp").alias("at")), "timestamp"
-            ).alias("last"),
-        )
-        .collect()
-    )
+    rows = log.to_pyarrow_dataset().to_table(columns=_LOG_COLUMNS)
+    micros = pc.cast(pc.cast(rows["timestamp"], pa.timestamp("us", "UTC")), pa.int64())
+    rows = rows.set_column(rows.schema.get_field_index("timestamp"), "timestamp", micros)
+    rows = rows.sort_by([("query", "ascending"), ("timestamp", "ascending")])
+    progress = _newest_per_query(rows.filter(pc.equal(rows["event"], "progress")))
     batches = {
-        row.query: LastBatch(
-            int(row.b.batch_id), _at(row.b.at), int(row.b.duration_ms), int(row.b.input_rows)
+        str(row["query"]): LastBatch(
+            int(row["batch_id"]),
+            _at(row["timestamp"]),
+            int(row["duration_ms"] or 0),
+            int(row["input_rows"] or 0),
         )
-        for row in newest
-        if row.b is not None
+        for row in progress
     }
     failed = [
-        Failing(_table_of(row.query), row.query, row.last.error or "", _at(row.last.at))
-        for row in newest
-        if row.last.event == "failed"
+        Failing(
+            _table_of(str(row["query"])),
+            str(row["query"]),
+            row["error"] or "",
+            _at(row["timestamp"]),
+        )
+        for row in _newest_per_query(rows)
+        if row["event"] == "failed"
     ]
-    return batches, log.count(), sorted(failed, key=lambda f: f.table)
+    return batches, _rows(log, _files(log)), sorted(failed, key=lambda f: f.table)
+
+
+def _newest_per_query(rows: pa.Table) -> list[dict[str, Any]]:
+    """The last row of each query in ``rows`` (sorted by query, then time)."""
+    if rows.num_rows == 0:
+        return []
+    queries = rows["query"].combine_chunks()
+    following = [*pc.not_equal(queries[:-1], queries[1:]).to_pylist(), True]
+    return rows.filter(pa.array(following)).to_pylist()
 
 
 def _table_of(query: str) -> str:
@@ -355,66 +356,200 @@ def _table_of(query: str) -> str:
     return f"{layer}.{name}" if layer in ("silver", "gold") and name else query
 
 
-def quality_status(spark: SparkSession, warehouse: Warehouse) -> list[QualityStatus]:
-    """Per table and expectation, the sums of the quality metrics (empty: none recorded)."""
-    if not table_exists(spark, warehouse.quality()):
+def quality_status(spark: SparkSession | None, warehouse: Warehouse) -> list[QualityStatus]:
+    """Per table and expectation, the sums of the quality metrics (empty: none recorded).
+    ``spark`` is not used (the metrics table is read with ``deltalake``)."""
+    table = _delta(warehouse.quality())
+    if table is None:
         return []
-    rows = (
-        spark.read.format("delta")
-        .load(warehouse.quality())
-        .groupBy("table", "expectation", "action")
-        .agg(
-            F.sum("rows_counted").alias("checked"),
-            F.sum("rows_failed").alias("failed"),
-            F.sum("rows_dropped").alias("dropped"),
-            F.count_if(~F.col("held")).alias("broken"),
-        )
-        .orderBy("table", "expectation")
-        .collect()
+    columns = ["table", "expectation", "action", "rows_counted", "rows_failed", "rows_dropped"]
+    rows = table.to_pyarrow_dataset().to_table(columns=[*columns, "held"])
+    rows = rows.append_column("broken", pc.cast(pc.invert(rows["held"]), pa.int64()))
+    sums = rows.group_by(["table", "expectation", "action"], use_threads=False).aggregate(
+        [
+            ("rows_counted", "sum"),
+            ("rows_failed", "sum"),
+            ("rows_dropped", "sum"),
+            ("broken", "sum"),
+        ]
     )
-    return [
+    found = [
         QualityStatus(
-            table=str(r.table),
-            expectation=str(r.expectation),
-            action=str(r.action),
-            checked=int(r.checked or 0),
-            failed=int(r.failed or 0),
-            dropped=int(r.dropped or 0),
-            broken_batches=int(r.broken),
+            table=str(r["table"]),
+            expectation=str(r["expectation"]),
+            action=str(r["action"]),
+            checked=int(r["rows_counted_sum"] or 0),
+            failed=int(r["rows_failed_sum"] or 0),
+            dropped=int(r["rows_dropped_sum"] or 0),
+            broken_batches=int(r["broken_sum"] or 0),
         )
-        for r in rows
+        for r in sums.to_pylist()
     ]
+    return sorted(found, key=lambda q: (q.table, q.expectation))
 
 
-def _rows_per(spark: SparkSession, path: str, column: str) -> dict[str, int]:
-    """Rows of the table at ``path`` per value of ``column`` (none if it does not exist)."""
-    if not table_exists(spark, path):
+def _rows_per(table: DeltaTable | None, column: str) -> dict[str, int]:
+    """Rows of ``table`` per value of ``column`` (none if it does not exist): that one column
+    is read (the quarantine and late-event tables hold no count per value elsewhere)."""
+    if table is None:
         return {}
-    counts = spark.read.format("delta").load(path).groupBy(column).count().collect()
-    return {str(row[column]): int(row["count"]) for row in counts}
+    values = table.to_pyarrow_dataset().to_table(columns=[column])[column]
+    counts = pc.value_counts(values.combine_chunks()) if len(values) else []
+    return {str(c["values"]): int(c["counts"]) for c in (counts.to_pylist() if counts else [])}
 
 
-def _versions(spark: SparkSession, path: str, operations: tuple[str, ...]) -> dict[int, int]:
-    """Rows added per version of the table, for its commits of ``operations``."""
-    history = (
-        DeltaTable.forPath(spark, path).history().select("version", "operation", "operationMetrics")
-    )
+def _versions(table: DeltaTable | None, operations: tuple[str, ...]) -> dict[int, int]:
+    """Rows added per version of ``table``, for its commits of ``operations`` (from the commit
+    metrics: Spark's ``numOutputRows``, delta-rs's ``num_added_rows``)."""
+    if table is None:
+        return {}
     result = {}
-    for row in history.collect():
-        if row.operation in operations:
-            metrics = row.operationMetrics or {}
-            added = int(metrics.get("numOutputRows", 0))
-            result[int(row.version)] = added
+    for commit in table.history():
+        if commit.get("operation") in operations and "version" in commit:
+            metrics = commit.get("operationMetrics") or {}
+            added = metrics.get("numOutputRows", metrics.get("num_added_rows", 0))
+            result[int(commit["version"])] = int(added or 0)
     return result
 
 
-def _latest_version(spark: SparkSession, path: str) -> int:
-    row = DeltaTable.forPath(spark, path).history(1).select("version").first()
-    return int(row.version) if row is not None else 0
+def _files(table: DeltaTable | None) -> pa.Table | None:
+    """The table's add actions with their statistics, one row per data file."""
+    if table is None:
+        return None
+    return pa.table(table.get_add_actions(flatten=True))
+
+
+def _rows(table: DeltaTable | None, files: pa.Table | None) -> int:
+    """The rows of ``table``: the sum of its files' ``numRecords`` (less the rows their
+    deletion vectors remove); a file without statistics is counted from its Parquet footer."""
+    if table is None or files is None or files.num_rows == 0:
+        return 0
+    counts = files["num_records"]
+    total = int(pc.sum(counts).as_py() or 0)
+    deleted = "deletionVector.cardinality"
+    if deleted in files.column_names:
+        total -= int(pc.sum(files[deleted]).as_py() or 0)
+    if counts.null_count:
+        unknown = set(files.filter(pc.is_null(counts))["path"].to_pylist())
+        dataset = table.to_pyarrow_dataset()
+        total += sum(
+            fragment.count_rows()
+            for fragment in dataset.get_fragments()
+            if any(fragment.path.endswith(path) for path in unknown)
+        )
+    return total
+
+
+def _newest(table: DeltaTable | None, files: pa.Table | None, column: str) -> datetime | None:
+    """The greatest value of the timestamp ``column`` of ``table``: from its files' maximum
+    statistics (milliseconds, as Delta keeps them), else read from that column alone."""
+    if table is None or files is None or files.num_rows == 0:
+        return None
+    stat = f"max.{column}"
+    if stat in files.column_names and files[stat].null_count == 0:
+        values = files[stat]
+    else:
+        values = table.to_pyarrow_dataset().to_table(columns=[column])[column]
+    newest = pc.max(pc.cast(pc.cast(values, pa.timestamp("us", "UTC")), pa.int64())).as_py()
+    return _instant(newest)
+
+
+def _bronze_topics(warehouse: Warehouse) -> list[str]:
+    """The topic of every bronze table, internal topics excepted."""
+    layer = warehouse.table("bronze", "x").rpartition("/")[0]  # where bronze tables are
+    found = []
+    for name in sorted(_names(layer)):
+        if name.startswith("."):
+            continue
+        table = _delta(f"{layer}/{name}")
+        topic = "" if table is None else table.metadata().configuration.get(TOPIC_PROPERTY, "")
+        if topic and not topic.startswith("_"):
+            found.append(topic)
+    return found
+
+
+def _checkpoint(base: str) -> checkpoints.CheckpointPlace:
+    """The checkpoint a query with base location ``base`` uses now (its pointer read as
+    :func:`core.checkpoints.current` reads it)."""
+    text = _read_text(checkpoints.pointer(base))
+    if text is None:
+        return checkpoints.CheckpointPlace(base)
+    document = json.loads(text)
+    return checkpoints.CheckpointPlace(
+        checkpoints.generation(base, str(document["generation"])),
+        int(document.get("startingVersion", 0)),
+    )
+
+
+def _seen_micros(path: str) -> int | None:
+    """The latest event time (epoch µs) a gold job has recorded at ``path`` (as
+    :func:`gold.watermarks.seen_micros` reads it, an earlier warehouse's one-row table too)."""
+    text = _read_text(path)
+    if text is not None:
+        return int(json.loads(text)[SEEN])
+    earlier = _delta(path.removesuffix(".json")) if path.endswith(".json") else None
+    if earlier is None:
+        return None
+    values = earlier.to_pyarrow_dataset().to_table(columns=[SEEN])[SEEN].to_pylist()
+    return next((int(v) for v in values if v is not None), None)
+
+
+#: Hadoop's names of file systems that ``pyarrow`` and ``deltalake`` know by another.
+_SCHEMES = {"s3a": "s3", "s3n": "s3"}
+
+
+def _location(uri: str) -> str:
+    """``uri`` as ``pyarrow`` and ``deltalake`` name it: a local path for a local file."""
+    if not is_uri(uri):
+        return uri
+    scheme, _, rest = uri.partition(":")
+    if scheme == "file":
+        return "/" + rest.lstrip("/")
+    return f"{_SCHEMES.get(scheme, scheme)}:{rest}"
+
+
+def _file_system(uri: str) -> tuple[pafs.FileSystem, str]:
+    location = _location(uri)
+    if not is_uri(location):
+        return pafs.LocalFileSystem(), location
+    try:
+        return pafs.FileSystem.from_uri(location)  # type: ignore[no-any-return]
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
+        raise ConfigError(
+            f"'lakehouse status' reads the warehouse without Spark and cannot open {uri} "
+            f"({error}): use a local path or an s3, gs, abfs or hdfs URI."
+        ) from error
+
+
+def _read_text(uri: str) -> str | None:
+    """The UTF-8 text of the file at ``uri``, or None if there is none."""
+    fs, path = _file_system(uri)
+    try:
+        with fs.open_input_stream(path) as stream:
+            return bytes(stream.read()).decode("utf-8")
+    except (FileNotFoundError, IsADirectoryError):
+        return None
+
+
+def _names(uri: str) -> list[str]:
+    """Names of the entries of the directory ``uri`` (none if it does not exist)."""
+    fs, path = _file_system(uri)
+    infos: Iterable[pafs.FileInfo] = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+    return [info.base_name for info in infos]
+
+
+def _delta(uri: str) -> DeltaTable | None:
+    """The Delta table at ``uri`` (None: there is none)."""
+    location = _location(uri)
+    _file_system(uri)  # a file system pyarrow cannot open is the user's to fix
+    try:
+        return DeltaTable(location)
+    except TableNotFoundError:
+        return None
 
 
 def _instant(micros: int | None) -> datetime | None:
-    """Microseconds since the epoch (``unix_micros``: independent of time zones) as UTC."""
+    """Microseconds since the epoch (independent of time zones) as UTC."""
     return None if micros is None else _at(micros)
 
 

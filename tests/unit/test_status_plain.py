@@ -1,0 +1,127 @@
+"""``lakehouse status`` prints plain aligned tables that fit 80 columns: every table and
+expectation name whole on one line, no box characters, the essential numbers of each row
+there to read back; ``--wide`` keeps every column."""
+
+from __future__ import annotations
+
+import random
+import re
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from lakehouse.commands.status import Column, status_lines, table_lines
+from lakehouse.status import GoldStatus, LastBatch, PipelineStatus, QualityStatus, SilverStatus
+
+pytestmark = pytest.mark.unit
+
+NOW = datetime(2026, 1, 2, 10, 0, tzinfo=UTC)
+BOX = re.compile("[\u2500-\u257f]")
+
+
+def report(rng: random.Random) -> PipelineStatus:
+    """A status with names from short to very long and random counts."""
+
+    def name(prefix: str) -> str:
+        return prefix + "_".join(rng.choice(["clickstream", "order", "x", "customer_address"])
+                                 for _ in range(rng.randint(1, 4)))  # fmt: skip
+
+    def batch() -> LastBatch | None:
+        if rng.random() < 0.2:
+            return None
+        return LastBatch(rng.randint(0, 10**5), NOW - timedelta(seconds=rng.randint(0, 10**6)),
+                         rng.randint(0, 10**6), rng.randint(0, 10**7))  # fmt: skip
+
+    silver = [
+        SilverStatus(
+            table=f"silver.{name(f't{i}_')}",
+            bronze_table=f"bronze.{name('shop_')}",
+            bronze_version=rng.randint(0, 10**4),
+            bronze_records=rng.randint(0, 10**9),
+            newest_record=NOW,
+            applied_version=rng.choice([None, rng.randint(0, 10**4)]),
+            records_behind=rng.randint(0, 10**6),
+            rows=rng.randint(0, 10**9),
+            newest_applied_event=NOW,
+            freshness_seconds=rng.random() * 10**5,
+            quarantined=rng.randint(0, 10**5),
+            last_batch=batch(),
+        )
+        for i in range(rng.randint(1, 6))
+    ]
+    gold = [
+        GoldStatus(
+            table=f"gold.{name(f't{i}_')}",
+            input=f"silver.{name('')}",
+            input_version=rng.randint(0, 99),
+            applied_version=rng.randint(0, 99),
+            versions_behind=rng.randint(0, 99),
+            rows=rng.randint(0, 10**8),
+            watermark=NOW,
+            late_changes=rng.randint(0, 999),
+            last_batch=batch(),
+        )
+        for i in range(rng.randint(0, 6))
+    ]
+    quality = [
+        QualityStatus(
+            f"silver.{name('')}",
+            name("expect_") + f"_{i}_not_null",
+            "drop",
+            rng.randint(0, 10**9),
+            rng.randint(0, 10**6),
+            rng.randint(0, 10**6),
+            rng.randint(0, 10**4),
+        )
+        for i in range(rng.randint(0, 6))
+    ]
+    return PipelineStatus(
+        warehouse="/wh", at=NOW, running=None, bronze_last_batch=batch(), silver=silver,
+        gold=gold, event_log_rows=rng.randint(0, 10**6), quality=quality,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_status_fits_80_columns_with_every_name_whole(seed: int) -> None:
+    rng = random.Random(seed)
+    status = report(rng)
+    lines = status_lines(status, 80)
+    assert all(len(line) <= 80 for line in lines), "\n".join(lines)
+    assert not any(BOX.search(line) for line in lines)
+    words = {word for line in lines for word in line.split()}
+    for s in status.silver:
+        assert s.table in words
+        # Its row (the name's line, or the line below it) holds its rows and records behind.
+        at = next(i for i, line in enumerate(lines) if s.table in line.split())
+        row = " ".join(lines[at : at + 3]).split()
+        assert str(s.rows) in row and str(s.records_behind) in row
+    for g in status.gold:
+        assert g.table in words
+    for q in status.quality:
+        assert q.table in words and q.expectation in words
+        at = next(i for i, line in enumerate(lines) if q.expectation in line.split())
+        assert str(q.failed) in " ".join(lines[at : at + 2]).split()
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_wide_keeps_every_column(seed: int) -> None:
+    status = report(random.Random(seed))
+    text = "\n".join(status_lines(status, 80, wide=True))
+    for s in status.silver:
+        row = next(line for line in text.splitlines() if line.split()[:1] == [s.table])
+        assert row.split()[1] == s.bronze_table
+        assert str(s.bronze_records) in row.split() and str(s.quarantined) in row.split()
+    for header in ("bronze version", "applied version", "newest record", "watermark"):
+        assert header in text
+
+
+def test_columns_are_left_out_by_rank_then_names_stack() -> None:
+    columns = [Column("name", name=True), Column("n"), Column("extra", drop_rank=1)]
+    rows = [["a" * 10, 1, "e" * 30]]
+    assert table_lines("t", columns, rows, 80)[3].split() == ["a" * 10, "1", "e" * 30]
+    narrow = table_lines("t", columns, rows, 30)
+    assert narrow[1].split() == ["name", "n"] and narrow[3].split() == ["a" * 10, "1"]
+    long_name = "b" * 40
+    stacked = table_lines("t", columns, [[long_name, 7, "e"]], 20)
+    assert stacked[1].strip() == "name" and long_name in [line.strip() for line in stacked]
+    assert stacked[-1].split() == ["7"] and all(len(line) <= 42 for line in stacked)
