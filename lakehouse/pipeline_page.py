@@ -157,7 +157,8 @@ def _graph(status: dict[str, Any]) -> tuple[list[_Node], list[dict[str, Any]]]:
         edges.append(
             _edge(entry["bronze_table"], entry["table"], entry, "records_behind", "records")
         )
-    for entry in status.get("gold") or []:
+    order = {entry["table"]: i for i, entry in enumerate(silver)}  # gold beside its input
+    for entry in sorted(status.get("gold") or [], key=lambda g: order.get(g["input"], 0)):
         failed, expectations = quality.get(entry["table"], (0, 0))
         nodes[entry["table"]] = _Node(
             "gold",
@@ -227,7 +228,9 @@ def _layout(nodes: list[_Node]) -> None:
 def _graph_svg(nodes: list[_Node], edges: list[dict[str, Any]]) -> str:
     width = MARGIN * 2 + 3 * NODE_W + 2 * GAP_X
     height = MARGIN * 2 + max((n.y for n in nodes), default=0) + NODE_H
-    drawn = [_edge_svg(e) for e in edges] + [_node_svg(n) for n in nodes]
+    # Curves under the nodes; the labels of the edges (in their edge's group) above them.
+    drawn = [_edge_svg(e, labelled=False) for e in edges] + [_node_svg(n) for n in nodes]
+    drawn += [_edge_svg(e, labelled=True) for e in edges]
     return (
         f'<svg id="graph" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}"'
         f' viewBox="0 0 {width} {height}" role="img" aria-label="pipeline graph">'
@@ -256,13 +259,14 @@ def _node_svg(node: _Node) -> str:
     )
 
 
-def _edge_svg(edge: dict[str, Any]) -> str:
-    """A cubic curve from the source's right side to the target's left side, its label on it
-    (halfway along a flow; near its silver table on a quarantine edge: they converge)."""
+def _edge_svg(edge: dict[str, Any], labelled: bool) -> str:
+    """A cubic curve from the source's right side to the target's left side (``labelled``:
+    the edge's group with its values and its label on the curve instead: halfway along a
+    silver flow, near its table for gold, and nearer its silver table on a quarantine edge)."""
     (x1, y1), (x2, y2) = edge["from"].anchor("out"), edge["to"].anchor("in")
     bend = (x2 - x1) / 2
     path = f"M{x1},{y1} C{x1 + bend},{y1} {x2 - bend},{y2} {x2},{y2}"
-    at = 0.5 if edge["kind"] == "flow" else 0.2
+    at = 0.3 if edge["kind"] == "quarantine" else 0.5 if edge["from"].layer == "bronze" else 0.72
     label_x = x1 + (x2 - x1) * at
     label_y = y1 + (y2 - y1) * (3 * at**2 - 2 * at**3)  # the curve's height at ``at``
     lines: tuple[str, ...] = edge["label"]
@@ -276,10 +280,11 @@ def _edge_svg(edge: dict[str, Any]) -> str:
         f'text-anchor="middle">{_e(line)}</text>'
         for i, line in enumerate(lines)
     )
+    if not labelled:
+        return f'<path class="edge {edge["kind"]}" d="{path}"/>'
     return (
         f'<g class="flow {edge["kind"]}" data-source="{_e(edge["source"])}" '
         f'data-target="{_e(edge["target"])}"{values}>'
-        f'<path class="edge {edge["kind"]}" d="{path}"/>'
         f'<g class="label"><rect x="{label_x - width / 2:.1f}" y="{label_y - height / 2:.1f}" '
         f'width="{width}" height="{height}" rx="4"/>{texts}</g></g>'
     )
