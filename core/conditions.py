@@ -410,15 +410,16 @@ class _Refused(Exception):
 
 
 @lru_cache(maxsize=256)
-def parse_condition(text: str, where: str) -> Condition:
+def parse_condition(text: str, where: str, qualifiers: frozenset[str] = frozenset()) -> Condition:
     """Parse and check ``text``; ``where`` names the setting in messages (e.g. ``apply_as_deletes
-    of table 'x'``).
+    of table 'x'``). ``qualifiers``: names that may qualify a column (a pattern's earlier
+    steps): ``step.column`` reads as the column named ``"step.column"``.
 
     Raises:
         ConfigError: one line naming the setting, the offending construct and what is allowed.
     """
     try:
-        return _parse(text)
+        return _parse(text, qualifiers=qualifiers)
     except _Refused as refused:
         shown = text if len(text) <= 200 else text[:200] + "..."
         raise ConfigError(
@@ -443,7 +444,7 @@ def parse_expression(text: str, where: str) -> Expr:
         ) from None
 
 
-def _parse(text: str, boolean: bool = True) -> Expr:
+def _parse(text: str, boolean: bool = True, qualifiers: frozenset[str] = frozenset()) -> Expr:
     if not text.strip():
         raise _Refused("it is empty")
     if len(text) > MAX_LENGTH:
@@ -474,7 +475,7 @@ def _parse(text: str, boolean: bool = True) -> Expr:
     depth = _depth(trees[0])
     if depth > MAX_DEPTH:
         raise _Refused(f"it nests {depth} levels deep; at most {MAX_DEPTH}")
-    condition = _Converter().convert(trees[0])
+    condition = _Converter(qualifiers).convert(trees[0])
     try:  # what can be checked before the column types are known
         if boolean:
             _Typer(None).condition(condition)
@@ -635,7 +636,11 @@ _CAST_TARGETS = {
 
 
 class _Converter:
-    """sqlglot's tree of an allowed expression to ours; anything else is refused."""
+    """sqlglot's tree of an allowed expression to ours; anything else is refused.
+    ``qualifiers``: the names allowed before a column's dot (see :func:`parse_condition`)."""
+
+    def __init__(self, qualifiers: frozenset[str] = frozenset()) -> None:
+        self.qualifiers = qualifiers
 
     def convert(self, node: exp.Expr) -> Expr:
         while isinstance(node, exp.Paren):
@@ -703,6 +708,14 @@ class _Converter:
         return Negate(operand)
 
     def _column(self, node: exp.Column) -> Expr:
+        qualifier = node.args.get("table")
+        if (
+            isinstance(qualifier, exp.Identifier)
+            and qualifier.this in self.qualifiers
+            and isinstance(node.this, exp.Identifier)
+            and not any(node.args.get(part) for part in ("db", "catalog"))
+        ):
+            return Column(f"{qualifier.this}.{node.this.this}")
         if not isinstance(node.this, exp.Identifier) or any(
             node.args.get(part) for part in ("table", "db", "catalog")
         ):

@@ -31,6 +31,7 @@ from core.gold_tables import (
 from core.identifiers import entity_name_for_topic, require_identifier
 from core.layout import HISTORY_SUFFIX, QUARANTINE_TABLE
 from core.models import SqlModel, check_models, model_from, reserved_gold_names
+from core.patterns import Pattern, check_patterns, pattern_from
 from core.widening import TYPE_WIDENING_MODES, TypeWidening
 
 TableFormat = Literal["debezium", "events"]
@@ -416,6 +417,8 @@ class PipelineConfig:
     gold_tables: tuple[GoldTable, ...] | None = None
     #: SQL models (``[[models]]``, :mod:`core.models`), in the order they refresh.
     models: tuple[SqlModel, ...] = ()
+    #: Declared patterns across events (``[[patterns]]``, :mod:`core.patterns`).
+    patterns: tuple[Pattern, ...] = ()
 
     def __post_init__(self) -> None:
         alert_names = [alert.name for alert in self.alerts]
@@ -441,6 +444,9 @@ class PipelineConfig:
         if self.gold_tables is not None:
             resolved = tuple(self._resolve_as_of(t) for t in self.gold_tables)
             object.__setattr__(self, "gold_tables", resolved)
+        object.__setattr__(self, "patterns", tuple(self.patterns))
+        golds = (t.name for t in self.gold_declarations)
+        check_patterns(self.patterns, reserved_gold_names(golds, self.alerts))
 
     def _resolve_as_of(self, table: GoldTable) -> GoldTable:
         """``table`` with its join's ``as_of`` decided: event time when the entity keeps SCD
@@ -539,7 +545,7 @@ def load_config(path: str | Path | None) -> PipelineConfig:
         raise ConfigError(f"Config file {path} nests arrays or tables too deeply.") from None
     _reject_unknown(
         document,
-        {"tables", "gold", "maintenance", "quality", "catalog", "alerts", "models"},
+        {"tables", "gold", "maintenance", "quality", "catalog", "alerts", "models", "patterns"},
         "the config file",
     )
     entries = document.get("tables", [])
@@ -580,9 +586,21 @@ def load_config(path: str | Path | None) -> PipelineConfig:
         catalog=_catalog_from(document.get("catalog", {})),
         alerts=_alerts_from(document.get("alerts", [])),
         models=tuple(model_from(entry) for entry in models),
+        patterns=_patterns_from(document.get("patterns", [])),
     )
     taken = reserved_gold_names((t.name for t in config.gold_declarations), config.alerts)
+    taken |= {p.name: "a pattern ([[patterns]])" for p in config.patterns}
     return replace(config, models=check_models(config.models, taken))
+
+
+def _patterns_from(entries: Any) -> tuple[Pattern, ...]:
+    """The ``[[patterns]]`` entries."""
+    if not isinstance(entries, list) or not all(isinstance(e, Mapping) for e in entries):
+        raise ConfigError(
+            "'patterns' must be a list of tables: write each pattern as a [[patterns]] entry "
+            "with its name, source, event_time, steps and within."
+        )
+    return tuple(pattern_from(entry) for entry in entries)
 
 
 def _catalog_from(settings: Any) -> CatalogSpec:

@@ -680,7 +680,7 @@ def gold_table_from(entry: Mapping[str, Any]) -> GoldTable:
         ConfigError: a missing, unknown or invalid setting.
     """
     where = f"[[gold]] {entry.get('name', '')!r}".replace(" ''", "")
-    _known(entry, _GOLD_KEYS, where)
+    known_settings(entry, _GOLD_KEYS, where)
     for required in ("name", "source", "event_time", "window", "measures"):
         if required not in entry and not (required == "window" and "stream_join" in entry):
             raise ConfigError(
@@ -694,7 +694,7 @@ def gold_table_from(entry: Mapping[str, Any]) -> GoldTable:
             f"'window' of {where} must be a table, e.g. "
             'window = { kind = "tumbling", size = "1 minute" }.'
         )
-    _known(window, _WINDOW_KEYS, f"the window of {where}")
+    known_settings(window, _WINDOW_KEYS, f"the window of {where}")
     if "kind" not in window:
         raise ConfigError(f"The window of {where} needs a kind: one of {', '.join(WINDOW_KINDS)}.")
     measures = entry["measures"]
@@ -704,21 +704,21 @@ def gold_table_from(entry: Mapping[str, Any]) -> GoldTable:
             'measures = [{ name = "revenue", fn = "sum", column = "total" }].'
         )
     for measure in measures:
-        _known(measure, _MEASURE_KEYS, f"a measure of {where}")
+        known_settings(measure, _MEASURE_KEYS, f"a measure of {where}")
         if "name" not in measure or "fn" not in measure:
             raise ConfigError(f"Each measure of {where} needs name and fn (and most a column).")
     group_by = entry.get("group_by", [])
     if not isinstance(group_by, list) or not all(isinstance(c, str) for c in group_by):
         raise ConfigError(f"'group_by' of {where} must be a list of column names.")
     return GoldTable(
-        name=_text(entry, "name", where),
-        source=_text(entry, "source", where),
-        event_time=_text(entry, "event_time", where),
+        name=text_setting(entry, "name", where),
+        source=text_setting(entry, "source", where),
+        event_time=text_setting(entry, "event_time", where),
         window=Window(**dict(window)),
         measures=tuple(Measure(**dict(m)) for m in measures),
         group_by=tuple(group_by),
-        filter=_text(entry, "filter", where) if "filter" in entry else None,
-        watermark_delay=_text(entry, "watermark_delay", where)
+        filter=text_setting(entry, "filter", where) if "filter" in entry else None,
+        watermark_delay=text_setting(entry, "watermark_delay", where)
         if "watermark_delay" in entry
         else "10 minutes",
         join=_join_from(entry["join"], where) if "join" in entry else None,
@@ -745,7 +745,7 @@ def _top_n_from(top: object, where: str) -> TopN:
     example = 'top_n = { n = 3, order_by = "bids DESC" }'
     if not isinstance(top, Mapping):
         raise ConfigError(f"'top_n' of {where} must be a table, e.g. {example}.")
-    _known(top, _TOP_N_KEYS, f"the top_n of {where}")
+    known_settings(top, _TOP_N_KEYS, f"the top_n of {where}")
     for required in ("n", "order_by"):
         if required not in top:
             raise ConfigError(f"The top_n of {where} needs {required!r}, e.g. {example}.")
@@ -764,7 +764,7 @@ def _stream_join_from(joined: object, where: str) -> StreamJoin:
     if not isinstance(joined, Mapping):
         raise ConfigError(f"'stream_join' of {where} must be a table, e.g. {example}.")
     what = f"the stream join of {where}"
-    _known(joined, _STREAM_JOIN_KEYS, what)
+    known_settings(joined, _STREAM_JOIN_KEYS, what)
     for required in ("source", "on", "event_time", "within"):
         if required not in joined:
             raise ConfigError(f"The stream join of {where} needs {required!r}, e.g. {example}.")
@@ -779,10 +779,10 @@ def _stream_join_from(joined: object, where: str) -> StreamJoin:
             'on = { customer_id = "user_id" } (or list names both sides share).'
         )
     return StreamJoin(
-        source=_text(joined, "source", what),
+        source=text_setting(joined, "source", what),
         on=pairs,
-        event_time=_text(joined, "event_time", what),
-        within=_text(joined, "within", what),
+        event_time=text_setting(joined, "event_time", what),
+        within=text_setting(joined, "within", what),
     )
 
 
@@ -791,7 +791,7 @@ def _join_from(join: object, where: str) -> Join:
     example = 'join = { entity = "customers", on = { customer_id = "id" }, columns = ["tier"] }'
     if not isinstance(join, Mapping):
         raise ConfigError(f"'join' of {where} must be a table, e.g. {example}.")
-    _known(join, _JOIN_KEYS, f"the join of {where}")
+    known_settings(join, _JOIN_KEYS, f"the join of {where}")
     for required in ("entity", "on", "columns"):
         if required not in join:
             raise ConfigError(f"The join of {where} needs {required!r}, e.g. {example}.")
@@ -809,11 +809,11 @@ def _join_from(join: object, where: str) -> Join:
     if not isinstance(columns, list) or not all(isinstance(c, str) for c in columns):
         raise ConfigError(f"'columns' of the join of {where} must be a list of column names.")
     return Join(
-        entity=_text(join, "entity", f"the join of {where}"),
+        entity=text_setting(join, "entity", f"the join of {where}"),
         on=pairs,
         columns=tuple(columns),
-        prefix=_text(join, "prefix", f"the join of {where}") if "prefix" in join else "",
-        as_of=_text(join, "as_of", f"the join of {where}") if "as_of" in join else None,
+        prefix=text_setting(join, "prefix", f"the join of {where}") if "prefix" in join else "",
+        as_of=text_setting(join, "as_of", f"the join of {where}") if "as_of" in join else None,
     )
 
 
@@ -825,14 +825,14 @@ def check_gold_tables(tables: Sequence[GoldTable]) -> None:
         raise ConfigError(f"Gold table names must be unique; repeated: {', '.join(repeated)}.")
 
 
-def _text(entry: Mapping[str, Any], setting: str, where: str) -> str:
+def text_setting(entry: Mapping[str, Any], setting: str, where: str) -> str:
     value = entry[setting]
     if not isinstance(value, str):
         raise ConfigError(f"Setting {setting!r} in {where} must be a string, not {value!r}.")
     return value
 
 
-def _known(settings: Mapping[str, Any], allowed: set[str], where: str) -> None:
+def known_settings(settings: Mapping[str, Any], allowed: set[str], where: str) -> None:
     unknown = sorted(set(settings) - allowed)
     if unknown:
         raise ConfigError(

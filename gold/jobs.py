@@ -958,8 +958,8 @@ def _joined_tables(table: GoldTable) -> tuple[str, ...]:
 
 
 def gold_jobs(config: PipelineConfig) -> list[GoldJob]:
-    """Every gold job of the pipeline (one per declared gold table) with the silver table it
-    reads. The declarations over one silver table without a join share one query
+    """Every gold job of the pipeline (one per declared gold table, one per pattern) with the
+    silver table it reads. The declarations over one silver table without a join share one query
     (:func:`start_shared`): their jobs have its name and the same ``start``."""
     groups: dict[str, list[GoldTable]] = {}
     for table in config.gold_declarations:
@@ -988,4 +988,6 @@ def gold_jobs(config: PipelineConfig) -> list[GoldJob]:
                 shared is not None,
             )
         )
-    return jobs
+    from gold.pattern_jobs import pattern_jobs  # it builds on this module
+
+    return jobs + pattern_jobs(config)

@@ -1,8 +1,11 @@
 """``lakehouse verify`` for gold: a gold table against its declaration evaluated in batch over
 the current silver table (the contract the streaming engine keeps after every batch), with
-``_final`` as the table's persisted watermark decides it."""
+``_final`` as the table's persisted watermark decides it; a pattern's table against its
+matches over its silver table."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
@@ -10,10 +13,12 @@ from pyspark.sql.types import DoubleType, FloatType
 
 from core.frames import kept_with_totals
 from core.gold_tables import FINAL, GoldTable
+from core.patterns import Pattern
 from gold.aggregates import evaluate
 from gold.enrichment import enrich
 from gold.finality import at_micros
 from gold.jobs import JoinInputs, joined_entity
+from gold.pattern_jobs import evaluate_matches, final_from
 from gold.stream_join import evaluate_joined
 from gold.watermarks import seen_micros, watermark_of
 from silver.verify import MAX_REPORTED, TableCheck
@@ -48,13 +53,38 @@ def check_gold(
         evaluated = evaluate_joined(rows, spark.read.format("delta").load(other), table)
     else:
         evaluated = evaluate(rows, table)
-    expected = _comparable(evaluated.withColumn(FINAL, final), table)
-    stored = spark.read.format("delta").load(gold)
+    expected = _comparable(evaluated.withColumn(FINAL, final), table.columns)
+    return _compared(expected, spark.read.format("delta").load(gold), table.columns, table.name)
+
+
+def check_pattern_table(
+    spark: SparkSession,
+    silver: str,
+    gold: str,
+    pattern: Pattern,
+    watermark: str,
+    identity: Sequence[str],
+) -> TableCheck:
+    """The rows of the pattern table at ``gold`` that differ from ``pattern``'s matches over
+    the silver table at ``silver`` (``identity``: the columns that tell its events apart),
+    a match being final as the watermark state at ``watermark`` decides."""
+    mark = watermark_of(seen_micros(spark, watermark), pattern)
+    final = F.lit(False) if mark is None else final_from(pattern) <= at_micros(mark)
+    matches = evaluate_matches(spark.read.format("delta").load(silver), pattern, identity)
+    expected = _comparable(matches.withColumn(FINAL, final), pattern.columns)
+    return _compared(expected, spark.read.format("delta").load(gold), pattern.columns, pattern.name)
+
+
+def _compared(
+    expected: DataFrame, stored: DataFrame, columns: Sequence[str], name: str
+) -> TableCheck:
+    """The check of gold table ``name``: each row of ``stored`` missing from or surplus to
+    ``expected`` (both over ``columns`` and :data:`FINAL`) is one difference line."""
     if FINAL not in stored.columns:
         stored = stored.withColumn(FINAL, F.lit(None).cast("boolean"))
-    actual = _comparable(stored, table)
+    actual = _comparable(stored, columns)
     counted, totals = _counted(expected, actual)
-    check = TableCheck(table=table.name, layer="gold")
+    check = TableCheck(table=name, layer="gold")
     check.expected_rows, check.actual_rows = int(totals.expected), int(totals.actual)
     for kind, more in (("missing", _EXPECTED), ("unexpected", _ACTUAL)):
         fewer = _ACTUAL if more == _EXPECTED else _EXPECTED
@@ -89,7 +119,7 @@ def _counted(expected: DataFrame, actual: DataFrame) -> tuple[DataFrame, Row]:
     )
 
 
-def _comparable(frame: DataFrame, table: GoldTable) -> DataFrame:
+def _comparable(frame: DataFrame, columns: Sequence[str]) -> DataFrame:
     types = {f.name: f.dataType for f in frame.schema.fields}
 
     def column(name: str) -> Column:
@@ -97,4 +127,4 @@ def _comparable(frame: DataFrame, table: GoldTable) -> DataFrame:
             return F.round(F.col(name), DOUBLE_DIGITS).alias(name)
         return F.col(name)
 
-    return frame.select(*(column(c) for c in (*table.columns, FINAL)))
+    return frame.select(*(column(c) for c in (*columns, FINAL)))

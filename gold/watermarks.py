@@ -11,15 +11,15 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 from functools import reduce
-from typing import Any
+from typing import Any, Protocol
 
 from delta.tables import DeltaTable
-from pyspark.sql import SparkSession
+from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
 from core import storage
 from core.delta_io import table_exists
-from core.gold_tables import FINAL, FINALIZED_AT, GoldTable
+from core.gold_tables import FINAL, FINALIZED_AT
 from core.layout import Warehouse
 from gold.finality import at_micros
 
@@ -50,7 +50,17 @@ def seen_micros(spark: SparkSession, path: str) -> int | None:
     return None if state is None else int(state[SEEN])
 
 
-def watermark_of(seen: int | None, table: GoldTable) -> int | None:
+class Delayed(Protocol):
+    """What has a watermark: a gold table or a pattern (its name and watermark delay)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def delay_micros(self) -> int: ...
+
+
+def watermark_of(seen: int | None, table: Delayed) -> int | None:
     """The watermark (epoch µs) for the latest event time ``seen``."""
     return None if seen is None else seen - table.delay_micros
 
@@ -62,7 +72,7 @@ def _instant(micros: int) -> str:
 def record_seen(
     spark: SparkSession,
     path: str,
-    table: GoldTable,
+    table: Delayed,
     seen: int,
     written_by: dict[str, Any] | None = None,
 ) -> None:
@@ -103,7 +113,7 @@ class RecordedSeen:
         return self._seen
 
     def record(
-        self, spark: SparkSession, table: GoldTable, seen: int, app_id: str, batch_id: int
+        self, spark: SparkSession, table: Delayed, seen: int, app_id: str, batch_id: int
     ) -> None:
         """:func:`record_seen` for micro-batch ``batch_id`` of query ``app_id``, and keep
         ``seen``."""
@@ -112,11 +122,24 @@ class RecordedSeen:
         self._seen, self._known = seen, True
 
 
-def carry_over(spark: SparkSession, live: Warehouse, staged: Warehouse, table: GoldTable) -> None:
+class Declared(Delayed, Protocol):
+    """A gold table or a pattern, with its table's columns (without the finality ones)."""
+
+    @property
+    def columns(self) -> tuple[str, ...]: ...
+
+
+def carry_over(
+    spark: SparkSession,
+    live: Warehouse,
+    staged: Warehouse,
+    table: Declared,
+    final_from: Column,
+) -> None:
     """After a rebuild of ``table`` into ``staged``: keep the later of the live and the rebuilt
     watermark (a rebuild does not forget event times the live job saw), mark final the rebuilt
-    rows that watermark makes final, and keep the live ``_finalized_at`` of each final row the
-    rebuild gave the same values."""
+    rows that watermark makes final (``final_from``: the watermark from which a row is final),
+    and keep the live ``_finalized_at`` of each final row the rebuild gave the same values."""
     live_state, staged_state = live.watermark(table.name), staged.watermark(table.name)
     rebuilt = seen_micros(spark, staged_state)
     seen = [s for s in (seen_micros(spark, live_state), rebuilt) if s is not None]
@@ -128,9 +151,7 @@ def carry_over(spark: SparkSession, live: Warehouse, staged: Warehouse, table: G
         record_seen(spark, staged_state, table, latest)
     watermark = watermark_of(latest, table)
     assert watermark is not None
-    due = ~F.coalesce(F.col(FINAL), F.lit(False)) & (
-        F.col(table.window.end_as) <= at_micros(watermark)
-    )
+    due = ~F.coalesce(F.col(FINAL), F.lit(False)) & (final_from <= at_micros(watermark))
     gold = DeltaTable.forPath(spark, staged_gold)
     gold.update(condition=due, set={FINAL: F.lit(True), FINALIZED_AT: F.current_timestamp()})
     if not table_exists(spark, live_gold):

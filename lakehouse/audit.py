@@ -11,7 +11,8 @@ from core.identifiers import table_name_for_topic
 from core.layout import QUARANTINE_TABLE, Warehouse
 from gold.jobs import join_inputs
 from gold.models import check_models_of
-from gold.verify import check_gold
+from gold.pattern_jobs import identity_columns, source_keys
+from gold.verify import check_gold, check_pattern_table
 from lakehouse.entities import entity_specs
 from silver.verify import TableCheck, check_history, check_table
 
@@ -21,8 +22,8 @@ def verify_warehouse(
 ) -> list[TableCheck]:
     """Check each silver entity of ``warehouse`` (and its history table for SCD type 2); an
     empty list means there was nothing to check. Records a ``drop`` expectation quarantined
-    are left out of the expected state. Then each declared gold table whose silver source and
-    gold table exist; then each SQL model whose table and inputs exist
+    are left out of the expected state. Then each declared gold table (and pattern) whose silver
+    source and gold table exist; then each SQL model whose table and inputs exist
     (:func:`gold.models.check_model`)."""
     checks = []
     quarantine = warehouse.table("silver", QUARANTINE_TABLE)
@@ -44,6 +45,16 @@ def verify_warehouse(
                 if not table_exists(spark, other):
                     continue
             checks.append(check_gold(spark, silver, gold, table, watermark, joined, other))
+    for pattern in config.patterns:
+        silver, gold = (
+            warehouse.table("silver", pattern.source),
+            warehouse.table("gold", pattern.name),
+        )
+        if checks and table_exists(spark, silver) and table_exists(spark, gold):
+            columns = spark.read.format("delta").load(silver).columns
+            identity = identity_columns(pattern, source_keys(config, pattern), columns)
+            watermark = warehouse.watermark(pattern.name)
+            checks.append(check_pattern_table(spark, silver, gold, pattern, watermark, identity))
     if checks:
         checks += check_models_of(spark, warehouse, config)
     return checks

@@ -34,6 +34,7 @@ from core.gold_tables import LATE_EVENTS
 from core.layout import QUARANTINE_TABLE, Warehouse, is_uri
 from core.storage import delete_tree
 from gold.models import refresh_models
+from gold.pattern_jobs import final_from
 from gold.watermarks import carry_over
 from lakehouse import commit_swap, recovery, swap
 from lakehouse.entities import (
@@ -119,8 +120,14 @@ def _keep_event_time_history(
     live watermark (and so the same ``_final`` rows), and ``gold.late_events`` stays as it is
     (a rebuild reads every change at once; nothing arrives late)."""
     declared = {table.name: table for table in config.gold_declarations}
+    patterns = {pattern.name: pattern for pattern in config.patterns}
     for job in dependent_gold(config, rebuilt):
-        carry_over(spark, live, staged, declared[job.table])
+        if job.table in patterns:
+            pattern = patterns[job.table]
+            carry_over(spark, live, staged, pattern, final_from(pattern))
+        else:
+            table = declared[job.table]
+            carry_over(spark, live, staged, table, F.col(table.window.end_as))
     delete_tree(spark, staged.table("gold", LATE_EVENTS))
 
 
