@@ -1,5 +1,6 @@
-"""The pipeline page (``lakehouse status --html FILE``): one self-contained HTML file (inline
-SVG and CSS, no script, nothing loaded from anywhere) that draws the pipeline as a graph.
+"""The pipeline page (``lakehouse status --html FILE``, served by ``lakehouse ui``): one
+self-contained HTML file (inline SVG and CSS, no script, nothing loaded from anywhere) that
+draws the pipeline as a graph.
 
 Every table is a node (bronze, silver, gold and the quarantine, with rows, freshness,
 quarantined records, failed expectations, the last micro-batch and gold's late changes), every
@@ -13,10 +14,14 @@ the JSON values it shows.
 from __future__ import annotations
 
 import html
-from collections.abc import Iterable, Sequence
+import ipaddress
+import socket
+from collections.abc import Callable, Iterable, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from core.errors import ConfigError
 from core.layout import QUARANTINE_TABLE, Warehouse
 
 #: Micro-batches per flow drawn in its chart (the newest ones).
@@ -47,10 +52,13 @@ svg .label rect { fill: #ffffff; stroke: #c9d1da; }
 """
 
 
-def render_pipeline_page(status: dict[str, Any], batches: list[dict[str, Any]]) -> str:
+def render_pipeline_page(
+    status: dict[str, Any], batches: list[dict[str, Any]], refresh_seconds: float | None = None
+) -> str:
     """The page for ``status`` (the ``status --json`` object) and ``batches`` (event-log rows
     with ``query``, ``event``, ``batch_id``, ``timestamp``, ``input_rows``, ``duration_ms``;
-    only ``progress`` rows are drawn), as HTML text."""
+    only ``progress`` rows are drawn), as HTML text; with ``refresh_seconds``, the browser
+    loads it again at that interval (``lakehouse ui``)."""
     nodes, edges = _graph(status)
     progress = [b for b in batches if b.get("event", "progress") == "progress"]
     failing = [f"{f['table']}: {f['error']}" for f in status.get("failing") or []]
@@ -63,6 +71,9 @@ def render_pipeline_page(status: dict[str, Any], batches: list[dict[str, Any]]) 
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
+        ""
+        if refresh_seconds is None
+        else f'<meta http-equiv="refresh" content="{refresh_seconds:g}">',
         f"<title>Pipeline: {_e(status.get('warehouse', ''))}</title>",
         f"<style>{STYLE}</style></head><body>",
         f"<h1>Pipeline {_e(status.get('warehouse', ''))}</h1>",
@@ -85,6 +96,42 @@ def write_pipeline_page(warehouse: Warehouse, status: dict[str, Any], target: Pa
     ``target``, the batches read from the warehouse's event log without Spark; ``target``."""
     target.write_text(render_pipeline_page(status, read_batches(warehouse)), encoding="utf-8")
     return target
+
+
+def pipeline_server(page: Callable[[], str], host: str, port: int) -> ThreadingHTTPServer:
+    """An HTTP server on ``host``:``port`` (0: any free port) answering ``GET /`` with a page
+    made by ``page()`` at each request (any other path: 404); call ``serve_forever``.
+
+    Raises:
+        ConfigError: ``host`` is not a loopback address (the page is for this machine).
+    """
+    try:
+        loopback = ipaddress.ip_address(socket.gethostbyname(host)).is_loopback
+    except OSError as error:
+        raise ConfigError(f"--host {host} does not resolve ({error}); use 127.0.0.1.") from None
+    if not loopback:
+        raise ConfigError(
+            f"--host {host} is not a loopback address: the pipeline page is served to this "
+            "machine only; use 127.0.0.1 (or ::1) and forward the port if others need it."
+        )
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path.split("?")[0] != "/":
+                self.send_error(404, "the pipeline page is at /")
+                return
+            body = page().encode("utf-8")
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            """Quiet: a refreshing page would log a line every few seconds."""
+
+    return ThreadingHTTPServer((host, port), Handler)
 
 
 def read_batches(warehouse: Warehouse) -> list[dict[str, Any]]:

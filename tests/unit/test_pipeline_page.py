@@ -6,13 +6,17 @@ and nothing that loads from anywhere (no script, no link, no web address)."""
 from __future__ import annotations
 
 import random
+import threading
+import urllib.error
+import urllib.request
 from typing import Any
 
 import pytest
 from bs4 import BeautifulSoup
 
+from core.errors import ConfigError
 from expectations.offline_docs import external_references
-from lakehouse.pipeline_page import render_pipeline_page
+from lakehouse.pipeline_page import pipeline_server, render_pipeline_page
 
 pytestmark = pytest.mark.unit
 
@@ -174,3 +178,32 @@ def test_an_empty_warehouse_draws_an_empty_graph() -> None:
     dom = BeautifulSoup(render_pipeline_page(status, []), "html.parser")
     assert dom.select("g.node") == [] and dom.select("g.flow") == []
     assert [c["data-query"] for c in dom.select("div.chart")] == ["bronze"]
+
+
+def test_the_server_answers_on_loopback_only() -> None:
+    served = iter(range(100))
+    server = pipeline_server(lambda: f"<html>page {next(served)}</html>", "127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1})
+    thread.start()
+    try:
+        address = f"http://127.0.0.1:{server.server_address[1]}"
+        direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # no proxy
+        pages = [direct.open(f"{address}/", timeout=10).read() for _ in range(2)]
+        assert pages == [b"<html>page 0</html>", b"<html>page 1</html>"]  # made anew each time
+        with pytest.raises(urllib.error.HTTPError) as missing:
+            direct.open(f"{address}/other", timeout=10)
+        assert missing.value.code == 404
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+    for host in ("192.0.2.7", "0.0.0.0"):  # a documentation address, every interface
+        with pytest.raises(ConfigError, match="not a loopback address"):
+            pipeline_server(lambda: "", host, 0)
+
+
+def test_the_served_page_reloads_itself() -> None:
+    status = {"warehouse": "w", "at": None, "running": None, "silver": [], "gold": []}
+    dom = BeautifulSoup(render_pipeline_page(status, [], refresh_seconds=5), "html.parser")
+    assert dom.select_one('meta[http-equiv="refresh"]')["content"] == "5"
+    assert "refresh" not in render_pipeline_page(status, [])
