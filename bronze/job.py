@@ -11,7 +11,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from bronze.table import ensure_bronze_table, with_ingestion_metadata
 from core.config import QualitySpec
-from core.delta_io import append
+from core.delta_io import BATCH_MARK
 from core.failures import guarded
 from core.identifiers import bronze_tables_for_topics
 from core.layout import QUARANTINE_TABLE, Warehouse
@@ -158,7 +158,7 @@ def append_batch_by_topic(
                 if topic not in checked:
                     ensure_bronze_table(spark, path, topic)
                     checked.add(topic)
-                append(appended[topic], path, app_id, batch_id, merge_schema=False)
+                append_once(appended[topic], path, app_id, batch_id)
 
             run_side_by_side(spark, [partial(append_topic, topic) for topic in appended])
             if follower is not None:
@@ -169,6 +169,28 @@ def append_batch_by_topic(
             listener(counts)
 
     return write_batch
+
+
+def append_once(frame: DataFrame, path: str, app_id: str, batch_id: int) -> None:
+    """Append ``frame`` to the bronze table at ``path`` as micro-batch ``batch_id`` of the
+    query ``app_id``, always under Delta's transaction id (``txnAppId``/``txnVersion``).
+
+    A batch that landed before (a restart after a crash) adds nothing, and of two processes
+    writing the same batch at once (two runs on one checkpoint) Delta commits one: the other's
+    commit is rejected (``ConcurrentTransactionException``, which fails its batch) or skipped.
+    So bronze never holds a record twice, even without the warehouse's lease
+    (:mod:`lakehouse.lease`). The commit is marked as every exactly-once write is
+    (:data:`core.delta_io.BATCH_MARK`).
+    """
+    (
+        frame.write.format("delta")
+        .mode("append")
+        .option("mergeSchema", False)
+        .option("txnAppId", app_id)
+        .option("txnVersion", batch_id)
+        .option("userMetadata", BATCH_MARK.format(app_id, batch_id))
+        .save(path)
+    )
 
 
 def _drop_reasons(dropping: Mapping[str, list[Check]]) -> Column:

@@ -26,6 +26,7 @@ from typing import Literal
 
 from py4j.java_gateway import JavaClass
 from pyspark import SparkConf, SparkContext
+from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
 from core.catalog import register_tables
@@ -167,7 +168,26 @@ def _session(
             jar for jar in (extra_conf or {}).get("spark.jars", "").split(",") if jar
         ]
         builder = builder.config("spark.jars", ",".join(jars))
+    _start_jvm_apart(builder)
     return builder.getOrCreate()
+
+
+def _start_jvm_apart(builder: SparkSession.Builder) -> None:
+    """Start the JVM of the session ``builder`` builds in a session (so a process group) of
+    its own, unless one runs already.
+
+    A service manager stops a service by signalling its whole process group (systemd's
+    default); the JVM, a child in our group, would take that SIGTERM and shut Spark down under
+    the run that is stopping cleanly. Apart, only the Python process gets it. The JVM still
+    ends with Python: it watches its stdin, a pipe from this process, and exits at its end.
+    """
+    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return
+    conf = SparkConf()  # no JVM yet: the settings only, as getOrCreate would pass them
+    for key, value in builder._options.items():
+        conf.set(key, str(value))
+    gateway = launch_gateway(conf, popen_kwargs={"start_new_session": True})
+    SparkContext._ensure_initialized(gateway=gateway)
 
 
 def _submitted_session(master: str | None) -> SparkSession:

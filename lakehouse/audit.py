@@ -1,10 +1,14 @@
 """Audit: every silver table (and SCD2 history) against the reference fold of its bronze log,
-and every gold table against its declaration evaluated over silver."""
+every gold table against its declaration evaluated over silver, and every bronze table for
+records held twice."""
 
 from __future__ import annotations
 
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
+from bronze.job import COORDINATES
+from cdc.files import SOURCE_COLUMN
 from core.config import PipelineConfig
 from core.delta_io import table_exists
 from core.identifiers import table_name_for_topic
@@ -57,4 +61,41 @@ def verify_warehouse(
             checks.append(check_pattern_table(spark, silver, gold, pattern, watermark, identity))
     if checks:
         checks += check_models_of(spark, warehouse, config)
+        checks += [
+            check_bronze_coordinates(spark, warehouse, table)
+            for table in warehouse.table_names("bronze", spark)
+        ]
     return checks
+
+
+def check_bronze_coordinates(spark: SparkSession, warehouse: Warehouse, table: str) -> TableCheck:
+    """Check that no two rows of the bronze ``table`` have the same source coordinates: topic,
+    partition and offset, and for the file source the file too (two runs that wrote one batch
+    twice leave such rows; silver folds them away, so only this check sees them). A line no
+    record could be read from has no coordinates and is not compared."""
+    frame = spark.read.format("delta").load(warehouse.table("bronze", table))
+    coordinates = [c for c in (*COORDINATES, SOURCE_COLUMN) if c in frame.columns]
+    located = frame.where(" AND ".join(f"`{c}` IS NOT NULL" for c in COORDINATES))
+    counts = located.groupBy(*coordinates).count()
+    totals = counts.agg(
+        F.count(F.lit(1)).alias("distinct"),
+        F.coalesce(F.sum("count"), F.lit(0)).alias("rows"),
+        F.coalesce(F.sum(F.when(F.col("count") > 1, F.col("count") - 1)), F.lit(0)).alias("extra"),
+    ).first()
+    assert totals is not None
+    check = TableCheck(table, int(totals["distinct"]), int(totals["rows"]), layer="bronze")
+    if totals["extra"]:
+        twice = counts.where("count > 1").orderBy(*COORDINATES).limit(3).collect()
+        where = "; ".join(
+            f"{row['topic']} partition {row['partition']} offset {row['offset']} "
+            f"({row['count']} times)"
+            for row in twice
+        )
+        check.differences.append(
+            f"{totals['extra']} rows repeat a record already in bronze (same topic, partition, "
+            f"offset{' and file' if SOURCE_COLUMN in coordinates else ''}; e.g. {where}): two "
+            "pipelines wrote the same batch. Silver and gold fold them away; for a clean bronze, "
+            "run the source again into a new warehouse (lakehouse run --once --warehouse NEW) "
+            "and use that one."
+        )
+    return check

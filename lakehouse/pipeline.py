@@ -30,6 +30,7 @@ from gold.jobs import GoldIsolation, gold_jobs
 from gold.models import ModelRetries, model_query, ordered_models, refresh_models
 from lakehouse.entities import entity_specs
 from lakehouse.event_log import recording
+from lakehouse.lease import leased
 from lakehouse.recovery import recover_and_say
 from lakehouse.running import RETRY_BACKOFF, Backoff, Job, RunningQueries
 from lakehouse.summary import RunSummary
@@ -54,6 +55,7 @@ class RunReport:
     failures: list[TableFailure] = field(default_factory=list)
 
 
+@leased("run --once")  # one pipeline per warehouse
 def run_once(
     spark: SparkSession,
     source: SourceSpec,
@@ -213,6 +215,7 @@ def silver_job(
     return Job(f"silver_{spec.name}", f"silver.{spec.name}", start)
 
 
+@leased("run --processing-time")
 def run_continuously(
     spark: SparkSession,
     source: SourceSpec,

@@ -84,7 +84,12 @@ def replay(
     from lakehouse.replay import replay as replay_tables
 
     config = load_config(config_path)
-    with spark_session(spark_mode, master) as spark:
+    from lakehouse.lease import holding  # one pipeline per warehouse
+
+    with (
+        spark_session(spark_mode, master) as spark,
+        holding(spark, Warehouse.from_path(warehouse), "replay"),
+    ):
         report = replay_tables(spark, Warehouse.from_path(warehouse), config, table, progress)
     print_table("Rebuilt from bronze", ["table", "rows"], [list(t) for t in report.tables])
     console.print(f"replayed {', '.join(report.entities)} in {report.seconds:.1f} s")
@@ -129,7 +134,12 @@ def forget(
 
     values = parse_key(key_text)
     config = load_config(config_path)
-    with spark_session(spark_mode, master) as spark:
+    from lakehouse.lease import holding  # one pipeline per warehouse
+
+    with (
+        spark_session(spark_mode, master) as spark,
+        holding(spark, Warehouse.from_path(warehouse), "forget"),
+    ):
         report = forget_key(
             spark, Warehouse.from_path(warehouse), config, table, values, reason, progress
         )
@@ -192,7 +202,12 @@ def maintain(
     }
     settings = replace(config.maintenance, **{k: v for k, v in overrides.items() if v is not None})
     config = replace(config, maintenance=settings)
-    with spark_session(spark_mode, master) as spark:
+    from lakehouse.lease import holding  # one pipeline per warehouse
+
+    with (
+        spark_session(spark_mode, master) as spark,
+        holding(spark, Warehouse.from_path(warehouse), "maintain"),
+    ):
         report = run_maintenance(
             spark, Warehouse.from_path(warehouse), config, datetime.now(UTC), progress
         )
