@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
@@ -253,6 +254,38 @@ def table_exists(spark: SparkSession, path: str) -> bool:
     return DeltaTable.isDeltaTable(spark, path)
 
 
+#: A committed version in a ``_delta_log``: a commit file or a checkpoint (``.crc``, temporary
+#: and hidden files are not).
+_COMMITTED = re.compile(r"^\d{20}\.(json|checkpoint(\.\d+\.\d+)?\.parquet)$|^_last_checkpoint$")
+
+
+def committed_log(spark: SparkSession, path: str) -> bool:
+    """Whether the ``_delta_log`` of ``path`` holds a committed version (a commit file or a
+    checkpoint)."""
+    return any(_COMMITTED.match(name) for name in storage.names(spark, f"{path}/_delta_log"))
+
+
+def half_created(spark: SparkSession, path: str) -> bool:
+    """Whether ``path`` is a table a kill interrupted before its first commit: a ``_delta_log``
+    without a committed version (empty, or only temporary files), or data files and no
+    ``_delta_log`` at all. Nothing in such a directory was ever committed, so nothing is lost
+    when it goes; an empty directory is not half created (creating there works)."""
+    if committed_log(spark, path):
+        return False
+    entries = storage.names(spark, path)
+    return "_delta_log" in entries or any(name.startswith("part-") for name in entries)
+
+
+def discard_half_created(spark: SparkSession, path: str) -> bool:
+    """Delete ``path`` if it is :func:`half_created` (so creating the table starts again);
+    returns whether it did."""
+    if not half_created(spark, path):
+        return False
+    storage.delete_tree(spark, path)
+    forget_cached_logs(spark)
+    return True
+
+
 #: ``userMetadata`` of the commit of an exactly-once write: the writing query's id and batch.
 BATCH_MARK = "lakehouse batch {} {}"
 #: Delta's transaction id of the DML a session runs (a write takes them as options).
@@ -362,6 +395,7 @@ def ensure_table(
     the columns it lacks; widen the columns whose type in ``schema`` is a Delta type widening
     of the table's. Narrower or incompatible types are left as they are.
 
+    A table a kill left half created (:func:`half_created`) is created again.
     Tables are created without Delta's type widening feature, so every Delta reader opens
     them. The first widening either turns the feature on (``in_place``: no data is rewritten,
     a warning names the table) or rewrites the table in the wider types (``rewrite``: one
@@ -370,6 +404,7 @@ def ensure_table(
     it when they are turned on.
     """
     if not table_exists(spark, path):
+        discard_half_created(spark, path)
         builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
         if change_feed:
             builder = builder.property("delta.enableChangeDataFeed", "true")

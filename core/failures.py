@@ -73,13 +73,16 @@ class Failure:
 
     @staticmethod
     def of(error: BaseException) -> Failure:
-        """The failure of an exception raised in this process, with its traceback."""
+        """The failure of an exception raised in this process, with its traceback (a full
+        disk's, seen in a Java error, as a :class:`DiskFullError`)."""
         if isinstance(error, QueryFailedError):
             return error.failure
-        kind = type(error)
-        module = "" if kind.__module__ == "builtins" else f"{kind.__module__}."
         trace = "".join(traceback.format_exception(error))
-        return Failure(f"{module}{kind.__qualname__}", str(error), trace, error)
+        if not isinstance(error, LakehouseError):
+            full = disk_full(trace)
+            if full is not None:
+                return Failure(_qualified(full), str(full), trace, full)
+        return Failure(_qualified(error), str(error), trace, error)
 
     @staticmethod
     def of_spark(text: str) -> Failure:
@@ -88,7 +91,7 @@ class Failure:
         source's), else the last error it names (the Python one, at the end of a quoted
         traceback), else its first line."""
         trace = text.split(_QUERY_DESCRIPTION, 1)[0].strip()
-        raised = raised_error(trace)
+        raised = raised_error(trace) or disk_full(trace)
         if raised is not None:
             kind = type(raised)
             return Failure(f"{kind.__module__}.{kind.__qualname__}", str(raised), trace, raised)
@@ -97,6 +100,39 @@ class Failure:
             error_class, message = named[-1]
             return Failure(error_class, message, trace)
         return Failure("", trace.splitlines()[0] if trace else "", trace)
+
+
+def _qualified(error: BaseException) -> str:
+    kind = type(error)
+    module = "" if kind.__module__ == "builtins" else f"{kind.__module__}."
+    return f"{module}{kind.__qualname__}"
+
+
+class DiskFullError(PipelineError):
+    """The file system of the warehouse (or of a location it names) is full. A commit is
+    whole or absent, so nothing committed was lost, and the next run continues from the
+    checkpoints."""
+
+
+#: How a full file system shows in Java's and Python's errors (``ENOSPC``; a quota too).
+_DISK_FULL = re.compile(r"No space left on device|Disk quota exceeded|ENOSPC")
+#: A warehouse location in a trace: a path up to a layer's table or a ``_system`` folder.
+_LOCATION = re.compile(
+    r"(?:file:)?(/[^\s'\"`\],;]*?/(?:(?:bronze|silver|gold)/[\w.-]+|_system/[\w.-]+(?:/[\w.-]+)?))"
+)
+
+
+def disk_full(trace: str) -> DiskFullError | None:
+    """A :class:`DiskFullError` for a ``trace`` that says a file system is full, naming the
+    first warehouse location the trace names (if any), else None."""
+    if not _DISK_FULL.search(trace):
+        return None
+    found = _LOCATION.search(trace)
+    where = f"the file system of {found.group(1)}" if found else "the warehouse's file system"
+    return DiskFullError(
+        f"{where} is full (No space left on device); nothing committed was lost: free space "
+        "and run again, the next run continues where this one stopped"
+    )
 
 
 class QueryFailedError(PipelineError):

@@ -32,6 +32,7 @@ from lakehouse.entities import entity_specs
 from lakehouse.event_log import recording
 from lakehouse.lease import leased
 from lakehouse.recovery import recover_and_say
+from lakehouse.state_check import check_damage
 from lakehouse.running import RETRY_BACKOFF, Backoff, Job, RunningQueries
 from lakehouse.summary import RunSummary
 from silver.job import ensure_shared_tables, has_unread_bronze, start_silver
@@ -81,6 +82,7 @@ def run_once(
     check_declared_schemas(config.tables)
     check_overrides(config.quality)
     recover_and_say(spark, warehouse.root, progress)
+    check_damage(spark, warehouse.root)
     report = RunReport()
     with recording(spark, warehouse, report.summary, "once"):
         progress(f"bronze: ingesting {source.describe()}")
@@ -278,6 +280,7 @@ def _run_continuously(
     check_overrides(config.quality)
     ordered_models(config)
     recover_and_say(spark, warehouse.root, progress)
+    check_damage(spark, warehouse.root)
     stop, at_once = threading.Event(), threading.Event()
 
     def on_signal(*_: object) -> None:

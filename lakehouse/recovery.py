@@ -4,7 +4,8 @@ A replay stages its rebuild and then installs it (:mod:`lakehouse.swap` by renam
 file system, :mod:`lakehouse.commit_swap` by Delta commits and checkpoint pointers at a URI).
 A crash while it installs leaves some tables rebuilt and others not: every command that writes
 the warehouse first finishes that install (the rebuild was sealed) or discards the rebuild (it
-was not), so the warehouse is wholly old or wholly rebuilt before it writes.
+was not), so the warehouse is wholly old or wholly rebuilt before it writes. A table a kill
+left half created is then deleted, to be created again.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pyspark.sql import SparkSession
 from core import storage
 from core.layout import is_uri
 from lakehouse import commit_swap, swap
+from lakehouse.state_check import discard_half_created_tables
 
 #: What :func:`recover` found: no interrupted replay, one it installed, or one it discarded.
 Outcome = Literal["none", "finished", "discarded"]
@@ -43,8 +45,14 @@ def recover(spark: SparkSession, root: str) -> Outcome:
 
 
 def recover_and_say(spark: SparkSession, root: str, progress: Callable[[str], None]) -> Outcome:
-    """:func:`recover`, saying in one ``progress`` line what it did (nothing if nothing)."""
+    """:func:`recover`, saying in one ``progress`` line what it did (nothing if nothing); then
+    delete the tables a kill left half created (one line for each), so they are created
+    again (:func:`lakehouse.state_check.discard_half_created_tables`)."""
     outcome = recover(spark, root)
     if outcome != "none":
         progress(MESSAGES[outcome])
+    for table in discard_half_created_tables(spark, root):
+        progress(
+            f"{table}: a kill interrupted its creation (nothing was committed); creating it again"
+        )
     return outcome

@@ -198,8 +198,42 @@ def spark_session(spark_mode: str, master: str | None) -> Iterator[SparkSession]
     spark.sparkContext.setLogLevel("ERROR")
     try:
         yield spark
+    except Exception as error:
+        translated = translated_error(error)
+        if translated is None:
+            raise
+        raise translated from error
     finally:
         running_step.stop()
+
+
+def translated_error(error: BaseException) -> LakehouseError | None:
+    """The one-line user error a command's Java or Python error stands for, else None: a full
+    disk (:func:`core.failures.disk_full`), or a warehouse this user may not write. The
+    original stays the translation's cause (``LAKEHOUSE_DEBUG=1`` prints it)."""
+    from core.failures import disk_full
+
+    if isinstance(error, LakehouseError):
+        return None
+    text = f"{type(error).__name__}: {error}"
+    full = disk_full(text)
+    if full is not None:
+        return full
+    if isinstance(error, PermissionError) or "Permission denied" in text:
+        where = getattr(error, "filename", None) or _denied_path(text)
+        return LakehouseError(
+            f"Permission denied on {where}: this user may not write the warehouse; run as a "
+            "user who may, or on a writable copy"
+        )
+    return None
+
+
+def _denied_path(text: str) -> str:
+    """The path a ``Permission denied`` message names, else ``a warehouse file``."""
+    for word in text.replace("'", " ").replace('"', " ").split():
+        if word.startswith(("/", "file:/")):
+            return word.rstrip(":,")
+    return "a warehouse file"
 
 
 def failure_line(failed: TableFailure, debug: bool = False) -> str:
@@ -218,10 +252,20 @@ def failure_line(failed: TableFailure, debug: bool = False) -> str:
 
 
 def print_failures(failures: list[TableFailure], debug: bool = False) -> int:
-    """One error line per failed table on stderr (:func:`failure_line`); the exit status:
+    """One error line per failed table on stderr (:func:`failure_line`; a full disk once,
+    whichever tables it stopped); the exit status:
     :data:`USER_ERROR_EXIT` if each is the user's to fix, else :data:`INTERNAL_ERROR_EXIT`."""
+    from core.failures import DiskFullError
+
+    said: set[str] = set()
     for failed in failures:
-        errors.print(failure_line(failed, debug), markup=False, highlight=False, soft_wrap=True)
+        line = failure_line(failed, debug)
+        if isinstance(failed.failure.error, DiskFullError):  # one disk: one line
+            line = f"error: {failed.failure.first_line}"
+        if line in said:
+            continue
+        said.add(line)
+        errors.print(line, markup=False, highlight=False, soft_wrap=True)
         if debug and not failed.failure.user:
             errors.print(
                 failed.failure.trace.rstrip(), markup=False, highlight=False, soft_wrap=True
