@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
-.PHONY: venv demo test tests test-deep lint unit bench clean chromium notebooks-docs
+.PHONY: venv demo test tests test-deep lint unit bench soak clean chromium notebooks-docs
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -69,6 +69,12 @@ bench: venv
 	$(BIN)/python -m benchmarks.nexmark_bench $(NEXMARK_BENCH_ARGS)
 	$(BIN)/python -m benchmarks.batch_cost --sizes 100000,1000000,10000000 --batches 2 \
 		--warmup 1 --json benchmarks/results/latest-batch-cost.json
+
+# A continuous run at a steady rate for SOAK_MINUTES (default 30; not in make test): memory,
+# files per table, checkpoint size and per-batch time with their slopes per hour, then nothing
+# lost or duplicated (benchmarks/results/latest-soak.json).
+soak: venv
+	SOAK_MINUTES=$${SOAK_MINUTES:-30} $(BIN)/python -m benchmarks.soak $(SOAK_ARGS)
 
 # Headless Chromium (Debian package) for the test that opens the GX Data Docs; installed with
 # apt-get where missing; where apt-get is unavailable it says so and that test is skipped.

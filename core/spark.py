@@ -186,7 +186,8 @@ def _start_jvm_apart(builder: SparkSession.Builder) -> None:
     conf = SparkConf()  # no JVM yet: the settings only, as getOrCreate would pass them
     for key, value in builder._options.items():
         conf.set(key, str(value))
-    gateway = launch_gateway(conf, popen_kwargs={"start_new_session": True})
+    # pyspark's launcher has no annotations
+    gateway = launch_gateway(conf, popen_kwargs={"start_new_session": True})  # type: ignore[no-untyped-call]
     SparkContext._ensure_initialized(gateway=gateway)
 
 

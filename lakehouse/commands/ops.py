@@ -1,7 +1,7 @@
 """Operations commands: ``verify``, ``replay``, ``forget`` and ``maintain``.
 
-They check or rewrite the tables of an existing warehouse; the pipeline should be stopped while
-``replay``, ``forget`` or ``maintain`` run.
+They check or rewrite the tables of an existing warehouse; ``replay``, ``forget`` and
+``maintain`` take the warehouse's lease (:mod:`lakehouse.lease`), so none runs beside a pipeline.
 """
 
 from __future__ import annotations
