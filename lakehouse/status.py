@@ -449,7 +449,10 @@ def _newest(table: DeltaTable | None, files: pa.Table | None, column: str) -> da
     if stat in files.column_names and files[stat].null_count == 0:
         values = files[stat]
     else:
-        values = table.to_pyarrow_dataset().to_table(columns=[column])[column]
+        dataset = table.to_pyarrow_dataset()
+        if column not in dataset.schema.names:
+            return None
+        values = dataset.to_table(columns=[column])[column]
     newest = pc.max(pc.cast(pc.cast(values, pa.timestamp("us", "UTC")), pa.int64())).as_py()
     return _instant(newest)
 
