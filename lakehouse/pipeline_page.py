@@ -112,7 +112,7 @@ def pipeline_server(page: Callable[[], str], host: str, port: int) -> ThreadingH
     if not loopback:
         raise ConfigError(
             f"--host {host} is not a loopback address: the pipeline page is served to this "
-            "machine only; use 127.0.0.1 (or ::1) and forward the port if others need it."
+            "machine only; use 127.0.0.1 (or localhost) and forward the port if others need it."
         )
 
     class Handler(BaseHTTPRequestHandler):

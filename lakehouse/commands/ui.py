@@ -52,8 +52,9 @@ def ui(warehouse: str, config_path: Path | None, host: str, port: int, interval:
         return render_pipeline_page(status_json(report), read_batches(place), interval)
 
     server = pipeline_server(page, host, port)
-    address, bound = server.server_address[:2]
-    console.print(f"pipeline page: http://{address}:{bound}/ (Ctrl-C stops)", markup=False)
+    console.print(
+        f"pipeline page: http://{host}:{server.server_port}/ (Ctrl-C stops)", markup=False
+    )
     for stop in STOP_SIGNALS:  # shutdown() waits for serve_forever: call it from a thread
         signal.signal(stop, lambda *_: threading.Thread(target=server.shutdown).start())
     try:
