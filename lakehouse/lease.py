@@ -155,9 +155,10 @@ def _ended_here(holder: Holder) -> bool:
     )
 
 
-def _commit(spark: SparkSession, path: str, version: int, holder: Holder) -> None:
+def _commit(spark: SparkSession, path: str, version: int, holder: Holder) -> Exception | None:
     """Write the empty commit that follows ``version`` of the lease table, naming ``holder``
-    (Delta keeps only one of two such commits; see the module's doc)."""
+    (Delta keeps only one of two such commits; see the module's doc). Returns the write's
+    error, if any: losing the race is one (the newest commit, read back, tells who won)."""
     if version < 0:
         with suppress(Exception):  # a concurrent claimer may create it first: both go on
             builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(_SCHEMA)
@@ -165,7 +166,7 @@ def _commit(spark: SparkSession, path: str, version: int, holder: Holder) -> Non
                 builder = builder.property(key, value)
             builder.execute()
         version = max(version, 0)
-    with suppress(Exception):  # losing the race: the newest commit read back tells
+    try:
         (
             spark.createDataFrame([], _SCHEMA)
             .write.format("delta")
@@ -175,6 +176,9 @@ def _commit(spark: SparkSession, path: str, version: int, holder: Holder) -> Non
             .option("userMetadata", holder.to_text())
             .save(path)
         )
+    except Exception as error:
+        return error
+    return None
 
 
 def _jvm_pid() -> int | None:
@@ -258,11 +262,16 @@ def claim(spark: SparkSession, warehouse: Warehouse, command: str) -> Lease:
             version, holder = current(spark, path)
         expires = datetime.now(UTC) + timedelta(seconds=LEASE_SECONDS)
         mine = replace(me, expires=expires.isoformat())
-        _commit(spark, path, version, mine)
+        error = _commit(spark, path, version, mine)
         _, holder = current(spark, path)
         if holder is not None and holder.run == me.run:
             return Lease(spark, path, mine)
-    assert holder is not None
+    if holder is None:  # no claimer won: the lease cannot be written
+        first = str(error).strip().splitlines()[0] if error else "no commit landed"
+        raise LakehouseError(
+            f"Cannot write the warehouse's lease at {path}: {first}. Check that the warehouse "
+            "is writable by this user."
+        )
     raise PipelineRunningError(holder.line())
 
 
