@@ -18,10 +18,11 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
-from core.errors import ConfigError
+from core.errors import ConfigError, SourceUnavailableError
 from core.failures import Failure, TableFailure, raise_failures
 from core.streaming import (
     MAX_SCHEMA_RESTARTS,
+    Trigger,
     between_batches,
     failure_of,
     stopped_by_schema_change,
@@ -31,21 +32,35 @@ from lakehouse.summary import RunSummary
 Progress = Callable[[str], None]
 #: How often a stopping run looks whether a query is between micro-batches.
 PAUSE_POLL_SECONDS = 0.1
+#: How long a continuous run waits for an unreachable source before it stops (30 minutes).
+DEFAULT_GIVE_UP_SECONDS = 1800.0
+
+
+class SourceGoneError(SourceUnavailableError):
+    """The source stayed unreachable for longer than the run's give-up time."""
 
 
 @dataclass(frozen=True)
 class Backoff:
     """The delay before a failed query starts again: ``first_seconds`` after its first failure,
-    doubled after each further one in a row, at most ``max_seconds``."""
+    doubled after each further one in a row, at most ``max_seconds``; a source that stays
+    unreachable (:class:`~core.errors.SourceUnavailableError`) for more than
+    ``give_up_seconds`` stops the run (None: never)."""
 
     first_seconds: float = 5.0
     max_seconds: float = 300.0
+    give_up_seconds: float | None = DEFAULT_GIVE_UP_SECONDS
 
     def __post_init__(self) -> None:
         if not 0 < self.first_seconds <= self.max_seconds:
             raise ConfigError(
                 f"Invalid backoff {self.first_seconds} s to {self.max_seconds} s: the first "
                 "delay must be above 0 and at most the longest."
+            )
+        if self.give_up_seconds is not None and self.give_up_seconds <= 0:
+            raise ConfigError(
+                f"Invalid give-up time {self.give_up_seconds:g} s: give a duration above 0 "
+                "(e.g. 30m)."
             )
 
     def delay(self, attempts: int) -> float:
@@ -55,6 +70,27 @@ class Backoff:
 
 #: A failed query's delays: 5 s, 10 s, 20 s, ... up to 5 minutes.
 RETRY_BACKOFF = Backoff()
+
+
+def give_up_seconds(text: str) -> float | None:
+    """The give-up time ``text`` says: a duration such as ``30m``, ``90s`` or ``2h``, or
+    ``never`` (None).
+
+    Raises:
+        ConfigError: anything else.
+    """
+    if text.strip().lower() == "never":
+        return None
+    try:
+        seconds = Trigger.parse(text).interval_seconds
+    except ConfigError:
+        seconds = 0.0
+    if seconds <= 0:
+        raise ConfigError(
+            f"Invalid --give-up-after {text!r}: write a duration above 0 such as '30m', '90s' "
+            "or '2h', or 'never'."
+        )
+    return seconds
 
 
 class Job(NamedTuple):
@@ -83,6 +119,7 @@ class RunningQueries:
         self._queries: dict[str, StreamingQuery] = {}
         self._failing: dict[str, TableFailure] = {}
         self._due: dict[str, float] = {}  # a failed query's next start (time.monotonic)
+        self._unreachable_since: dict[str, float] = {}  # source unreachable (time.monotonic)
         self._progress = progress
         self._summary = summary
         self._backoff = RETRY_BACKOFF if backoff is None else backoff
@@ -225,14 +262,41 @@ class RunningQueries:
         self._due[name] = time.monotonic() + delay
         if self._summary is not None:
             self._summary.failing(noted, logged)
-        self._progress(
-            f"{noted.table}: failed ({failure.line}); the other tables go on; "
-            f"attempt {attempts + 1} in {delay:g} s"
-        )
+        if isinstance(failure.error, SourceUnavailableError):
+            self._wait_for_source(noted, delay)
+        else:
+            self._progress(
+                f"{noted.table}: failed ({failure.line}); the other tables go on; "
+                f"attempt {attempts + 1} in {delay:g} s"
+            )
         return noted
+
+    def _wait_for_source(self, noted: TableFailure, delay: float) -> None:
+        """Say that the source is unreachable and the run waits for it (one line each
+        attempt); stop the run once it has been unreachable longer than the give-up time.
+
+        Raises:
+            SourceGoneError: unreachable for longer than ``backoff.give_up_seconds``.
+        """
+        now = time.monotonic()
+        since = self._unreachable_since.setdefault(noted.query, now)
+        give_up = self._backoff.give_up_seconds
+        reason = noted.failure.first_line
+        if give_up is not None and now - since >= give_up:
+            raise SourceGoneError(
+                f"{noted.table}: the source has been unreachable for {now - since:.0f} s, "
+                f"longer than the give-up time ({give_up:g} s, --give-up-after): {reason} "
+                "Start the run again once it is back: it continues from its checkpoint."
+            )
+        left = "" if give_up is None else f", giving up in {give_up - (now - since):.0f} s"
+        self._progress(
+            f"{noted.table}: the source is unreachable ({reason}); waiting for it: attempt "
+            f"{noted.attempts + 1} in {delay:g} s{left}"
+        )
 
     def _recovered(self, name: str) -> None:
         noted = self._failing.pop(name)
+        self._unreachable_since.pop(name, None)
         if self._summary is not None:
             self._summary.recovered(name)
         times = "once" if noted.attempts == 1 else f"{noted.attempts} times"

@@ -196,6 +196,7 @@ def spark_session(spark_mode: str, master: str | None) -> Iterator[SparkSession]
     with console.status("starting Spark"):
         spark = get_spark(mode=spark_mode, master=master)  # type: ignore[arg-type]
     spark.sparkContext.setLogLevel("ERROR")
+    _quiet_task_errors(spark)
     try:
         yield spark
     except Exception as error:
@@ -205,6 +206,30 @@ def spark_session(spark_mode: str, master: str | None) -> Iterator[SparkSession]
         raise translated from error
     finally:
         running_step.stop()
+
+
+#: Spark's loggers that print the whole trace of each failed task, write or job (pages each,
+#: the same error many times over: a full disk, an unreachable broker). The query's failure
+#: carries that trace to the event log (column ``trace``) and the command's one error line.
+TASK_ERROR_LOGGERS = (
+    "org.apache.spark.executor.Executor",
+    "org.apache.spark.scheduler.TaskSetManager",
+    "org.apache.spark.util.Utils",
+    "org.apache.spark.sql.execution.datasources.FileFormatWriter",
+    "org.apache.spark.sql.execution.datasources.FileFormatDataWriter",
+    "org.apache.spark.sql.execution.datasources.v2.DataWritingSparkTask",
+    "org.apache.spark.sql.execution.streaming.CheckpointFileManager",
+)
+
+
+def _quiet_task_errors(spark: SparkSession) -> None:
+    """Turn off :data:`TASK_ERROR_LOGGERS` in the session's JVM (log4j 2)."""
+    jvm = spark.sparkContext._jvm
+    if jvm is None:
+        return
+    logging = jvm.org.apache.logging.log4j
+    for name in TASK_ERROR_LOGGERS:
+        logging.core.config.Configurator.setLevel(name, logging.Level.OFF)
 
 
 def translated_error(error: BaseException) -> LakehouseError | None:

@@ -77,6 +77,13 @@ if TYPE_CHECKING:
     "(Databricks, or a cluster with the connector jar).",
 )
 @click.option(
+    "--give-up-after",
+    default="30m",
+    show_default=True,
+    help="With --processing-time: how long to wait for an unreachable source (a broker "
+    "outage) before stopping with an error, e.g. 90s, 2h, or never.",
+)
+@click.option(
     "--debug",
     is_flag=True,
     default=False,
@@ -95,6 +102,7 @@ def run(
     kafka_option: tuple[str, ...],
     kafka_settings: Path | None,
     kafka_format: str,
+    give_up_after: str,
     debug: bool,
     spark_mode: str,
     master: str | None,
@@ -111,6 +119,7 @@ def run(
     from core.layout import Warehouse
     from core.streaming import Trigger
     from lakehouse.pipeline import run_continuously, run_once
+    from lakehouse.running import Backoff, give_up_seconds
     from lakehouse.summary import RunSummary
 
     if once and processing_time:
@@ -134,6 +143,7 @@ def run(
         )
     DEBUG.set(debug)
     trigger = Trigger.parse(processing_time)
+    backoff = Backoff(give_up_seconds=give_up_seconds(give_up_after))
     config = load_config(config_path)
     with spark_session(spark_mode, master) as spark:
         if trigger.once:
@@ -160,6 +170,7 @@ def run(
                 progress,
                 summary=summary,
                 one_hop=not two_hop,
+                backoff=backoff,
             )
             print_summary(summary)
             failures = summary.failing_now()  # still failing when the run stopped

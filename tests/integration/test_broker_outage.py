@@ -1,11 +1,17 @@
-"""After an interrupted run, one ``availableNow`` run reads everything the broker holds
-(issue 47, defect 2a).
+"""Broker outages (issue 47, defect 2).
 
-A processing-time run with ``maxOffsetsPerTrigger`` and ``capFirstBatch`` is stopped with its
+After an interrupted run, one ``availableNow`` run reads everything the broker holds. A
+processing-time run with ``maxOffsetsPerTrigger`` and ``capFirstBatch`` is stopped with its
 newest batch planned but not committed (the state a kill or a broker outage leaves: the
 offsets file written, its commit not). Before the fix an ``availableNow`` run fell back to
 Spark's ``once`` (a Python source has no ``SupportsTriggerAvailableNow``): it re-ran only that
 planned batch and stopped, with most records unread.
+
+A continuous run's queries (:class:`lakehouse.running.RunningQueries`) ride out a broker
+stopped and restarted on the same data: the source's failure is noted (the run's summary, so
+``lakehouse status`` and the event log, has it), one line per attempt says the run waits for the
+source, the query goes on exactly once when the broker is back, and a source unreachable for
+longer than the give-up time stops the run with :class:`~lakehouse.running.SourceGoneError`.
 """
 
 from __future__ import annotations
@@ -20,6 +26,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark.sql import DataFrame, SparkSession
 
 from cdc.kafka_source import read_kafka_stream
+from core.errors import SourceUnavailableError
+from lakehouse.broker import LocalBroker, free_port
+from lakehouse.running import Backoff, RunningQueries, SourceGoneError
+from lakehouse.summary import RunSummary
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka]
 
@@ -92,3 +102,91 @@ def test_available_now_after_an_interrupted_run_reads_everything(
     rerun = {(p, o) for b, p, o in seen if b == newest}
     assert rerun == planned  # the planned batch ran again exactly as planned, then the rest
     assert max(b for b, _, _ in seen) == newest + 1
+
+
+def wait_until(condition: object, seconds: float, what: str, running: RunningQueries) -> None:
+    """Call ``running.check()`` until ``condition()`` holds (the run's own loop does so)."""
+    deadline = time.monotonic() + seconds
+    while not condition():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        running.check()
+        time.sleep(0.5)
+
+
+def test_a_continuous_run_waits_for_the_broker_and_goes_on_exactly_once(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    broker = LocalBroker(home=tmp_path / "broker", port=free_port())
+    broker.start()
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        topic = f"outage-{uuid.uuid4().hex[:10]}"
+        admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(timeout=30)
+        produce(broker.bootstrap, topic, RECORDS, partitions=3)
+        seen: list[tuple[int, int]] = []
+
+        def collect(frame: DataFrame, _batch_id: int) -> None:
+            seen.extend((r.partition, r.offset) for r in frame.collect())
+
+        source = {
+            "kafka.bootstrap.servers": broker.bootstrap,
+            "subscribe": topic,
+            "maxOffsetsPerTrigger": str(CAP),
+            "capFirstBatch": "true",
+            "timeoutMs": "3000",
+        }
+
+        def start() -> object:
+            return (
+                read_kafka_stream(spark, source)
+                .writeStream.foreachBatch(collect)
+                .option("checkpointLocation", str(tmp_path / "ck"))
+                .trigger(processingTime="500 milliseconds")
+                .start()
+            )
+
+        lines: list[str] = []
+        summary = RunSummary()
+        backoff = Backoff(first_seconds=1.0, max_seconds=2.0, give_up_seconds=600.0)
+        running = RunningQueries(lines.append, summary, backoff)
+        running.start("bronze", start)  # type: ignore[arg-type]
+        try:
+            wait_until(lambda: len(seen) >= CAP, 300, "a first batch", running)
+            broker.stop()
+            wait_until(lambda: summary.failing_now(), 300, "the outage", running)
+            waiting = [line for line in lines if "the source is unreachable" in line]
+            assert waiting[0].startswith("bronze: the source is unreachable"), lines
+            assert "waiting for it: attempt 2 in 1 s, giving up in" in waiting[0], waiting[0]
+            failing = summary.failing_now()
+            assert [f.table for f in failing] == ["bronze"]
+            assert isinstance(failing[0].failure.error, SourceUnavailableError)
+            time.sleep(4)
+            running.check()  # attempts go on while it is down: one line each
+            assert len([ln for ln in lines if "the source is unreachable" in ln]) >= 2, lines
+
+            broker.start()  # the same folder: the same data
+            wait_until(lambda: any("running again" in ln for ln in lines), 300, "recovery", running)
+            assert not summary.failing_now()
+            running.catch_up()
+        finally:
+            running.stop()
+        assert sorted(seen) == sorted({(i % 3, i // 3) for i in range(RECORDS)})  # once each
+
+        broker.stop()  # and it does not come back: the run gives up
+        gives_up(start)
+    finally:
+        broker.stop()
+
+
+def gives_up(start: object) -> None:
+    """A run whose source stays unreachable longer than its give-up time stops, one line."""
+    quick = RunningQueries(progress=lambda _: None, backoff=Backoff(1.0, 1.0, 3.0))
+    quick.start("bronze", start)  # type: ignore[arg-type]
+    try:
+        with pytest.raises(SourceGoneError) as raised:
+            wait_until(lambda: False, 300, "giving up", quick)
+    finally:
+        quick.stop()
+    message = str(raised.value)
+    assert message.startswith("bronze: the source has been unreachable for"), message
+    assert "--give-up-after" in message and "\n" not in message, message
