@@ -20,7 +20,10 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
 
@@ -126,10 +129,53 @@ def get_spark(
             ``active`` was asked for while no session runs.
         ConfigError: a catalog entry of a table's name holds someone else's table.
     """
-    spark = _session(mode, master, app_name, extra_conf)
+    with _without_jvm_start_notice():
+        spark = _session(mode, master, app_name, extra_conf)
     if warehouse is not None:
         register_tables(spark, warehouse, catalog)
     return spark
+
+
+#: What a JVM that Spark starts prints before any of its loggers, and not for the user: Spark's
+#: launcher always passes ``--add-modules=jdk.incubator.vector`` (``JavaModuleOptions``), and
+#: Java then warns on stderr that an incubating module is in use; no Java option silences it.
+JVM_START_NOTICE = b"WARNING: Using incubator modules: "
+
+
+@contextmanager
+def _without_jvm_start_notice() -> Iterator[None]:
+    """While inside, a JVM started by this process gets, as its stderr, a pipe that a thread
+    copies to this process's stderr, except :data:`JVM_START_NOTICE`; everything else the
+    JVM writes there (Spark's errors) still reaches stderr, for the JVM's whole life. Nothing
+    changes if a JVM already runs (or was started for this process, ``spark-submit``)."""
+    if SparkContext._gateway is not None or SUBMITTED_GATEWAY in os.environ:
+        yield
+        return
+    read_end, write_end = os.pipe()
+    stderr = os.dup(2)
+    sys.stderr.flush()
+    os.dup2(write_end, 2)
+    os.close(write_end)
+    threading.Thread(
+        target=_copy_lines, args=(read_end, stderr), name="jvm-stderr", daemon=True
+    ).start()
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(stderr, 2)
+
+
+def _copy_lines(source: int, target: int) -> None:
+    """Copy the lines of the pipe ``source`` to the file descriptor ``target`` until the pipe
+    ends, leaving out :data:`JVM_START_NOTICE`."""
+    with os.fdopen(source, "rb") as lines:
+        for line in iter(lines.readline, b""):
+            if line.startswith(JVM_START_NOTICE):
+                continue
+            view = memoryview(line)
+            while view:
+                view = view[os.write(target, view) :]
 
 
 def _session(
