@@ -10,13 +10,17 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from lakehouse.commands.run import summary_lines
 from lakehouse.commands.status import Column, status_lines, table_lines
 from lakehouse.status import GoldStatus, LastBatch, PipelineStatus, QualityStatus, SilverStatus
+from lakehouse.summary import RunSummary
+from silver.job import BatchReport
 
 pytestmark = pytest.mark.unit
 
 NOW = datetime(2026, 1, 2, 10, 0, tzinfo=UTC)
 BOX = re.compile("[\u2500-\u257f]")
+REASONS = ["missing key", "unparseable", "missing sequence", "unknown op", "reserved column name"]
 
 
 def report(rng: random.Random) -> PipelineStatus:
@@ -125,3 +129,30 @@ def test_columns_are_left_out_by_rank_then_names_stack() -> None:
     stacked = table_lines("t", columns, [[long_name, 7, "e"]], 20)
     assert stacked[1].strip() == "name" and long_name in [line.strip() for line in stacked]
     assert stacked[-1].split() == ["7"] and all(len(line) <= 42 for line in stacked)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_run_summary_fits_80_columns_with_every_table_name_whole(seed: int) -> None:
+    """The run's summary (``lakehouse run``): at 80 columns no line is longer, and every
+    silver table's name and counts are there, the name never cut."""
+    rng = random.Random(seed)
+    summary = RunSummary()
+    tables = {}
+    for i in range(rng.randint(1, 6)):
+        entity = f"t{i}_" + "_".join(
+            rng.choice(["customer_address", "order", "x", "clickstream_events"])
+            for _ in range(rng.randint(1, 4))
+        )
+        report = BatchReport(
+            records=rng.randint(0, 10**7), quarantined=0, tombstones=0,
+            applied=rng.randint(0, 10**7),
+            reasons=tuple((r, rng.randint(1, 99)) for r in rng.sample(REASONS, rng.randint(0, 3))),
+        )  # fmt: skip
+        summary.silver_batch(entity, report)
+        tables[f"silver.{entity}"] = report
+    lines = summary_lines(summary, 80)
+    assert all(len(line) <= 80 for line in lines), "\n".join(lines)
+    for name, report in tables.items():
+        at = next(i for i, line in enumerate(lines) if name in line.split())
+        row = " ".join(lines[at : at + 2]).split()
+        assert str(report.records) in row and str(report.applied) in row
