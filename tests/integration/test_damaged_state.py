@@ -27,7 +27,8 @@ from lakehouse.pipeline import run_once
 from tests.cli import run_cli
 from tests.warehouses import assert_same_tables
 
-pytestmark = pytest.mark.integration
+#: The module's fixtures run the pipeline twice before the first test.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
 
 
 class Bundle:
@@ -61,7 +62,7 @@ class Bundle:
 def bundle(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Bundle:
     made = Bundle(tmp_path_factory.mktemp("damaged"))
     parts = write_files(
-        generate(WorkloadConfig(events=400, seed=46, malformed_rate=0.01)), made.base / "parts", 200
+        generate(WorkloadConfig(events=240, seed=46, malformed_rate=0.01)), made.base / "parts", 120
     )
     made.source.mkdir(parents=True)
     made.later.mkdir()

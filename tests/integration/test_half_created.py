@@ -24,7 +24,8 @@ from lakehouse.pipeline import run_once
 from lakehouse.state_check import table_dirs
 from tests.warehouses import assert_same_tables
 
-pytestmark = pytest.mark.integration
+#: A run per state after the reference run: minutes each on a loaded machine.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
 
 STATES = ("empty_dir", "empty_log", "temp_commit_only", "data_without_commit")
 
@@ -83,8 +84,10 @@ def test_every_table_half_created_is_created_again(
 
     for table in tables:
         assert committed_log(spark, f"{warehouse.root}/{table}"), table
-    said = [line for line in lines if "interrupted its creation" in line]
-    assert len(said) == (0 if state == "empty_dir" else len(tables)), said
+    said = {line.split(":")[0] for line in lines if "interrupted its creation" in line}
+    # the lease (lakehouse.lease) is claimed before the run looks: it is created again then
+    swept = {str(t) for t in tables} - {"_system/lease"}
+    assert said == (set() if state == "empty_dir" else swept), said
     assert_same_tables(spark, reference, warehouse)
     bronze = {
         name: spark.read.format("delta").load(warehouse.table("bronze", name)).count()
