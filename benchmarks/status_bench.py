@@ -161,7 +161,7 @@ def _event_log(
     root: Path, rng: random.Random, base: datetime, expected: Expected, silver_rows: int
 ) -> None:
     """Event-log rows of a few queries in random order, in two appends."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for query in QUERIES:
         for batch in range(rng.randint(0, 6)):
             failed = rng.random() < 0.25
@@ -200,7 +200,7 @@ def _event_log(
     expected.event_log_rows = len(rows)
     by_query: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
-        by_query.setdefault(row["query"], []).append(row)
+        by_query.setdefault(str(row["query"]), []).append(row)
     for query, own in by_query.items():
         # Distinct times per query make "the newest" one row.
         own.sort(key=lambda r: r["timestamp"])
@@ -223,7 +223,7 @@ def _quality(
     root: Path, rng: random.Random, base: datetime, expected: Expected, silver_rows: int
 ) -> None:
     """Quality metrics of three expectations over a few micro-batches."""
-    metrics = []
+    metrics: list[dict[str, Any]] = []
     for table, expectation in (("silver.orders", "id_present"), ("silver.orders", "total_ok"),
                                ("bronze.shop_public_orders", "own_topic")):  # fmt: skip
         for batch in range(rng.randint(1, 5)):

@@ -347,7 +347,8 @@ def _newest_per_query(rows: pa.Table) -> list[dict[str, Any]]:
         return []
     queries = rows["query"].combine_chunks()
     following = [*pc.not_equal(queries[:-1], queries[1:]).to_pylist(), True]
-    return rows.filter(pa.array(following)).to_pylist()
+    last: list[dict[str, Any]] = rows.filter(pa.array(following)).to_pylist()
+    return last
 
 
 def _table_of(query: str) -> str:
@@ -394,8 +395,10 @@ def _rows_per(table: DeltaTable | None, column: str) -> dict[str, int]:
     if table is None:
         return {}
     values = table.to_pyarrow_dataset().to_table(columns=[column])[column]
-    counts = pc.value_counts(values.combine_chunks()) if len(values) else []
-    return {str(c["values"]): int(c["counts"]) for c in (counts.to_pylist() if counts else [])}
+    if len(values) == 0:
+        return {}
+    counts = pc.value_counts(values.combine_chunks()).to_pylist()
+    return {str(c["values"]): int(c["counts"]) for c in counts}
 
 
 def _versions(table: DeltaTable | None, operations: tuple[str, ...]) -> dict[int, int]:
