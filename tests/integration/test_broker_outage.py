@@ -26,9 +26,14 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark.sql import DataFrame, SparkSession
 
 from cdc.kafka_source import read_kafka_stream
+from cdc.sources import SourceSpec
+from core.config import SHOP_CONFIG
 from core.errors import SourceUnavailableError
+from core.layout import Warehouse
 from lakehouse.broker import LocalBroker, free_port
+from lakehouse.pipeline import run_once
 from lakehouse.running import Backoff, RunningQueries, SourceGoneError
+from lakehouse.source_check import partition_gaps
 from lakehouse.summary import RunSummary
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka]
@@ -190,3 +195,29 @@ def gives_up(start: object) -> None:
     message = str(raised.value)
     assert message.startswith("bronze: the source has been unreachable for"), message
     assert "--give-up-after" in message and "\n" not in message, message
+
+
+def test_partition_gaps_name_what_bronze_lacks(
+    spark: SparkSession, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    topic = f"gaps-{uuid.uuid4().hex[:10]}"
+    admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(timeout=30)
+    produce(kafka_bootstrap, topic, 30, partitions=3)
+    source = SourceSpec("kafka", kafka_bootstrap, kafka_options={"subscribe": topic})
+    warehouse = Warehouse.from_path(tmp_path / "wh")
+    assert [g.missing for g in partition_gaps(spark, warehouse, source)] == [10, 10, 10]
+
+    run_once(spark, source, warehouse, SHOP_CONFIG, raise_on_failure=False)
+    assert partition_gaps(spark, warehouse, source) == []
+
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    for i in range(7):
+        producer.produce(topic, key=b"k", value=f"late{i}".encode(), partition=1)
+    assert producer.flush(30) == 0
+    gaps = partition_gaps(spark, warehouse, source)
+    assert [(g.topic, g.partition, g.missing, g.newest) for g in gaps] == [(topic, 1, 7, 9)]
+    assert gaps[0].line() == (
+        f"{topic}[1]: bronze lacks 7 of the 17 records the broker holds (offsets 0 to 16; "
+        "bronze has up to offset 9); run the pipeline to read them"
+    )
