@@ -27,6 +27,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from core import storage
+from core.checkpoints import POINTER_SUFFIX
 from core.delta_io import committed_log, discard_half_created
 from core.errors import LakehouseError
 from core.layout import HISTORY_SUFFIX, LAYERS, Warehouse, is_uri
@@ -201,21 +202,24 @@ def _check_checkpoint(spark: SparkSession, checkpoint: str) -> dict[str, int]:
 
 def _check_query_file(spark: SparkSession, checkpoints: str, name: str) -> None:
     """Check a file kept beside a query's checkpoint: its idempotency id
-    (``<query>._lakehouse_app_id``) or a gold query's applied-batch record
-    (``<query>.applied.json``).
+    (``<query>._lakehouse_app_id``), a gold query's applied-batch record
+    (``<query>.applied.json``) or the pointer to its checkpoint's generation on an object store
+    (``<query>.current``, :mod:`core.checkpoints`).
 
     Raises:
         DamagedStateError: the file is empty or not what it should be.
     """
     query, _, kind = name.partition(".")
-    if kind not in (APP_ID_FILE, "applied.json"):
+    if kind not in (APP_ID_FILE, "applied.json", POINTER_SUFFIX.lstrip(".")):
         return
     text = storage.read_text(spark, f"{checkpoints}/{name}") or ""
     if kind == APP_ID_FILE:
         whole = re.fullmatch(r"\s*[\w-]{8,}\s*", text) is not None
     else:
         documents = _json_lines(text) or [None]
-        whole = isinstance(documents[0], dict)
+        whole = isinstance(documents[0], dict) and (
+            kind == "applied.json" or "generation" in documents[0]
+        )
     if not whole:
         fix = (
             "replay the source into a new warehouse (lakehouse run --warehouse NEW --source ...)"
