@@ -108,10 +108,16 @@ def table_files(warehouse: Path) -> dict[str, float]:
 
 
 def produce(
-    source: Path, lines: list[str], per_file: int, every: float, stop: threading.Event
+    source: Path,
+    lines: list[str],
+    per_file: int,
+    every: float,
+    stop: threading.Event,
+    so_far: list[int],
 ) -> int:
     """Write ``per_file`` lines to a new file every ``every`` seconds until ``stop`` or the
-    lines run out (each written under a hidden name, then renamed); return the lines written."""
+    lines run out (each written under a hidden name, then renamed), keeping the count in
+    ``so_far[0]``; return the lines written."""
     written = 0
     index = 0
     next_at = time.monotonic()
@@ -121,6 +127,7 @@ def produce(
         hidden.write_text("\n".join(chunk) + "\n", encoding="utf-8")
         hidden.rename(source / f"part-{index:06d}.jsonl")
         written += len(chunk)
+        so_far[0] = written
         index += 1
         next_at += every
         stop.wait(max(0.0, next_at - time.monotonic()))
@@ -169,6 +176,15 @@ def batch_times(warehouse: Path, started: float) -> dict[str, tuple[list[float],
     return series
 
 
+def read_the_rest(source: Path, warehouse: Path, written: int) -> int | None:
+    """If bronze holds fewer rows than ``written`` (the run fell behind), read the rest with a
+    ``--once`` run; its exit status (None: none was needed)."""
+    if bronze_rows(warehouse)[0] >= written:
+        return None
+    args = ["run", "--source", f"files:{source}", "--warehouse", str(warehouse), "--once"]
+    return subprocess.run([str(LAKEHOUSE), *args], capture_output=True, check=False).returncode
+
+
 def soak(
     minutes: float, rate: float, file_seconds: float, sample_seconds: float, trigger: str
 ) -> dict[str, Any]:
@@ -202,8 +218,11 @@ def soak(
     started = time.monotonic()
     stop = threading.Event()
     produced: list[int] = []
+    produced_so_far = [0]
     producer = threading.Thread(
-        target=lambda: produced.append(produce(source, lines, per_file, file_seconds, stop)),
+        target=lambda: produced.append(
+            produce(source, lines, per_file, file_seconds, stop, produced_so_far)
+        ),
         daemon=True,
     )
     producer.start()
@@ -213,11 +232,15 @@ def soak(
         while time.monotonic() - started < minutes * 60:
             assert run.poll() is None, (WORK / "run.log").read_text()[-3000:]
             stop.wait(sample_seconds)
-            samples.add(time.monotonic() - started, {**memory(process), **table_files(warehouse)})
+            behind = produced_so_far[0] - bronze_rows(warehouse)[0]
+            sample = {**memory(process), **table_files(warehouse), "lag_records": behind}
+            samples.add(time.monotonic() - started, sample)
             print(
                 f"{samples.seconds[-1]:7.0f} s  "
                 + "  ".join(
-                    f"{k}={v[-1]:.0f}" for k, v in samples.values.items() if k.endswith("_mb")
+                    f"{k}={v[-1]:.0f}"
+                    for k, v in samples.values.items()
+                    if k.endswith("_mb") or k == "lag_records"
                 ),
                 flush=True,
             )
@@ -227,13 +250,15 @@ def soak(
         caught_up_by = time.monotonic() + CATCH_UP_SECONDS
         while bronze_rows(warehouse)[0] < written and time.monotonic() < caught_up_by:
             time.sleep(5)
-        os.killpg(run.pid, signal.SIGTERM)
+        caught_up = bronze_rows(warehouse)[0] >= written
+        os.killpg(run.pid, signal.SIGTERM)  # as systemd stops a service
         code = run.wait(timeout=900)
     finally:
         if run.poll() is None:
             os.killpg(run.pid, signal.SIGKILL)
             run.wait()
         log.close()
+    finished_by_once = read_the_rest(source, warehouse, written)
     rows, repeated = bronze_rows(warehouse)
     verify = subprocess.run(
         [str(LAKEHOUSE), "verify", "--warehouse", str(warehouse)],
@@ -258,6 +283,8 @@ def soak(
         "records_produced": written,
         "bronze_rows": rows,
         "bronze_rows_repeated": repeated,
+        "caught_up_before_stop": caught_up,
+        "once_run_exit_after": finished_by_once,
         "run_exit": code,
         "verify_exit": verify.returncode,
         "verify_output": verify.stdout[-4000:] + verify.stderr[-2000:],

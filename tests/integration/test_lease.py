@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 
 from bronze.job import append_batch_by_topic
@@ -21,7 +22,7 @@ from core.delta_io import note_query_start
 from core.identifiers import table_name_for_topic
 from core.layout import Warehouse
 from lakehouse.audit import check_bronze_coordinates
-from lakehouse.lease import PipelineRunningError, current, holding, lease_path
+from lakehouse.lease import Holder, PipelineRunningError, current, holding, lease_path
 from tests.cli import LAKEHOUSE, lakehouse, run_cli
 from tests.helpers import bronze_frame, customer_change
 from tests.runs import Run
@@ -78,6 +79,22 @@ def assert_bronze_once(spark: SparkSession, warehouse: Path, records: list[Recor
     assert {k[:3] for k in found} == readable
 
 
+def holds_in_turn(spark: SparkSession, warehouse: Path) -> bool:
+    """Whether, in the lease table's commits, each run's first commit comes after the run
+    before it released the lease."""
+    path = lease_path(Warehouse.from_path(warehouse))
+    history = DeltaTable.forPath(spark, path).history().orderBy("version").collect()
+    holder = None
+    for row in history:
+        now = Holder.from_text(row.userMetadata)
+        if now is None:
+            continue
+        if holder is not None and now.run != holder.run and not holder.released:
+            return False
+        holder = now
+    return True
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("attempt", [1, 2])
 def test_two_runs_started_together_one_runs(
@@ -103,6 +120,8 @@ def test_two_runs_started_together_one_runs(
         loser = next(o for o, run in zip(outputs, runs, strict=True) if run.process.returncode)
         assert LINE.search(loser), loser
         assert "Traceback" not in loser and len(loser.splitlines()) <= 3, loser
+    else:  # one ended before the other claimed: their holds did not overlap
+        assert holds_in_turn(spark, warehouse), both
     assert_bronze_once(spark, warehouse, records)
     verified = run_cli("verify", "--warehouse", warehouse)
     assert verified.returncode == 0, verified.stdout + verified.stderr
