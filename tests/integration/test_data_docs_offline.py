@@ -142,7 +142,7 @@ def test_offline_validation_page_shows_its_status_icons(
     assert all(name.startswith("file://") for name in found["resources"]), found["resources"]
     solid = [n for n in found["resources"] if n.endswith("/webfonts/fa-solid-900.woff2")]
     assert solid and Path(solid[0].removeprefix("file://")).is_file(), found["resources"]
-    assert '"Font Awesome 6 Free"' in found["loaded"], found["loaded"]
+    assert "Font Awesome 6 Free" in found["loaded"], found["loaded"]
     icons = found["icons"]
     assert any("fa-check-circle" in i["classes"] for i in icons), icons
     for icon in icons:
