@@ -46,6 +46,7 @@ from core.errors import ConfigError
 from core.frames import kept_with_totals
 from core.gold_tables import FINAL, FINALIZED_AT, LATE_EVENTS
 from core.layout import Warehouse
+from core.models import ALERTS_TABLE
 from core.patterns import MATCH_END, MATCH_ID, MATCH_START, Pattern, match_id
 from core.streaming import Trigger
 from gold.aggregates import ADDS, PRESENT, ROW_IMAGES
@@ -162,6 +163,7 @@ def start_pattern(
         warehouse.table("gold", pattern.name),
         warehouse.watermark(pattern.name),
         late_events,
+        warehouse.table("gold", ALERTS_TABLE),
     )
     identity = identity_columns(pattern, keys, schema.fieldNames())
     return start_on_changes(
@@ -181,6 +183,7 @@ class _Paths(NamedTuple):
     gold: str
     watermark: str
     late_events: str
+    alerts: str
 
 
 def _maintainer(
@@ -257,10 +260,54 @@ def _maintainer(
                 batch_id,
                 partial(_replace, spark, paths.gold, kept, pattern),
             )
+            if pattern.alert:
+                alerts = alert_rows(kept, pattern, version).localCheckpoint()
+                raise_alerts(spark, paths.alerts, alerts, app_id, batch_id)
         if seen is not None and seen != before:
             recorded.record(spark, pattern, seen, app_id, batch_id)
 
     return maintain
+
+
+def alert_rows(changes: DataFrame, pattern: Pattern, version: int | None) -> DataFrame:
+    """``gold.alerts`` rows (method ``pattern``) for the decided matches among ``changes``:
+    every match present, or with ``absent`` every final one."""
+    decided = F.col(PRESENT) & (F.lit(pattern.absent is None) | F.col(FINAL))
+    key = F.concat_ws(", ", *(F.col(c).cast("string") for c in pattern.partition_by))
+    reason = F.format_string(
+        f"pattern {pattern.name} matched from %s to %s",
+        F.col(MATCH_START).cast("string"),
+        F.col(MATCH_END).cast("string"),
+    )
+    return changes.where(decided).select(
+        F.lit(pattern.name).alias("alert"),
+        (key if pattern.partition_by else F.lit("")).alias("key"),
+        F.col(MATCH_ID).alias("row_key"),
+        F.col(MATCH_END).alias("event_time"),
+        F.lit(None).cast("double").alias("value"),
+        F.lit(None).cast("double").alias("score"),
+        F.lit(None).cast("double").alias("threshold"),
+        F.lit("pattern").alias("method"),
+        F.lit(None).cast("bigint").alias("baseline_version"),
+        F.lit(version).cast("bigint").alias("silver_version"),
+        reason.alias("reason"),
+    )
+
+
+def raise_alerts(
+    spark: SparkSession, path: str, alerts: DataFrame, app_id: str, batch_id: int
+) -> None:
+    """Add ``alerts`` (materialized) to ``gold.alerts`` at ``path`` exactly once: a match
+    raises its alert once, whatever later changes it."""
+    ensure_table(spark, path, alerts.schema, change_feed=False, widening=GOLD_WIDENING)
+    same = (F.col("t.alert") == F.col("s.alert")) & (F.col("t.row_key") == F.col("s.row_key"))
+    merge = (
+        DeltaTable.forPath(spark, path)
+        .alias("t")
+        .merge(alerts.alias("s"), same)
+        .whenNotMatchedInsertAll()
+    )
+    dml_once(spark, path, app_id, batch_id, partial(merge_materialized, merge, alerts))
 
 
 def _groups(pattern: Pattern) -> list[str]:
@@ -286,7 +333,11 @@ def _in_scope(
     if lowest[0] is not None:
         frame = frame.where(F.col(time) >= at_micros(int(lowest[0]) - back))
     same = [frame[g].eqNullSafe(scope[g]) for g in groups]
-    joined = frame.join(scope, same).drop(*(scope[g] for g in groups))
+    # A new column each time: the two sides of a cogroup must not share one (Spark would
+    # drop it from one side).
+    joined = frame.join(scope, same).select(
+        *(frame[c] for c in frame.columns), (scope[CHANGED_FROM] + F.lit(0)).alias(CHANGED_FROM)
+    )
     return joined.where(F.unix_micros(F.col(time)) >= F.col(CHANGED_FROM) - F.lit(back))
 
 

@@ -19,6 +19,7 @@ from core.config import SHOP_CONFIG, PipelineConfig, QualitySpec
 from core.delta_io import table_exists
 from core.gold_tables import LATE_EVENTS, GoldTable, Join, Measure, StreamJoin, Window
 from core.layout import LAYERS, Warehouse
+from core.patterns import Absent, Pattern, PatternMeasure, Step
 from core.streaming import Trigger, run_to_end
 from expectations.metrics import quality_summary
 from gold.alerts import alert_jobs, fit
@@ -89,8 +90,36 @@ ORDER_ATTRIBUTION = GoldTable(
     group_by=("id", "customer_id"),
     stream_join=StreamJoin("clickstream", (("customer_id", "user_id"),), "ts", "30 minutes"),
 )
+#: A customer's bursts of orders: three or more orders over 50 within five minutes, each
+#: burst also an alert.
+ORDER_BURSTS = Pattern(
+    name="order_bursts",
+    source="orders",
+    event_time="created_at",
+    partition_by=("customer_id",),
+    steps=(Step("big_orders", "total > 50", times="3+"),),
+    within="5 minutes",
+    measures=(
+        PatternMeasure("orders", "count"),
+        PatternMeasure("spent", "sum", "total"),
+        PatternMeasure("largest", "max", "total"),
+    ),
+    alert=True,
+)
+#: Carts abandoned: an add to cart, then no checkout by that user within 30 minutes.
+ABANDONED_CARTS = Pattern(
+    name="abandoned_carts",
+    source="clickstream",
+    event_time="ts",
+    partition_by=("user_id",),
+    steps=(Step("cart", "action = 'add_to_cart'"),),
+    within="30 minutes",
+    absent=Absent("action = 'checkout'", "30 minutes"),
+    measures=(PatternMeasure("product_page", "first", "page", "cart"),),
+)
 #: The shop pipeline with the suites shipped in expectations/suites, its alert, gold tables
-#: of every window kind (tumbling and session: the shop's own two) and both joins.
+#: of every window kind (tumbling and session: the shop's own two), both joins and two
+#: patterns.
 DEMO_CONFIG = replace(
     SHOP_CONFIG,
     quality=QualitySpec(packaged_suites=True),
@@ -102,6 +131,7 @@ DEMO_CONFIG = replace(
         ORDER_BLOCKS,
         ORDER_ATTRIBUTION,
     ),
+    patterns=(ORDER_BURSTS, ABANDONED_CARTS),
 )
 LATE_QUERY = (
     "SELECT gold_table, count(*) AS changes, round(max(late_by_seconds) / 60) AS max_minutes "
