@@ -20,9 +20,9 @@ from tests import sessions
 from tests.cli import LAKEHOUSE, run_cli
 from tests.runs import Run
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
 
-BUDGET_SECONDS = 840  # each test; every wait in it is bounded by it
+BUDGET_SECONDS = 1700  # each test; every wait in it is bounded by it
 JVM_EXIT_SECONDS = 60
 
 
