@@ -166,13 +166,16 @@ def _absence_holds(
 
 
 def _measure(measure: Any, chosen: Sequence[Row]) -> Any:
-    fn, column = measure.fn, getattr(measure, "column", None)
+    fn: str = measure.fn
+    column: str | None = getattr(measure, "column", None)
     if fn == "count":
         return len(chosen) if column is None else sum(r[column] is not None for r in chosen)
     if fn in ("first", "last"):
+        assert column is not None, f"measure {measure.name!r} needs a column"
         if not chosen:
             return None
         return (chosen[0] if fn == "first" else chosen[-1])[column]
+    assert column is not None, f"measure {measure.name!r} needs a column"
     values = [r[column] for r in chosen if r[column] is not None]
     if not values:
         return None
