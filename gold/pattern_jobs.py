@@ -397,6 +397,8 @@ def _rematch(
     :func:`_rematched`)."""
     rows = _plain(events)
     kept = _plain(stored)
+    if not rows and not kept:
+        return out.empty_table()
     changed_from = (rows or kept)[0][CHANGED_FROM]
     reach_from = changed_from - pattern.reach_micros
     ordered_events = ordered(rows, pattern.event_time, identity)
