@@ -260,14 +260,12 @@ def micros(moment: datetime) -> int:
 
 def is_final(match: Match, pattern: Any, watermark_micros: int | None) -> bool:
     """Whether ``match`` is final under the watermark (µs since the epoch; None: no event
-    seen yet): with ``absent``, once its absence window has passed; with a full last step,
-    once its end is before the watermark; otherwise once ``within`` after its start has."""
+    seen yet): with ``absent``, once its absence window has passed; otherwise once ``within``
+    after its start has (docs/patterns.md)."""
     if watermark_micros is None:
         return False
-    end, start = micros(match["match_end"]), micros(match["match_start"])
     absent = getattr(pattern, "absent", None)
     if absent is not None:
+        end = micros(match["match_end"])
         return end + duration_micros(absent.within) <= watermark_micros
-    if match.last_full:
-        return end < watermark_micros
-    return start + duration_micros(pattern.within) <= watermark_micros
+    return micros(match["match_start"]) + duration_micros(pattern.within) <= watermark_micros

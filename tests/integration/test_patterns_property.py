@@ -219,23 +219,22 @@ def _fixed(
 #: Times on every edge. Card 9's events set the latest time: SPAN in batch 0, so the
 #: watermarks after batch 0 are 55 (p_two), 58 (p_burst), 59 (p_cart) and 50 minutes (p_next);
 #: then SPAN + 2 and + 5 minutes (so drawn matches stay open for a batch or two). Cards 0/1:
-#: p_two matches ending exactly on its watermark (not final: a full last step is final once
-#: its end is before it) and 1 µs before (final; batch 1 deletes its second event: a final
-#: match removed). Cards 2/3: a second country
-#: exactly ``within`` after the first (no match) and 1 µs sooner. Cards 4/5: a purchase
+#: p_two matches starting exactly ``within`` before its watermark (final; batch 1 deletes its
+#: second event: a final match removed) and 1 µs later (not final). Cards 2/3: a second
+#: country exactly ``within`` after the first (no match) and 1 µs sooner. Cards 4/5: a purchase
 #: exactly ``absent.within`` after the second cart (still a match) and 1 µs sooner (none).
 #: Cards 6/7: p_cart's absence window ends exactly on its watermark (final) and 1 µs after.
 #: Cards 8/10: p_next starts ``within`` before its watermark (final) and 1 µs after. Cards
-#: 11/12: p_burst ends on its watermark and 1 µs before.
+#: 11/12: the same for p_burst.
 FIXED: list[Change] = [
     _fixed(0, 9, SPAN, "other", 0),
     _fixed(1, 9, SPAN + _at(2), "other", 1),
     _fixed(2, 9, SPAN + _at(5), "other", 2),
-    _fixed(3, 0, _at(50), "use", 0),
-    _fixed(4, 0, _at(55), "use", 0, "FR"),
-    _fixed(5, 1, _at(50), "use", 0),
-    _fixed(6, 1, _at(55, -1), "use", 0, "FR"),
-    Change(6, 1, _at(55, -1), "use", "FR", 1, True, (1,)),
+    _fixed(3, 0, _at(45), "use", 0),
+    _fixed(4, 0, _at(50), "use", 0, "FR"),
+    Change(4, 0, _at(50), "use", "FR", 1, True, (1,)),
+    _fixed(5, 1, _at(45, 1), "use", 0),
+    _fixed(6, 1, _at(50), "use", 0, "FR"),
     _fixed(8, 2, _at(20), "use", 0),
     _fixed(9, 2, _at(30), "use", 0, "FR"),
     _fixed(10, 3, _at(20), "use", 0),
@@ -254,12 +253,12 @@ FIXED: list[Change] = [
     _fixed(23, 8, _at(46), "pay", 0),
     _fixed(24, 10, _at(45, 1), "use", 0),
     _fixed(25, 10, _at(46), "pay", 0),
-    _fixed(26, 11, _at(50), "use", 0),
-    _fixed(27, 11, _at(51), "use", 0),
-    _fixed(28, 11, _at(58), "pay", 0),
-    _fixed(29, 12, _at(50), "use", 0),
-    _fixed(30, 12, _at(51), "use", 0),
-    _fixed(31, 12, _at(58, -1), "pay", 0),
+    _fixed(26, 11, _at(38), "use", 0),
+    _fixed(27, 11, _at(39), "use", 0),
+    _fixed(28, 11, _at(45), "pay", 0),
+    _fixed(29, 12, _at(38, 1), "use", 0),
+    _fixed(30, 12, _at(39), "use", 0),
+    _fixed(31, 12, _at(45), "pay", 0),
 ]
 
 
@@ -362,11 +361,9 @@ def late_key(pattern: Pattern, change: str, match: dict[str, Any]) -> tuple[Any,
 
 
 def _edge(match: pattern_oracle.Match, pattern: Pattern) -> int:
-    """The watermark at which ``match`` turns final (a full last step: 1 µs after its end)."""
+    """The watermark at which ``match`` turns final."""
     if pattern.absent is not None:
         return pattern_oracle.micros(match["match_end"]) + duration_micros(pattern.absent.within)
-    if match.last_full:
-        return pattern_oracle.micros(match["match_end"]) + 1
     return pattern_oracle.micros(match["match_start"]) + duration_micros(pattern.within)
 
 

@@ -455,21 +455,35 @@ def test_an_absence_match_is_final_once_its_window_has_passed() -> None:
     assert not is_final(m, p, None)
 
 
-def test_a_match_with_a_full_last_step_is_final_once_its_end_is_behind_the_watermark() -> None:
-    p = pattern(A, B)
-    (m,) = run(p, [ev(1, 0, "a"), ev(2, 3, "b")])
-    assert m.last_full
-    end = micros(at(3))
-    assert not is_final(m, p, end) and is_final(m, p, end + 1)
+def test_a_match_without_absent_is_final_once_within_after_its_start_has_passed() -> None:
+    # Full last step or not: an earlier attempt could still take an on-time event until then.
+    for last in (B, Step("b", "kind = 'b'", times="1+"), Step("b", "kind = 'b'", times="1..2")):
+        p = pattern(A, last)
+        (m,) = run(p, [ev(1, 2, "a"), ev(2, 3, "b")])
+        closed = micros(at(12))
+        assert is_final(m, p, closed) and not is_final(m, p, closed - 1)
 
 
-def test_a_match_that_could_grow_is_final_once_within_after_its_start_has_passed() -> None:
-    p = pattern(A, Step("b", "kind = 'b'", times="1+"))
-    (m,) = run(p, [ev(1, 2, "a"), ev(2, 3, "b")])
-    assert not m.last_full
-    closed = micros(at(12))
-    assert is_final(m, p, closed) and not is_final(m, p, closed - 1)
-    # A range below its top can still grow too.
-    p = pattern(A, Step("b", "kind = 'b'", times="1..2"))
-    (m,) = run(p, [ev(1, 2, "a"), ev(2, 3, "b")])
-    assert not m.last_full and not is_final(m, p, micros(at(12)) - 1)
+@pytest.mark.xfail(
+    strict=True,
+    reason="docs/patterns.md: an absence match is final at match_end + absent.within, but "
+    "an earlier attempt still open (its start + within not passed) can take on-time events, "
+    "match, and skip past this match (reported to the lead)",
+)
+def test_no_event_on_time_removes_a_final_absence_match() -> None:
+    b_twice = Step("b", "kind = 'b' AND country = a.country", times=2)
+    p = pattern(A, b_twice, absent=Absent("kind = 'x'", "1 minute"))
+    rows = [
+        ev(1, 0, "a", country="US"),
+        ev(2, 1, "a", country="FR"),
+        ev(3, 2, "b", country="FR"),
+        ev(4, at(2.5), "b", country="FR"),
+    ]
+    (m,) = run(p, rows)
+    assert (m["first_id"], m["last_id"]) == (2, 4)
+    watermark = micros(at(4))  # the absence window ended at 3.5 minutes: final
+    later = [*rows, ev(5, 5, "b", country="US"), ev(6, 6, "b", country="US")]
+    assert all(micros(r["ts"]) >= watermark for r in later[4:])  # on time, not late
+    # a1's attempt (still open until 10 minutes) takes them and skips past the match.
+    assert spans(run(p, later)) == [(1, 6, 3)]
+    assert not is_final(m, p, watermark)
