@@ -14,7 +14,7 @@ from tests.notebooks import ORDER, execute_all, notebook_paths
 pytestmark = pytest.mark.slow
 
 #: The notebooks whose output must hold plots (image/png), and how many at least.
-PLOTS = {"gold_dashboard": 5, "data_quality": 1}
+PLOTS = {"gold_dashboard": 6, "data_quality": 1}
 
 
 def test_notebooks_run_and_show_their_plots(tmp_path: Path) -> None:
