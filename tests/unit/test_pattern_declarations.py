@@ -1,0 +1,156 @@
+"""Pattern declarations: ``[[patterns]]`` entries and the Python dataclasses, validated at
+load with one line per mistake."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from core.config import PipelineConfig, load_config
+from core.errors import ConfigError
+from core.gold_tables import GoldTable, Measure, Window
+from core.patterns import Absent, Pattern, PatternMeasure, Step, match_id, times_range
+from tests.cli import run_cli
+
+pytestmark = pytest.mark.unit
+
+ENTRY = """
+[[patterns]]
+name = "two_countries"
+source = "card_uses"
+partition_by = ["card_id"]
+event_time = "used_at"
+within = "1 hour"
+steps = [{steps}]
+{extra}
+"""
+GOOD_STEPS = (
+    '{ name = "first_use" }, { name = "elsewhere", condition = "country <> first_use.country" }'
+)
+
+
+def toml(tmp_path: Path, steps: str = GOOD_STEPS, extra: str = "") -> Path:
+    path = tmp_path / "pipeline.toml"
+    path.write_text(ENTRY.format(steps=steps, extra=extra), encoding="utf-8")
+    return path
+
+
+def test_a_patterns_entry_is_the_same_declaration_as_from_python(tmp_path: Path) -> None:
+    extra = (
+        'measures = [{ name = "home", fn = "first", step = "first_use", column = "country" }]\n'
+        'after_match = "skip_to_next"\nalert = true\nwatermark_delay = "1 minute"'
+    )
+    loaded = load_config(toml(tmp_path, extra=extra)).patterns
+    assert loaded == (
+        Pattern(
+            name="two_countries",
+            source="card_uses",
+            event_time="used_at",
+            partition_by=("card_id",),
+            within="1 hour",
+            steps=(Step("first_use"), Step("elsewhere", "country <> first_use.country")),
+            measures=(PatternMeasure("home", "first", "country", "first_use"),),
+            after_match="skip_to_next",
+            alert=True,
+            watermark_delay="1 minute",
+        ),
+    )
+    assert loaded[0].reads == ("card_id", "used_at", "country")
+
+
+@pytest.mark.parametrize(
+    ("times", "expected"),
+    [(1, (1, 1)), (3, (3, 3)), ("3", (3, 3)), ("1+", (1, None)), ("2..5", (2, 5))],
+)
+def test_times(times: object, expected: tuple[int, int | None]) -> None:
+    assert times_range(times, "step") == expected
+
+
+MISTAKES = [
+    ('{ name = "a", times = "0..2" }', "", "minimum must be at least 1"),
+    ('{ name = "a", times = "3..2" }', "", "maximum at least the minimum"),
+    ('{ name = "a", times = "many" }', "", "Invalid times 'many'"),
+    ('{ name = "a" }, { name = "a" }', "", "repeated: a"),
+    ('{ name = "a", condition = "x = b.x" }, { name = "b" }', "", "does not come before it"),
+    ('{ name = "a", condition = "x = a.x" }', "", "does not come before it"),
+    ('{ name = "a", condition = "x = nowhere.x" }', "", "is not a column name"),
+    ('{ name = "a", condition = "x IN (SELECT 1)" }', "", "Unsupported condition"),
+    ('{ name = "a", colour = "red" }', "", "Unknown setting(s) colour"),
+    ("", "", "has no steps"),
+    (GOOD_STEPS, 'after_match = "skip_somewhere"', "Invalid after_match"),
+    (GOOD_STEPS, 'measures = [{ name = "m", fn = "median", column = "x" }]', "Unknown function"),
+    (GOOD_STEPS, 'measures = [{ name = "m", fn = "sum" }]', "needs a column"),
+    (GOOD_STEPS, 'measures = [{ name = "m", fn = "max", column = "x", step = "z" }]', "step 'z'"),
+    (GOOD_STEPS, 'measures = [{ name = "match_id", fn = "count" }]', "twice"),
+    (GOOD_STEPS, 'absent = { condition = "x = 1" }', "needs condition and within"),
+    (GOOD_STEPS, 'absent = { condition = "x = 1", within = "soon" }', "Invalid within"),
+    (
+        '{ name = "a", times = "1+" }',
+        'absent = { condition = "x = 1", within = "1 hour" }',
+        "needs a fixed count",
+    ),
+    (GOOD_STEPS, "alert = 1", "true or false"),
+    (GOOD_STEPS, 'watermark_delay = "-1 hour"', "Invalid watermark_delay"),
+    (GOOD_STEPS, "schedule = 1", "Unknown setting(s) schedule"),
+]
+
+
+@pytest.mark.parametrize(("steps", "extra", "expected"), MISTAKES)
+def test_one_clear_error_per_mistake(tmp_path: Path, steps: str, extra: str, expected: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        load_config(toml(tmp_path, steps, extra))
+    message = str(raised.value)
+    assert expected in message and "\n" not in message, message
+
+
+def test_the_command_line_says_it_in_one_line(tmp_path: Path) -> None:
+    path = toml(tmp_path, '{ name = "a", times = "3..2" }')
+    result = run_cli(
+        "run", "--source", f"files:{tmp_path}", "--warehouse", tmp_path / "w", "--config", path
+    )
+    assert result.returncode != 0
+    assert "maximum at least the minimum" in result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_a_pattern_may_not_take_a_gold_name() -> None:
+    gold = GoldTable(
+        "busy", "orders", "created_at", Window("tumbling", size="1 hour"), (Measure("n", "count"),)
+    )
+    pattern = Pattern("busy", "orders", "created_at", (Step("a"),), "1 hour")
+    with pytest.raises(ConfigError, match=r"gold\.busy, which is a gold declaration"):
+        PipelineConfig(gold_tables=(gold,), patterns=(pattern,))
+    with pytest.raises(ConfigError, match="late_events"):
+        PipelineConfig(
+            patterns=(Pattern("late_events", "orders", "created_at", (Step("a"),), "1 hour"),)
+        )
+
+
+def test_absent_keeps_its_window() -> None:
+    pattern = Pattern(
+        "carts",
+        "clicks",
+        "ts",
+        (Step("cart", "action = 'add'"),),
+        "10 minutes",
+        absent=Absent("action = 'buy'", "30 minutes"),
+    )
+    assert pattern.reach_micros == 40 * 60_000_000
+
+
+def test_match_ids_are_stable_and_tell_keys_apart() -> None:
+    first = match_id([1], [10])
+    assert first == match_id([1], [10]) and len(first) == 32
+    assert (
+        len(
+            {
+                first,
+                match_id([1], [11]),
+                match_id([2], [10]),
+                match_id(["1"], [10]),
+                match_id([None], [10]),
+            }
+        )
+        == 5
+    )
