@@ -67,6 +67,7 @@ bench: venv
 	$(BIN)/python -m benchmarks.bench $(BENCH_ARGS)
 	$(BIN)/python -m benchmarks.gold_bench $(GOLD_BENCH_ARGS)
 	$(BIN)/python -m benchmarks.nexmark_bench $(NEXMARK_BENCH_ARGS)
+	$(BIN)/python -m benchmarks.pattern_latency $(PATTERN_BENCH_ARGS)
 	$(BIN)/python -m benchmarks.status_bench $(STATUS_BENCH_ARGS)
 	$(BIN)/python -m benchmarks.batch_cost --sizes 100000,1000000,10000000 --batches 2 \
 		--warmup 1 --json benchmarks/results/latest-batch-cost.json
