@@ -122,13 +122,23 @@ _LOCATION = re.compile(
 )
 
 
+#: How :func:`disk_full` names the full location when the trace names none (Java's error does
+#: not): the command, which knows the warehouse, names it instead (:func:`name_location`).
+UNNAMED_LOCATION = "the warehouse's file system"
+
+
+def name_location(message: str, warehouse: str) -> str:
+    """``message`` with :data:`UNNAMED_LOCATION` replaced by the file system of ``warehouse``."""
+    return message.replace(UNNAMED_LOCATION, f"the file system of {warehouse}", 1)
+
+
 def disk_full(trace: str) -> DiskFullError | None:
     """A :class:`DiskFullError` for a ``trace`` that says a file system is full, naming the
     first warehouse location the trace names (if any), else None."""
     if not _DISK_FULL.search(trace):
         return None
     found = _LOCATION.search(trace)
-    where = f"the file system of {found.group(1)}" if found else "the warehouse's file system"
+    where = f"the file system of {found.group(1)}" if found else UNNAMED_LOCATION
     return DiskFullError(
         f"{where} is full (No space left on device); nothing committed was lost: free space "
         "and run again, the next run continues where this one stopped"

@@ -276,17 +276,21 @@ def failure_line(failed: TableFailure, debug: bool = False) -> str:
     return f"error: internal error in {failed.table}: {failure.line}; {where}"
 
 
-def print_failures(failures: list[TableFailure], debug: bool = False) -> int:
+def print_failures(
+    failures: list[TableFailure], debug: bool = False, warehouse: str | None = None
+) -> int:
     """One error line per failed table on stderr (:func:`failure_line`; a full disk once,
-    whichever tables it stopped); the exit status:
+    whichever tables it stopped, naming ``warehouse`` where Java's error names no location);
+    the exit status:
     :data:`USER_ERROR_EXIT` if each is the user's to fix, else :data:`INTERNAL_ERROR_EXIT`."""
-    from core.failures import DiskFullError
+    from core.failures import DiskFullError, name_location
 
     said: set[str] = set()
     for failed in failures:
         line = failure_line(failed, debug)
         if isinstance(failed.failure.error, DiskFullError):  # one disk: one line
             line = f"error: {failed.failure.first_line}"
+            line = name_location(line, warehouse) if warehouse else line
         if line in said:
             continue
         said.add(line)

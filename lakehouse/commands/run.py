@@ -177,7 +177,7 @@ def run(
         for warning in summary.warnings():
             errors.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
     if failures:
-        sys.exit(print_failures(failures, debug))
+        sys.exit(print_failures(failures, debug, warehouse))
 
 
 #: The summary's columns: the table, its counts, the quarantine reasons.
