@@ -99,6 +99,19 @@ def rebuild_advice(root: str, path: str) -> str:
     return f"move {path} aside; the next run creates it again (its old rows are not used again)"
 
 
+#: What :func:`_read` gives for a file that cannot be read: no JSON document, no id.
+_UNREADABLE = "\x00 unreadable"
+
+
+def _read(spark: SparkSession, uri: str) -> str | None:
+    """The text of ``uri`` (None: no such file); :data:`_UNREADABLE` where reading fails, as
+    Hadoop's local file system does on a file that no longer matches its ``.crc``."""
+    try:
+        return storage.read_text(spark, uri)
+    except Exception:
+        return _UNREADABLE
+
+
 def _log_versions(names: list[str]) -> tuple[int, int]:
     """The newest commit file's version in a ``_delta_log`` listing, and the newest version
     any of its files (checksum, checkpoint, ``_last_checkpoint``) says was committed."""
@@ -141,7 +154,7 @@ def _check_table(spark: SparkSession, root: str, path: str, required: int) -> tu
     names = storage.names(spark, log)
     newest, known = _log_versions(names)
     if "_last_checkpoint" in names:
-        pointer = _json_lines(storage.read_text(spark, f"{log}/_last_checkpoint"))
+        pointer = _json_lines(_read(spark, f"{log}/_last_checkpoint"))
         if not pointer or not isinstance(pointer[0], dict):
             raise DamagedStateError(
                 f"{table_name(root, path)} is damaged ({log}/_last_checkpoint is not JSON); "
@@ -154,14 +167,14 @@ def _check_table(spark: SparkSession, root: str, path: str, required: int) -> tu
             f"{table_name(root, path)} is damaged (its newest commit, version {known}, is "
             f"missing); {rebuild_advice(root, path)}"
         )
-    text = storage.read_text(spark, f"{log}/{newest:020d}.json")
+    text = _read(spark, f"{log}/{newest:020d}.json")
     if _json_lines(text) is None:
         raise DamagedStateError(
             f"{table_name(root, path)} is damaged (its newest commit, version {newest}, is cut "
             f"short); {rebuild_advice(root, path)}"
         )
     table_id = ""
-    first = _json_lines(storage.read_text(spark, f"{log}/{0:020d}.json")) or []
+    first = _json_lines(_read(spark, f"{log}/{0:020d}.json")) or []
     for action in first:
         if isinstance(action, dict) and "metaData" in action:
             table_id = str(action["metaData"].get("id", ""))
@@ -179,7 +192,7 @@ def _check_checkpoint(spark: SparkSession, checkpoint: str) -> dict[str, int]:
     query = checkpoint.rsplit("/", 1)[-1]
     read: dict[str, int] = {}
     metadata = f"{checkpoint}/metadata"
-    if storage.exists(spark, metadata) and not _json_lines(storage.read_text(spark, metadata)):
+    if storage.exists(spark, metadata) and not _json_lines(_read(spark, metadata)):
         raise DamagedStateError(_checkpoint_advice(query, metadata, "metadata", 0))
     for kind in ("commits", "offsets"):
         batches = sorted(
@@ -187,7 +200,7 @@ def _check_checkpoint(spark: SparkSession, checkpoint: str) -> dict[str, int]:
         )
         for batch in batches[-2:] if kind == "offsets" else batches[-1:]:
             file = f"{checkpoint}/{kind}/{batch}"
-            text = storage.read_text(spark, file) or ""
+            text = _read(spark, file) or ""
             version, _, rest = text.partition("\n")
             documents = _json_lines(rest)
             minimum = 2 if kind == "offsets" else 1
@@ -212,7 +225,7 @@ def _check_query_file(spark: SparkSession, checkpoints: str, name: str) -> None:
     query, _, kind = name.partition(".")
     if kind not in (APP_ID_FILE, "applied.json", POINTER_SUFFIX.lstrip(".")):
         return
-    text = storage.read_text(spark, f"{checkpoints}/{name}") or ""
+    text = _read(spark, f"{checkpoints}/{name}") or ""
     if kind == APP_ID_FILE:
         whole = re.fullmatch(r"\s*[\w-]{8,}\s*", text) is not None
     else:
@@ -245,7 +258,10 @@ def _checkpoint_advice(query: str, file: str, kind: str, batch: int) -> str:
         )
     else:
         fix = "rebuild from bronze: lakehouse replay (it starts fresh checkpoints)"
-    return f"the checkpoint of query {query} is damaged ({file} is cut short or not JSON); {fix}"
+    return (
+        f"the checkpoint of query {query} is damaged ({file} is cut short, unreadable or not "
+        f"JSON); {fix}"
+    )
 
 
 def check_damage(spark: SparkSession, root: str) -> None:
@@ -273,17 +289,14 @@ def check_damage(spark: SparkSession, root: str) -> None:
             _check_table(spark, root, path, read[table_id])
     watermarks = f"{root}/_system/watermarks"
     for name in storage.names(spark, watermarks):
-        damaged = _json_lines(storage.read_text(spark, f"{watermarks}/{name}")) is None
+        damaged = _json_lines(_read(spark, f"{watermarks}/{name}")) is None
         if name.endswith(".json") and not name.startswith(".") and damaged:
             raise DamagedStateError(
                 f"the watermark of gold.{name.removesuffix('.json')} is damaged "
                 f"({watermarks}/{name} is not JSON); rebuild gold from bronze: lakehouse replay"
             )
     heartbeat = Warehouse(root).heartbeat
-    if (
-        storage.exists(spark, heartbeat)
-        and _json_lines(storage.read_text(spark, heartbeat)) is None
-    ):
+    if storage.exists(spark, heartbeat) and _json_lines(_read(spark, heartbeat)) is None:
         raise DamagedStateError(
             f"the pipeline heartbeat {heartbeat} is damaged (not JSON); delete it: the next run "
             "writes it again"
