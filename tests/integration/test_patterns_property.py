@@ -46,7 +46,7 @@ from tests.draws import (
     property_seed,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(2400)]  # slow on a loaded machine
 
 TOPIC = "test.card_events"
 SOURCE = TableSpec(
