@@ -116,9 +116,9 @@ class DiskFullError(PipelineError):
 
 #: How a full file system shows in Java's and Python's errors (``ENOSPC``; a quota too).
 _DISK_FULL = re.compile(r"No space left on device|Disk quota exceeded|ENOSPC")
-#: A warehouse location in a trace: a path up to a layer's table or a ``_system`` folder.
+#: A warehouse in a trace: the part of a ``file:`` or other URI before a layer or ``_system``.
 _LOCATION = re.compile(
-    r"(?:file:)?(/[^\s'\"`\],;]*?/(?:(?:bronze|silver|gold)/[\w.-]+|_system/[\w.-]+(?:/[\w.-]+)?))"
+    r"((?:file:|[a-z][a-z0-9+.-]*://)/?[^\s'\"`\],;]*?)/(?:bronze|silver|gold|_system)/"
 )
 
 
@@ -138,7 +138,9 @@ def disk_full(trace: str) -> DiskFullError | None:
     if not _DISK_FULL.search(trace):
         return None
     found = _LOCATION.search(trace)
-    where = f"the file system of {found.group(1)}" if found else UNNAMED_LOCATION
+    where = (
+        f"the file system of {found.group(1).removeprefix('file:')}" if found else UNNAMED_LOCATION
+    )
     return DiskFullError(
         f"{where} is full (No space left on device); nothing committed was lost: free space "
         "and run again, the next run continues where this one stopped"

@@ -218,6 +218,7 @@ TASK_ERROR_LOGGERS = (
     "org.apache.spark.sql.execution.datasources.FileFormatWriter",
     "org.apache.spark.sql.execution.datasources.FileFormatDataWriter",
     "org.apache.spark.sql.execution.datasources.v2.DataWritingSparkTask",
+    "org.apache.spark.sql.delta.files.DeltaFileFormatWriter",
     "org.apache.spark.sql.execution.streaming.CheckpointFileManager",
 )
 
