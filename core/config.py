@@ -470,6 +470,13 @@ class PipelineConfig:
         return replace(table, join=replace(join, as_of=as_of))
 
     @property
+    def taken_gold_names(self) -> dict[str, str]:
+        """The gold table names that declarations, patterns and alerts hold, each with what
+        holds it (a SQL model may read them, not take them)."""
+        taken = reserved_gold_names((t.name for t in self.gold_declarations), self.alerts)
+        return taken | {p.name: "a pattern ([[patterns]])" for p in self.patterns}
+
+    @property
     def gold_declarations(self) -> tuple[GoldTable, ...]:
         """The gold tables of the pipeline: the declared ones, else the shop's."""
         if self.gold_tables is not None:
@@ -588,9 +595,7 @@ def load_config(path: str | Path | None) -> PipelineConfig:
         models=tuple(model_from(entry) for entry in models),
         patterns=_patterns_from(document.get("patterns", [])),
     )
-    taken = reserved_gold_names((t.name for t in config.gold_declarations), config.alerts)
-    taken |= {p.name: "a pattern ([[patterns]])" for p in config.patterns}
-    return replace(config, models=check_models(config.models, taken))
+    return replace(config, models=check_models(config.models, config.taken_gold_names))
 
 
 def _patterns_from(entries: Any) -> tuple[Pattern, ...]:

@@ -56,7 +56,7 @@ from core.errors import ConfigError
 from core.failures import Failure, TableFailure
 from core.identifiers import is_plain_identifier, require_identifier
 from core.layout import Layer, Warehouse
-from core.models import SqlModel, check_models, reserved_gold_names
+from core.models import SqlModel, check_models
 from core.sql_guard import DIALECT
 from silver.verify import MAX_REPORTED, TableCheck
 
@@ -401,8 +401,7 @@ def ordered_models(config: PipelineConfig) -> tuple[SqlModel, ...]:
     Raises:
         ConfigError: see :func:`core.models.check_models`.
     """
-    taken = reserved_gold_names((t.name for t in config.gold_declarations), config.alerts)
-    return check_models(config.models, taken)
+    return check_models(config.models, config.taken_gold_names)
 
 
 def model_query(name: str) -> str:

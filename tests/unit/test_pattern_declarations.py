@@ -154,3 +154,14 @@ def test_match_ids_are_stable_and_tell_keys_apart() -> None:
         )
         == 5
     )
+
+
+def test_a_model_reads_a_pattern_but_may_not_take_its_name(tmp_path: Path) -> None:
+    model = (
+        '[[models]]\nname = "{name}"\n'
+        'sql = "SELECT card_id, count(*) AS n FROM gold.two_countries GROUP BY card_id"\n'
+    )
+    path = toml(tmp_path, extra=model.format(name="per_card"))
+    assert [m.name for m in load_config(path).models] == ["per_card"]
+    with pytest.raises(ConfigError, match="a pattern"):
+        load_config(toml(tmp_path, extra=model.format(name="two_countries")))
