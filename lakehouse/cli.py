@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import click
 
 from core.errors import LakehouseError
-from lakehouse.commands import demo, fit, ops, quality, run, serve, sql, status, workload
+from lakehouse.commands import demo, fit, ops, quality, run, serve, sql, status, ui, workload
 from lakehouse.commands.common import DEBUG, INTERNAL_ERROR_EXIT, errors, first_line
 
 
@@ -34,6 +34,7 @@ for command in (
     ops.maintain,
     sql.sql,
     status.status,
+    ui.ui,
     serve.serve,
     fit.fit,
 ):
