@@ -38,7 +38,7 @@ from core.gold_tables import LATE_EVENTS
 from core.identifiers import table_name_for_topic
 from core.layout import QUARANTINE_TABLE, Warehouse, is_uri
 from gold.progress import Applied, applied_location
-from gold.watermarks import SEEN, watermark_of
+from gold.watermarks import SEEN, Delayed, watermark_of
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -208,7 +208,8 @@ def pipeline_status(
             )
         )
     late = _rows_per(_delta(warehouse.table("gold", LATE_EVENTS)), "gold_table")
-    declared = {table.name: table for table in config.gold_declarations}
+    declared: dict[str, Delayed] = {t.name: t for t in config.gold_declarations}
+    declared |= {p.name: p for p in config.patterns}
     gold = []
     for job in gold_jobs(config):
         source = _delta(warehouse.table("silver", job.input))
