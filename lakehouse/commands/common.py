@@ -187,9 +187,14 @@ def progress(message: str) -> None:
 
 
 @contextmanager
-def spark_session(spark_mode: str, master: str | None) -> Iterator[SparkSession]:
+def spark_session(
+    spark_mode: str, master: str | None, warehouse: str | None = None
+) -> Iterator[SparkSession]:
     """The session a command runs in (see :func:`core.spark.get_spark`); the running step
-    shown by :func:`progress` ends with it."""
+    shown by :func:`progress` ends with it. An error the command raises that stands for a
+    user's problem (:func:`translated_error`) is raised as that one line; a full disk names
+    ``warehouse``."""
+    from core.failures import DiskFullError, name_location
     from core.spark import get_spark
 
     running_step.stop()
@@ -203,6 +208,8 @@ def spark_session(spark_mode: str, master: str | None) -> Iterator[SparkSession]
         translated = translated_error(error)
         if translated is None:
             raise
+        if warehouse and isinstance(translated, DiskFullError):
+            translated = DiskFullError(name_location(str(translated), warehouse))
         raise translated from error
     finally:
         running_step.stop()

@@ -145,7 +145,7 @@ def run(
     trigger = Trigger.parse(processing_time)
     backoff = Backoff(give_up_seconds=give_up_seconds(give_up_after))
     config = load_config(config_path)
-    with spark_session(spark_mode, master) as spark:
+    with spark_session(spark_mode, master, warehouse) as spark:
         if trigger.once:
             report = run_once(
                 spark,
