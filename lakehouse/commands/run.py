@@ -228,7 +228,7 @@ def summary_lines(summary: RunSummary, width: int) -> list[str]:
         return f"  {name:<{name_width}}{counted}"
 
     header = row_line(NAME_HEADER, COUNTS) + (f"  {REASONS_HEADER}" if beside else "")
-    lines = ["records of this run, per silver table", header, "  " + "─" * (len(header) - 2)]
+    lines = ["records of this run, per silver table", header, "  " + "-" * (len(header) - 2)]
     for name, cells, reasons in rows:
         own_line = len(name) > name_width
         if own_line:
