@@ -37,6 +37,7 @@ from pyspark import SparkContext
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StringType, StructField, StructType
 
+from core.delta_io import discard_half_created
 from core.errors import LakehouseError
 from core.layout import Warehouse
 from lakehouse.event_log import HEARTBEAT_SECONDS
@@ -160,6 +161,7 @@ def _commit(spark: SparkSession, path: str, version: int, holder: Holder) -> Exc
     (Delta keeps only one of two such commits; see the module's doc). Returns the write's
     error, if any: losing the race is one (the newest commit, read back, tells who won)."""
     if version < 0:
+        discard_half_created(spark, path)  # a kill while it was first created
         with suppress(Exception):  # a concurrent claimer may create it first: both go on
             builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(_SCHEMA)
             for key, value in _PROPERTIES.items():
