@@ -128,10 +128,13 @@ def _sum_type(kind: DataType) -> DataType:
 
 def final_from(pattern: Pattern) -> Column:
     """The watermark (a timestamp) from which a match row is final: its start plus
-    ``within``, or, with ``absent``, its end plus the absence window."""
-    if pattern.absent is not None:
-        return F.col(MATCH_END) + F.expr(f"INTERVAL {pattern.absent.within_micros} MICROSECONDS")
-    return F.col(MATCH_START) + F.expr(f"INTERVAL {pattern.within_micros} MICROSECONDS")
+    ``within`` (no event on time can join it or an earlier attempt that could skip past it),
+    and, with ``absent``, no earlier than its end plus the absence window."""
+    start = F.col(MATCH_START) + F.expr(f"INTERVAL {pattern.within_micros} MICROSECONDS")
+    if pattern.absent is None:
+        return start
+    end = F.col(MATCH_END) + F.expr(f"INTERVAL {pattern.absent.within_micros} MICROSECONDS")
+    return F.greatest(start, end)
 
 
 def start_pattern(
