@@ -260,12 +260,13 @@ def micros(moment: datetime) -> int:
 
 def is_final(match: Match, pattern: Any, watermark_micros: int | None) -> bool:
     """Whether ``match`` is final under the watermark (µs since the epoch; None: no event
-    seen yet): with ``absent``, once its absence window has passed; otherwise once ``within``
-    after its start has (docs/patterns.md)."""
+    seen yet): once ``within`` after its start has passed, and with ``absent`` also its
+    absence window (docs/patterns.md)."""
     if watermark_micros is None:
         return False
+    start_closed = micros(match["match_start"]) + duration_micros(pattern.within)
     absent = getattr(pattern, "absent", None)
     if absent is not None:
-        end = micros(match["match_end"])
-        return end + duration_micros(absent.within) <= watermark_micros
-    return micros(match["match_start"]) + duration_micros(pattern.within) <= watermark_micros
+        window_closed = micros(match["match_end"]) + duration_micros(absent.within)
+        return max(start_closed, window_closed) <= watermark_micros
+    return start_closed <= watermark_micros

@@ -464,13 +464,9 @@ def test_a_match_without_absent_is_final_once_within_after_its_start_has_passed(
         assert is_final(m, p, closed) and not is_final(m, p, closed - 1)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="docs/patterns.md: an absence match is final at match_end + absent.within, but "
-    "an earlier attempt still open (its start + within not passed) can take on-time events, "
-    "match, and skip past this match (reported to the lead)",
-)
 def test_no_event_on_time_removes_a_final_absence_match() -> None:
+    """An absence match is final only once an earlier attempt still open (its start +
+    ``within`` not passed) can no longer take on-time events, match, and skip past it."""
     b_twice = Step("b", "kind = 'b' AND country = a.country", times=2)
     p = pattern(A, b_twice, absent=Absent("kind = 'x'", "1 minute"))
     rows = [
@@ -481,9 +477,10 @@ def test_no_event_on_time_removes_a_final_absence_match() -> None:
     ]
     (m,) = run(p, rows)
     assert (m["first_id"], m["last_id"]) == (2, 4)
-    watermark = micros(at(4))  # the absence window ended at 3.5 minutes: final
+    watermark = micros(at(4))  # its absence window ended at 3.5 minutes; a1's is open
     later = [*rows, ev(5, 5, "b", country="US"), ev(6, 6, "b", country="US")]
     assert all(micros(r["ts"]) >= watermark for r in later[4:])  # on time, not late
     # a1's attempt (still open until 10 minutes) takes them and skips past the match.
     assert spans(run(p, later)) == [(1, 6, 3)]
     assert not is_final(m, p, watermark)
+    assert is_final(m, p, micros(at(11))) and not is_final(m, p, micros(at(11)) - 1)
