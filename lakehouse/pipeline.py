@@ -32,8 +32,8 @@ from lakehouse.entities import entity_specs
 from lakehouse.event_log import recording
 from lakehouse.lease import leased
 from lakehouse.recovery import recover_and_say
-from lakehouse.state_check import check_damage
 from lakehouse.running import RETRY_BACKOFF, Backoff, Job, RunningQueries
+from lakehouse.state_check import check_damage
 from lakehouse.summary import RunSummary
 from silver.job import ensure_shared_tables, has_unread_bronze, start_silver
 from silver.one_hop import Isolation, SilverHop, keep_redo_for_silver
