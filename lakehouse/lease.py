@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from delta.tables import DeltaTable
 from pyspark import SparkContext
@@ -311,10 +311,13 @@ def holding(spark: SparkSession, warehouse: Warehouse, command: str) -> Iterator
                     lease.release()
 
 
-def leased(command: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+def leased(
+    command: str, first: Callable[[Any], object] | None = None
+) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Make a function that writes a warehouse hold its lease while it runs (see
     :func:`holding`); the function takes the session as ``spark`` and the warehouse as
-    ``warehouse`` (by name or position)."""
+    ``warehouse`` (by name or position). ``first(config)``, if given, checks the function's
+    ``config`` argument before the lease is taken (a mistake then writes nothing)."""
 
     def decorate(function: Callable[P, R]) -> Callable[P, R]:
         signature = inspect.signature(function)
@@ -323,6 +326,8 @@ def leased(command: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
         def run(*args: P.args, **kwargs: P.kwargs) -> R:
             bound = signature.bind(*args, **kwargs)
             spark, warehouse = bound.arguments["spark"], bound.arguments["warehouse"]
+            if first is not None:
+                first(bound.arguments["config"])
             with holding(spark, warehouse, command):
                 return function(*args, **kwargs)
 

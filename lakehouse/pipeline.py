@@ -56,7 +56,14 @@ class RunReport:
     failures: list[TableFailure] = field(default_factory=list)
 
 
-@leased("run --once")  # one pipeline per warehouse
+def check_config(config: PipelineConfig) -> None:
+    """Raise ConfigError for a declared schema or a quality override that cannot work, before
+    a run writes anything."""
+    check_declared_schemas(config.tables)
+    check_overrides(config.quality)
+
+
+@leased("run --once", check_config)  # one pipeline per warehouse
 def run_once(
     spark: SparkSession,
     source: SourceSpec,
@@ -79,8 +86,6 @@ def run_once(
             naming several (see :func:`core.failures.raise_failures`).
     """
     started = time.monotonic()
-    check_declared_schemas(config.tables)
-    check_overrides(config.quality)
     recover_and_say(spark, warehouse.root, progress)
     check_damage(spark, warehouse.root)
     report = RunReport()
@@ -217,7 +222,7 @@ def silver_job(
     return Job(f"silver_{spec.name}", f"silver.{spec.name}", start)
 
 
-@leased("run --processing-time")
+@leased("run --processing-time", check_config)
 def run_continuously(
     spark: SparkSession,
     source: SourceSpec,
@@ -276,8 +281,6 @@ def _run_continuously(
     one_hop: bool,
     backoff: Backoff,
 ) -> None:
-    check_declared_schemas(config.tables)
-    check_overrides(config.quality)
     ordered_models(config)
     recover_and_say(spark, warehouse.root, progress)
     check_damage(spark, warehouse.root)

@@ -377,8 +377,14 @@ def versions_holding(spark: SparkSession, table: Path) -> list[int]:
 
 
 def all_files(root: Path) -> set[tuple[str, int]]:
-    """(path, size) of every file under ``root``."""
-    return {(str(f.relative_to(root)), f.stat().st_size) for f in root.rglob("*") if f.is_file()}
+    """(path, size) of every file under ``root``, but the lease a command takes
+    (``_system/lease``)."""
+    lease = root / "_system" / "lease"
+    return {
+        (str(f.relative_to(root)), f.stat().st_size)
+        for f in root.rglob("*")
+        if f.is_file() and lease not in f.parents
+    }
 
 
 @pytest.fixture(scope="module")

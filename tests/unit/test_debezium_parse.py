@@ -1032,7 +1032,7 @@ session_gap = "5 minutes"
         (
             "colour = 1\n",
             r"Unknown setting\(s\) colour in the config file\. "
-            r"Allowed: alerts, catalog, gold, maintenance, models, quality, tables\.",
+            r"Allowed: alerts, catalog, gold, maintenance, models, patterns, quality, tables\.",
         ),
         (
             '[[tables]]\nname = "a"\ntopic = "t"\nkey = ["id"]\n',
