@@ -234,7 +234,10 @@ def _maintainer(
         changes = None
         if keys.num_rows:
             scope = spark.createDataFrame(keys, changed.schema)
-            recomputed, existing = _rematched(silver, gold, scope, pattern, identity, schema)
+            lowest = pc.min(keys[CHANGED_FROM]).as_py()
+            recomputed, existing = _rematched(
+                silver, gold, scope, pattern, identity, schema, lowest
+            )
             changes = _with_finality(recomputed, existing, pattern, watermark, batch_time)
             if previous is not None:
                 late = _late_matches(changes, existing, pattern, previous, version, batch_time)
@@ -324,17 +327,13 @@ def _keyed(frame: DataFrame, pattern: Pattern) -> DataFrame:
 
 
 def _in_scope(
-    frame: DataFrame, scope: DataFrame, pattern: Pattern, time: str, back: int
+    frame: DataFrame, scope: DataFrame, pattern: Pattern, time: str, back: int, lowest: int
 ) -> DataFrame:
     """The rows of ``frame`` in a changed partition of ``scope`` whose ``time`` is at most
     ``back`` µs before that partition's :data:`CHANGED_FROM`; Delta skips the files whose
-    times all lie before the earliest such bound."""
-    frame = _keyed(frame, pattern)
+    times all lie before the earliest such bound (``lowest``: the least CHANGED_FROM)."""
+    frame = _keyed(frame, pattern).where(F.col(time) >= at_micros(lowest - back))
     groups = _groups(pattern)
-    lowest = scope.agg(F.min(CHANGED_FROM)).first()
-    assert lowest is not None
-    if lowest[0] is not None:
-        frame = frame.where(F.col(time) >= at_micros(int(lowest[0]) - back))
     same = [frame[g].eqNullSafe(scope[g]) for g in groups]
     # A new column each time: the two sides of a cogroup must not share one (Spark would
     # drop it from one side).
@@ -351,14 +350,15 @@ def _rematched(
     pattern: Pattern,
     identity: Sequence[str],
     schema: StructType,
+    lowest: int,
 ) -> tuple[DataFrame, DataFrame]:
     """The changed partitions' matches from where a change can reach them (with
     :data:`PRESENT` true; the stored matches there the new ones do not repeat with it false),
     and the stored matches of that range."""
     back = pattern.reach_micros + pattern.within_micros
-    events = _in_scope(silver, scope, pattern, pattern.event_time, back)
+    events = _in_scope(silver, scope, pattern, pattern.event_time, back, lowest)
     stored = _in_scope(
-        gold.select(*pattern.columns), scope, pattern, MATCH_START, back
+        gold.select(*pattern.columns), scope, pattern, MATCH_START, back, lowest
     ).localCheckpoint()
     out = StructType([*schema.fields, StructField(PRESENT, BooleanType())])
     rematch = partial(
