@@ -587,7 +587,7 @@ def pattern_jobs(config: PipelineConfig) -> list[GoldJob]:
             query_name(pattern),
             pattern.name,
             pattern.source,
-            f"pattern {pattern.name} over silver.{pattern.source}",
+            f"pattern matches into gold.{pattern.name}",
             partial(start_pattern, pattern=pattern, keys=source_keys(config, pattern)),
             entities=frozenset({pattern.source}),
         )
