@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -53,3 +54,22 @@ def lakehouse(*args: str | Path, wide: bool = True) -> subprocess.CompletedProce
         timeout=COMMAND_TIMEOUT,
         env=env,
     )
+
+
+RULE = re.compile(r"^ *-+( +-+)*$")
+
+
+def table_cells(output: str) -> list[list[str]]:
+    """The body rows of the plain tables a command printed (see
+    :func:`lakehouse.commands.plain.table_lines`), as cells: each column spans the dashes under
+    its header, and a table ends at a blank line."""
+    rows: list[list[str]] = []
+    spans: list[tuple[int, int]] = []
+    for line in output.splitlines():
+        if RULE.match(line):
+            spans = [(m.start(), m.end()) for m in re.finditer(r"-+", line)]
+        elif not line.strip():
+            spans = []
+        elif spans:
+            rows.append([line[start:end].strip() for start, end in spans])
+    return rows

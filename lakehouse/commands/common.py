@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-from rich.table import Table
 from rich.text import Text
 
 from core.errors import LakehouseError
@@ -137,14 +136,15 @@ def show(value: Any) -> str:
 
 
 def print_table(title: str | None, columns: list[str], rows: list[list[Any]]) -> None:
-    """A table on stdout; cells are shown literally (no rich markup or emoji codes) and in
-    full: a value wider than its column wraps onto more lines instead of being cut short."""
-    table = Table(title=title)
-    for column in columns:
-        table.add_column(Text(column), overflow="fold")
-    for row in rows:
-        table.add_row(*[Text(show(v)) for v in row])
-    console.print(table)
+    """A table on stdout as plain aligned text that fits the terminal (or 80 columns in a
+    pipe) where its cells allow: cells shown literally and whole, a row whose cells do not
+    fit has its text cells on lines of their own; a blank line after it."""
+    from lakehouse.commands.plain import columns_for, table_lines
+
+    cells = [[show(value) for value in row] for row in rows]
+    for line in table_lines(title, columns_for(columns, cells), cells, console.width):
+        console.print(line, markup=False, highlight=False, emoji=False, crop=False, soft_wrap=True)
+    console.print()
 
 
 class RunningStep:

@@ -8,21 +8,17 @@ from __future__ import annotations
 import json
 import textwrap
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
 from lakehouse.commands.common import CONFIG, EXISTING_WAREHOUSE, console
+from lakehouse.commands.plain import Column, table_lines
 
 if TYPE_CHECKING:
     from lakehouse.status import Failing, LastBatch, PipelineStatus
-
-#: Spaces between two columns, and the indent of a row under a name printed on its own line.
-GAP, INDENT = 2, 4
 
 
 @click.command()
@@ -92,66 +88,6 @@ def status(
     except KeyboardInterrupt:
         if not watch:
             raise
-
-
-@dataclass(frozen=True)
-class Column:
-    """A column of a printed table: its header, whether its cells are names (shown whole,
-    left-aligned, on a line of their own when the row has no room) and, for the others, its
-    rank when room runs out (the highest rank goes first; 0: never left out)."""
-
-    header: str
-    name: bool = False
-    drop_rank: int = 0
-
-
-def table_lines(
-    title: str, columns: Sequence[Column], rows: Sequence[Sequence[Any]], width: int
-) -> list[str]:
-    """A table as plain aligned lines of at most ``width`` columns (where its names allow):
-    the title, the header, then a row per item.
-
-    Columns are left out, highest ``drop_rank`` first, until a row fits; if it still does not,
-    each name cell goes on a line of its own (indented under the one before) and the other
-    cells on the line below. A cell is never cut or broken: a name longer than the whole
-    width is the one thing that makes a line longer than ``width``.
-    """
-    cells = [[_cell(value) for value in row] for row in rows]
-    kept = list(range(len(columns)))
-
-    def widths(chosen: list[int]) -> dict[int, int]:
-        return {i: max([len(columns[i].header), *(len(r[i]) for r in cells)]) for i in chosen}
-
-    def line_width(chosen: list[int]) -> int:
-        return sum(widths(chosen).values()) + GAP * (len(chosen) - 1) + GAP
-
-    droppable = sorted(
-        (i for i, c in enumerate(columns) if c.drop_rank), key=lambda i: -columns[i].drop_rank
-    )
-    for i in droppable:
-        if line_width(kept) <= width:
-            break
-        kept.remove(i)
-    sizes = widths(kept)
-    stacked = line_width(kept) > width
-    names = [i for i in kept if columns[i].name] if stacked else []
-    inline = [i for i in kept if i not in names]
-    depth = len(names) * INDENT if stacked else 0
-
-    def joined(values: dict[int, str], indent: int) -> str:
-        parts = [
-            values[i].ljust(sizes[i]) if columns[i].name else values[i].rjust(sizes[i])
-            for i in inline
-        ]
-        return (" " * (GAP + indent) + (" " * GAP).join(parts)).rstrip()
-
-    header_names = [" " * (GAP + INDENT * k) + columns[i].header for k, i in enumerate(names)]
-    header = joined({i: columns[i].header for i in inline}, depth)
-    lines = [title, *header_names, header, " " * GAP + "-" * max(1, len(header) - GAP)]
-    for row in cells:
-        lines += [" " * (GAP + INDENT * k) + row[i] for k, i in enumerate(names)]
-        lines.append(joined(dict(enumerate(row)), depth))
-    return lines
 
 
 def status_lines(report: PipelineStatus, width: int, wide: bool = False) -> list[str]:
@@ -271,10 +207,6 @@ def _wrapped(text: str, width: int) -> list[str]:
     return textwrap.wrap(
         text, width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
     ) or [""]
-
-
-def _cell(value: Any) -> str:
-    return "-" if value is None else str(value)
 
 
 def _failing(now: datetime, failing: Failing) -> str:

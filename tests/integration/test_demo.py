@@ -18,19 +18,10 @@ from pyspark.sql import SparkSession
 from core.layout import Warehouse
 from core.spark import get_spark
 from lakehouse.api import Lakehouse
-from tests.cli import lakehouse, run_cli
+from tests.cli import lakehouse, run_cli, table_cells
 from tests.delta_rs import assert_delta_rs_reads_same_rows
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
-
-
-def table_cells(output: str) -> list[list[str]]:
-    """The cells of each body row of the tables rich printed (lines between vertical bars)."""
-    rows = []
-    for line in output.splitlines():
-        if line.startswith("│") and line.endswith("│"):
-            rows.append([cell.strip() for cell in line.strip("│").split("│")])
-    return rows
 
 
 def assert_user_error(result: subprocess.CompletedProcess[str], *phrases: str) -> None:

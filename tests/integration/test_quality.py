@@ -46,7 +46,7 @@ from lakehouse.forget import forget
 from lakehouse.pipeline import run_continuously, run_once
 from silver.job import apply_batch, ensure_shared_tables, entity_tables
 from tests.browser import Browser, dump_dom, screenshot
-from tests.cli import run_cli
+from tests.cli import run_cli, table_cells
 from tests.helpers import bronze_frame, source_frame
 
 pytestmark = pytest.mark.integration
@@ -310,7 +310,7 @@ def validate(lake: Lake, tmp_path: Path, chromium: Browser) -> None:
     index = docs / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
     assert f"Data Docs: {index}" in lines
     assert "fail-level expectations broken: silver.users.age_range" in lines
-    verdicts = {tuple(cell.strip() for cell in line.split("│")[1:5]) for line in lines}
+    verdicts = {tuple(cells[:4]) for cells in table_cells(done.stdout)}
     assert {
         ("silver.users", "age_range", "fail", "BROKEN"),
         ("silver.users", "email_format", "drop", "ok"),  # the bad email went to quarantine

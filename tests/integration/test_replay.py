@@ -19,7 +19,7 @@ from lakehouse import swap
 from lakehouse.demo import REVENUE_BY_TIER
 from lakehouse.pipeline import run_from_bronze, run_once
 from lakehouse.replay import replay
-from tests.cli import run_cli
+from tests.cli import run_cli, table_cells
 from tests.warehouses import (
     assert_same_tables,
     copy_warehouse,
@@ -96,10 +96,8 @@ def test_replay_of_one_table_through_the_command_line(
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     printed = {
         cells[0]: int(cells[1])
-        for line in result.stdout.splitlines()
-        if line.startswith("│")
-        and len(cells := [c.strip() for c in line.strip("│").split("│")]) == 2
-        and cells[1].isdigit()
+        for cells in table_cells(result.stdout)
+        if len(cells) == 2 and cells[1].isdigit()
     }
     assert set(printed) == {"silver.orders", f"gold.{REVENUE_TABLE}", "silver.quarantine"}
     orders = spark.read.format("delta").load(warehouse.table("silver", "orders")).count()

@@ -87,10 +87,12 @@ def test_sql_reads_by_default_and_never_changes_bronze(spark: SparkSession, tmp_
             {"id": 2, "text": "b", "note": "x"},
             {"id": 3, "text": "c", "note": "y"},
         ]
-        table = [line.split("│")[1:-1] for line in outputs["table"].stdout.splitlines()]
-        cells = [[cell.strip() for cell in line] for line in table if line]
-        assert cells[0][0] == "1" and cells[0][2] == "NULL", cells  # row 1, folded on lines
-        assert "".join(line[1] for line in cells[: cells.index(["2", "b", "x"])]) == LONG
+        # Row 1 is wider than the terminal: its text cells go whole on lines of their own,
+        # the number on the line below; the rows that fit are one line each.
+        table = [line.strip() for line in outputs["table"].stdout.splitlines()]
+        rule = next(i for i, line in enumerate(table) if line and set(line) == {"-"})
+        body = table[rule + 1 : table.index("")]
+        assert body == [LONG, "NULL", "1", "b", "x", "2", "c", "y", "3"], table
 
         literal = run_cli("sql", "--warehouse", tmp_path, "SELECT '${spark.app.name}' AS v")
         assert literal.stdout == "v\n${spark.app.name}\n", literal  # as checked: no ${...}

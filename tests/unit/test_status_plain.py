@@ -1,6 +1,6 @@
-"""``lakehouse status`` prints plain aligned tables that fit 80 columns: every table and
-expectation name whole on one line, no box characters, the essential numbers of each row
-there to read back; ``--wide`` keeps every column."""
+"""``lakehouse status`` and every other command print plain aligned tables that fit 80
+columns: every table and expectation name whole on one line, no box characters, the essential
+numbers of each row there to read back; ``--wide`` keeps every column."""
 
 from __future__ import annotations
 
@@ -10,11 +10,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from lakehouse.commands.common import console, print_table
+from lakehouse.commands.plain import Column, table_lines
 from lakehouse.commands.run import summary_lines
-from lakehouse.commands.status import Column, status_lines, table_lines
+from lakehouse.commands.status import status_lines
 from lakehouse.status import GoldStatus, LastBatch, PipelineStatus, QualityStatus, SilverStatus
 from lakehouse.summary import RunSummary
 from silver.job import BatchReport
+from tests.cli import table_cells
 
 pytestmark = pytest.mark.unit
 
@@ -156,3 +159,37 @@ def test_run_summary_fits_80_columns_with_every_table_name_whole(seed: int) -> N
         at = next(i for i, line in enumerate(lines) if name in line.split())
         row = " ".join(lines[at : at + 2]).split()
         assert str(report.records) in row and str(report.applied) in row
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_printed_tables_keep_every_cell_whole_at_80_columns(
+    seed: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The demo's, ``sql``'s and the other commands' tables (:func:`print_table`), piped at
+    80 columns: no box characters, no cell cut or broken inside a word; a table that fits
+    reads back cell for cell from the dashes under its headers."""
+    rng = random.Random(seed)
+    words = ["silver", "orders", "total_mostly_not_negative", "customer_address", "x" * 30]
+    headers = [rng.choice(["table", "expectation", "rows", "n"]) for _ in range(rng.randint(1, 6))]
+
+    def cell() -> object:
+        text = ".".join(rng.choices(words, k=rng.randint(1, 3)))
+        return rng.choice([rng.randint(-5, 10**6), text, None])
+
+    rows = [[cell() for _ in headers] for _ in range(rng.randint(0, 8))]
+    width = console.width
+    console.width = 80
+    try:
+        print_table("Quality", headers, rows)
+    finally:
+        console.width = width
+    printed = capsys.readouterr().out
+    assert not BOX.search(printed), printed
+    shown = [["NULL" if v is None else str(v) for v in row] for row in rows]
+    sizes = [max([len(h), *(len(row[i]) for row in shown)]) for i, h in enumerate(headers)]
+    if sum(sizes) + 2 * len(sizes) <= 80:
+        assert table_cells(printed) == shown, printed
+    else:  # every text cell whole on a line of its own
+        lines = {line.strip() for line in printed.splitlines()}
+        texts = {cell for row in shown for cell in row if not re.fullmatch(r"-?\d+|NULL", cell)}
+        assert texts <= lines, (texts - lines, printed)
