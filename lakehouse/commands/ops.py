@@ -18,7 +18,10 @@ from core.errors import LakehouseError
 from lakehouse.commands.common import (
     CONFIG,
     EXISTING_WAREHOUSE,
+    KAFKA_OPTION,
+    KAFKA_SETTINGS,
     console,
+    kafka_options,
     print_table,
     progress,
     spark_options,
@@ -29,17 +32,52 @@ from lakehouse.commands.common import (
 @click.command()
 @EXISTING_WAREHOUSE
 @CONFIG
+@click.option(
+    "--source",
+    default=None,
+    help="kafka:HOST:PORT[,HOST:PORT]: also compare, per partition of the topics the pipeline "
+    "reads, the records the broker holds with those in bronze, and name any gap.",
+)
+@KAFKA_OPTION
+@KAFKA_SETTINGS
 @spark_options
-def verify(warehouse: str, config_path: Path | None, spark_mode: str, master: str | None) -> None:
+def verify(
+    warehouse: str,
+    config_path: Path | None,
+    source: str | None,
+    kafka_option: tuple[str, ...],
+    kafka_settings: Path | None,
+    spark_mode: str,
+    master: str | None,
+) -> None:
     """Recompute every silver table from bronze with an independent fold and compare; check
-    every gold table against its declaration evaluated over silver."""
+    every gold table against its declaration evaluated over silver; with --source kafka:...,
+    check that bronze holds every record of the source's partitions."""
+    from cdc.sources import SourceSpec
     from core.config import load_config
     from core.layout import Warehouse
     from lakehouse.audit import verify_warehouse
+    from lakehouse.source_check import partition_gaps
 
+    spec = None
+    if source is not None:
+        spec = replace(
+            SourceSpec.parse(source), kafka_options=kafka_options(kafka_option, kafka_settings)
+        )
+        if spec.kind != "kafka":
+            raise LakehouseError(
+                f"verify --source compares a Kafka source with bronze; {source!r} is not one "
+                "(give kafka:HOST:PORT, or leave --source out)."
+            )
+    root = Warehouse.from_path(warehouse)
     with spark_session(spark_mode, master) as spark:
-        checks = verify_warehouse(spark, Warehouse.from_path(warehouse), load_config(config_path))
-    if not checks:
+        checks = verify_warehouse(spark, root, load_config(config_path))
+        gaps = [] if spec is None else [g.line() for g in partition_gaps(spark, root, spec)]
+    for line in gaps:
+        console.print(f"source: {line}", markup=False, highlight=False, soft_wrap=True)
+    if spec is not None and not gaps:
+        console.print(f"source: bronze holds every record of {spec.describe()}")
+    if not checks and spec is None:
         raise LakehouseError(
             f"No bronze tables in {warehouse}: point --warehouse at a warehouse that "
             "'lakehouse run' has written."
@@ -54,7 +92,7 @@ def verify(warehouse: str, config_path: Path | None, spark_mode: str, master: st
         console.print(f"{check.layer}.{check.table}: {rows}: {status}")
         for line in check.differences[:20]:
             console.print(f"  {line}", markup=False)
-    if not all(c.ok for c in checks):
+    if gaps or not all(c.ok for c in checks):
         sys.exit(1)
 
 

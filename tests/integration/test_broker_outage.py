@@ -35,6 +35,7 @@ from lakehouse.pipeline import run_once
 from lakehouse.running import Backoff, RunningQueries, SourceGoneError
 from lakehouse.source_check import partition_gaps
 from lakehouse.summary import RunSummary
+from tests.cli import run_cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka]
 
@@ -223,3 +224,12 @@ def test_partition_gaps_name_what_bronze_lacks(
         f"{topic}[1]: bronze lacks 7 of the 17 records the broker holds (offsets 0 to 16; "
         "bronze has up to offset 9); run the pipeline to read them"
     )
+    # The command line: verify --source names the gap and exits 1, then 0 once it is read.
+    verify = ("verify", "--warehouse", warehouse.root, "--source", f"kafka:{kafka_bootstrap}")
+    found = run_cli(*verify, "--kafka-option", f"subscribe={topic}")
+    assert found.returncode == 1, found.stdout + found.stderr
+    assert f"source: {gaps[0].line()}" in found.stdout.splitlines(), found.stdout
+    run_once(spark, source, warehouse, SHOP_CONFIG, raise_on_failure=False)
+    held = run_cli(*verify, "--kafka-option", f"subscribe={topic}")
+    assert held.returncode == 0, held.stdout + held.stderr
+    assert f"source: bronze holds every record of kafka:{kafka_bootstrap}" in held.stdout
