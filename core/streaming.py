@@ -82,6 +82,12 @@ def between_batches(query: StreamingQuery, interval_seconds: float) -> bool:
     return due_in > min(TRIGGER_MARGIN_SECONDS, interval_seconds / 4)
 
 
+def last_batch_id(query: StreamingQuery) -> int:
+    """The id of the newest micro-batch ``query`` has finished (-1: none yet)."""
+    progress = query.lastProgress
+    return -1 if progress is None else int(progress.batchId)
+
+
 def query_app_id(spark: SparkSession, checkpoint: str) -> str:
     """A stable id for a query's idempotent Delta writes (``txnAppId``, and the batch marks of
     :func:`core.delta_io.append`), called when the query starts.

@@ -25,6 +25,7 @@ from core.streaming import (
     Trigger,
     between_batches,
     failure_of,
+    last_batch_id,
     stopped_by_schema_change,
 )
 from lakehouse.summary import RunSummary
@@ -215,20 +216,28 @@ class RunningQueries:
         """Stop every query between two of its micro-batches: each as soon as its running
         batch has committed and before its next trigger (see
         :func:`core.streaming.between_batches`), upstream first when several are; none
-        starts again.
+        starts again. A query whose batches outlast its trigger starts the next batch the
+        moment one commits: it is stopped as soon as the batch running now has committed,
+        the next one interrupted at its start (the next run does it).
 
         After ``timeout_seconds``, or once ``at_once`` is set, the queries still in a batch are
         interrupted (their checkpoints make the next run do that batch again), with Spark's
-        logging silenced first. Returns the names of the interrupted queries.
+        logging silenced first. Returns the names of the queries interrupted in the batch that
+        was running when the stop began.
         """
         self._due.clear()
         deadline = time.monotonic() + timeout_seconds
         left = dict(self._queries)
+        finished = {name: last_batch_id(query) for name, query in left.items()}
         while True:
             for name, query in list(left.items()):
                 if between_batches(query, interval_seconds):
                     if query.isActive:
                         query.stop()
+                    del left[name]
+                elif last_batch_id(query) > finished[name]:
+                    _silence(spark)  # the batch it is in has just begun: stopped quietly
+                    query.stop()
                     del left[name]
             if not left or at_once.wait(PAUSE_POLL_SECONDS) or time.monotonic() > deadline:
                 break

@@ -4,6 +4,7 @@ and a stop by signal."""
 from __future__ import annotations
 
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -139,3 +140,43 @@ def test_sigterm_stops_between_micro_batches(spark: SparkSession, tmp_path: Path
     assert bronze == len(records)
     verified = run_cli("verify", "--warehouse", warehouse)
     assert verified.returncode == 0, verified.stdout
+
+
+def test_a_stop_waits_only_for_the_running_batch_when_batches_outlast_the_trigger(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Batches longer than the trigger run back to back, so there is never a moment between
+    two of them: the stop ends the query once the batch running when it began has committed
+    (the next one, just begun, is interrupted), not after the drain time."""
+    committed: list[int] = []
+
+    def slow(frame: object, batch_id: int) -> None:
+        time.sleep(2.0)  # a batch of 2 s on a trigger of 0.2 s
+        committed.append(batch_id)
+
+    def start() -> object:
+        return (
+            spark.readStream.format("rate")
+            .option("rowsPerSecond", 5)
+            .load()
+            .writeStream.foreachBatch(slow)
+            .option("checkpointLocation", str(tmp_path / "ck"))
+            .trigger(processingTime="0.2 seconds")
+            .start()
+        )
+
+    running = RunningQueries()
+    query = running.start("slow", start)  # type: ignore[arg-type]
+    assert query is not None
+    try:
+        while query.lastProgress is None or not query.status["isTriggerActive"]:
+            query.awaitTermination(0.1)
+        in_flight = query.lastProgress.batchId + 1
+        interrupted = running.stop_between_batches(spark, 0.2, 300.0, threading.Event())
+    finally:
+        query.stop()
+        spark.sparkContext.setLogLevel("ERROR")  # as the suite's session has it
+    assert interrupted == [], interrupted
+    assert not query.isActive
+    assert in_flight in committed and (tmp_path / "ck" / "commits" / str(in_flight)).exists()
+    assert max(committed) <= in_flight + 1, committed
