@@ -56,16 +56,24 @@ CLAIM_ATTEMPTS = 8
 P = ParamSpec("P")
 R = TypeVar("R")
 _SCHEMA = StructType([StructField("holder", StringType())])
-#: Table properties of the lease table: its log is cleaned after an hour, so a run renewing
-#: for days keeps a bounded number of files.
+#: Table properties of the lease table: its log is cleaned after an hour and the files its
+#: commits replaced may be vacuumed after an hour, so a run renewing for days keeps a bounded
+#: number of files.
 _PROPERTIES = {
     "delta.logRetentionDuration": "interval 1 hours",
+    "delta.deletedFileRetentionDuration": "interval 1 hours",
     "delta.checkpointInterval": "10",
 }
+#: Renewals between two vacuums of the lease table (an hour's).
+VACUUM_EVERY = int(3600 / RENEW_SECONDS)
 
 
 class PipelineRunningError(LakehouseError):
     """Another pipeline holds the warehouse's lease."""
+
+
+class LeaseLostError(LakehouseError):
+    """Another run took over the lease this run held (it had missed its renewals)."""
 
 
 @dataclass(frozen=True)
@@ -172,7 +180,7 @@ def _commit(spark: SparkSession, path: str, version: int, holder: Holder) -> Exc
         (
             spark.createDataFrame([], _SCHEMA)
             .write.format("delta")
-            .mode("append")
+            .mode("overwrite")  # the table keeps one (empty) file, not one per renewal
             .option("txnAppId", LEASE_APP_ID)
             .option("txnVersion", version + 1)
             .option("userMetadata", holder.to_text())
@@ -206,11 +214,15 @@ class Lease:
         self._thread.start()
 
     def _renewing(self) -> None:
+        renewals = 0
         while not self._stop.wait(RENEW_SECONDS):
             with suppress(Exception):  # a failed renewal is tried again at the next interval
                 if not self.renew():
                     self.lost.set()
                     return
+                renewals += 1
+                if renewals % VACUUM_EVERY == 0:
+                    DeltaTable.forPath(self.spark, self.path).vacuum()
 
     def renew(self) -> bool:
         """Extend the lease by :data:`LEASE_SECONDS`; False if another run holds it now."""
@@ -275,6 +287,25 @@ def claim(spark: SparkSession, warehouse: Warehouse, command: str) -> Lease:
             "is writable by this user."
         )
     raise PipelineRunningError(holder.line())
+
+
+def lost_lease(warehouse: Warehouse) -> threading.Event:
+    """Set once the lease this process holds on ``warehouse`` has gone to another run (a new
+    event, never set, when this process holds none)."""
+    with _held_lock:
+        held = _held.get(warehouse.root)
+    return threading.Event() if held is None else held[0].lost
+
+
+def lost_line(spark: SparkSession, warehouse: Warehouse) -> str:
+    """What a run that lost its lease says: who holds it now, and what to do."""
+    _, holder = current(spark, lease_path(warehouse))
+    who = "another run" if holder is None else f"pid {holder.pid} on host {holder.host}"
+    return (
+        f"this run stopped after its running micro-batches: {who} took over the warehouse's "
+        "lease after this run missed its renewals (a stalled driver or storage); one pipeline "
+        "writes a warehouse at a time: stop one of them, then run again"
+    )
 
 
 #: The leases this process holds, by warehouse root, with how many blocks hold each.

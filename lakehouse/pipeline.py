@@ -30,7 +30,7 @@ from gold.jobs import GoldIsolation, gold_jobs
 from gold.models import ModelRetries, model_query, ordered_models, refresh_models
 from lakehouse.entities import entity_specs
 from lakehouse.event_log import recording
-from lakehouse.lease import leased
+from lakehouse.lease import LeaseLostError, leased, lost_lease, lost_line
 from lakehouse.recovery import recover_and_say
 from lakehouse.running import RETRY_BACKOFF, Backoff, Job, RunningQueries
 from lakehouse.state_check import check_damage
@@ -313,7 +313,8 @@ def _run_continuously(
             into = " and on into silver" if one_hop else ""
             progress(f"bronze: streaming from {source.describe()}{into} (Ctrl-C stops)")
             validations = PeriodicValidation(config.quality)
-            while not stop.is_set():
+            lost = lost_lease(warehouse)
+            while not stop.is_set() and not lost.is_set():
                 for entity, failure, logged in isolation.take_left():
                     spec = _spec_of(spark, warehouse, config, entity)
                     job = silver_job(spark, warehouse, config, spec, trigger, summary)
@@ -349,6 +350,8 @@ def _run_continuously(
                 f"stopped {', '.join(interrupted)} during a micro-batch: the next run does "
                 "that batch again"
             )
+        if lost.is_set():
+            raise LeaseLostError(lost_line(spark, warehouse))
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

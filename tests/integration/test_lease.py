@@ -9,6 +9,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,14 @@ from core.delta_io import note_query_start
 from core.identifiers import table_name_for_topic
 from core.layout import Warehouse
 from lakehouse.audit import check_bronze_coordinates
-from lakehouse.lease import Holder, PipelineRunningError, current, holding, lease_path
+from lakehouse.lease import (
+    Holder,
+    PipelineRunningError,
+    _commit,
+    current,
+    holding,
+    lease_path,
+)
 from tests.cli import LAKEHOUSE, lakehouse, run_cli
 from tests.helpers import bronze_frame, customer_change
 from tests.runs import Run
@@ -246,4 +254,64 @@ def test_the_lease_is_held_once_per_process(spark: SparkSession, tmp_path: Path)
     lease._commit(spark, path, version, left.holder)
     with holding(spark, warehouse, "next") as taken:
         assert taken.holder.run != left.holder.run
+        for _ in range(5):
+            assert taken.renew()
     assert issubclass(PipelineRunningError, Exception)
+    # However often it was claimed, renewed and released, the table holds one file.
+    assert DeltaTable.forPath(spark, path).detail().first().numFiles == 1
+
+
+@pytest.mark.slow
+def test_a_run_whose_lease_was_taken_over_stops_with_one_line(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A continuous run whose lease another run took over (as after a stall longer than the
+    lease) stops after its running micro-batches and exits 2 with one line naming the new
+    holder, instead of writing beside it; bronze holds what it read once."""
+    deadline = time.monotonic() + BUDGET_SECONDS
+    source, records = workload(tmp_path, events=150, seed=11)
+    warehouse = tmp_path / "warehouse"
+    continuous = Run(run_args(source, warehouse, "--processing-time", "1s"))
+    try:
+        commits = warehouse / "_system" / "checkpoints" / "bronze" / "commits"
+        while not (commits / "0").exists():
+            assert continuous.process.poll() is None, continuous.output()
+            assert time.monotonic() < deadline, continuous.output()
+            time.sleep(0.2)
+        path = lease_path(Warehouse.from_path(warehouse))
+        version, holder = current(spark, path)
+        assert holder is not None and not holder.released
+        started = datetime.now(UTC)
+        usurper = Holder(
+            run="another run",
+            pid=4242,
+            host="elsewhere",
+            command="run --once",
+            started=started.isoformat(),
+            expires=(started + timedelta(hours=1)).isoformat(),
+        )
+        for _ in range(10):  # a renewal of the run may land first: read again and retry
+            error = _commit(spark, path, version, usurper)
+            version, holder = current(spark, path)
+            if holder is not None and holder.run == usurper.run:
+                break
+        assert holder is not None and holder.run == usurper.run, error
+        code = continuous.finish(deadline)
+    finally:
+        if continuous.process.poll() is None:
+            continuous.kill()
+    output = continuous.output()
+    assert code == 2, output
+    errors = [line for line in output.splitlines() if line.startswith("error:")]
+    assert errors == [
+        "error: this run stopped after its running micro-batches: pid 4242 on host elsewhere "
+        "took over the warehouse's lease after this run missed its renewals (a stalled driver "
+        "or storage); one pipeline writes a warehouse at a time: stop one of them, then run "
+        "again"
+    ], output
+    assert "Traceback" not in output, output
+    _, holder = current(spark, path)
+    assert holder is not None and holder.run == "another run"  # not released by the loser
+    found = bronze_coordinates(spark, warehouse)
+    assert found and max(found.values()) == 1, found.most_common(3)
+    assert {k[:3] for k in found} <= {(r.topic, r.partition, r.offset) for r in records}
