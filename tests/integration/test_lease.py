@@ -257,8 +257,9 @@ def test_the_lease_is_held_once_per_process(spark: SparkSession, tmp_path: Path)
         for _ in range(5):
             assert taken.renew()
     assert issubclass(PipelineRunningError, Exception)
-    # However often it was claimed, renewed and released, the table holds one file.
-    assert DeltaTable.forPath(spark, path).detail().first().numFiles == 1
+    # However often it was claimed, renewed and released, the table holds at most one file
+    # (each commit replaces the table's contents; appends left one file per commit).
+    assert DeltaTable.forPath(spark, path).detail().first().numFiles <= 1
 
 
 @pytest.mark.slow
