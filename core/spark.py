@@ -140,6 +140,19 @@ def get_spark(
 #: launcher always passes ``--add-modules=jdk.incubator.vector`` (``JavaModuleOptions``), and
 #: Java then warns on stderr that an incubating module is in use; no Java option silences it.
 JVM_START_NOTICE = b"WARNING: Using incubator modules: "
+#: Set once the JVM's stderr is to be dropped whole (:func:`mute_jvm_stderr`).
+_JVM_STDERR_MUTED = threading.Event()
+
+
+def mute_jvm_stderr(muted: bool = True) -> None:
+    """Drop whatever the JVM writes to stderr from now on (where :func:`get_spark` started it),
+    or (``muted`` False) pass it on again: for a stop the user asked for, whose interrupted
+    micro-batches make its threads print pages of traces of their own (``Exception in thread
+    ...``) that no logger setting reaches."""
+    if muted:
+        _JVM_STDERR_MUTED.set()
+    else:
+        _JVM_STDERR_MUTED.clear()
 
 
 @contextmanager
@@ -168,10 +181,10 @@ def _without_jvm_start_notice() -> Iterator[None]:
 
 def _copy_lines(source: int, target: int) -> None:
     """Copy the lines of the pipe ``source`` to the file descriptor ``target`` until the pipe
-    ends, leaving out :data:`JVM_START_NOTICE`."""
+    ends, leaving out :data:`JVM_START_NOTICE` (and everything once muted)."""
     with os.fdopen(source, "rb") as lines:
         for line in iter(lines.readline, b""):
-            if line.startswith(JVM_START_NOTICE):
+            if line.startswith(JVM_START_NOTICE) or _JVM_STDERR_MUTED.is_set():
                 continue
             view = memoryview(line)
             while view:

@@ -20,6 +20,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from core.errors import ConfigError, SourceUnavailableError
 from core.failures import Failure, TableFailure, raise_failures
+from core.spark import mute_jvm_stderr
 from core.streaming import (
     MAX_SCHEMA_RESTARTS,
     Trigger,
@@ -318,3 +319,4 @@ def _silence(spark: SparkSession) -> None:
     user asked for."""
     spark.sparkContext.setLogLevel("OFF")
     logging.getLogger("py4j").setLevel(logging.CRITICAL)
+    mute_jvm_stderr()

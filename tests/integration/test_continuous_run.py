@@ -17,6 +17,7 @@ from cdc.records import Record
 from core.config import PipelineConfig
 from core.identifiers import table_name_for_topic
 from core.layout import QUARANTINE_TABLE, Warehouse
+from core.spark import mute_jvm_stderr
 from core.streaming import Trigger
 from lakehouse.pipeline import RunningQueries, start_ready
 from tests.cli import LAKEHOUSE, run_cli
@@ -176,6 +177,7 @@ def test_a_stop_waits_only_for_the_running_batch_when_batches_outlast_the_trigge
     finally:
         query.stop()
         spark.sparkContext.setLogLevel("ERROR")  # as the suite's session has it
+        mute_jvm_stderr(False)
     assert interrupted == [], interrupted
     assert not query.isActive
     assert in_flight in committed and (tmp_path / "ck" / "commits" / str(in_flight)).exists()
