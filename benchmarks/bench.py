@@ -40,9 +40,9 @@ from core.spark import get_spark
 from core.streaming import Trigger, await_query
 from expectations.checks import load_checks
 from lakehouse.demo import write_workload
-from lakehouse.entities import entity_specs
-from lakehouse.maintenance import maintain
-from lakehouse.replay import replay
+from lakehouse.ops.maintenance import maintain
+from lakehouse.ops.replay import replay
+from lakehouse.run.entities import entity_specs
 from silver.job import start_silver
 
 WORK = Path(__file__).parent / "work"

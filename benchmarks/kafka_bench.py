@@ -41,9 +41,9 @@ from core.config import SHOP_CONFIG, TableSpec
 from core.identifiers import table_name_for_topic
 from core.layout import Warehouse
 from core.streaming import Trigger, await_query
-from lakehouse.broker import LocalBroker, free_port
 from lakehouse.demo import workload_source
-from lakehouse.pipeline import start_one_hop
+from lakehouse.local.broker import LocalBroker, free_port
+from lakehouse.run.pipeline import start_one_hop
 from silver.job import start_silver
 
 #: Records sent before the freshness measurement starts.

@@ -33,7 +33,7 @@ from cdc.sources import SourceSpec
 from core.config import PipelineConfig, load_config
 from core.layout import Warehouse
 from core.spark import get_spark
-from lakehouse.pipeline import run_once
+from lakehouse.run.pipeline import run_once
 
 WORK = Path(__file__).parent / "work" / "nexmark"
 TOML = Path(__file__).parent / "nexmark.toml"

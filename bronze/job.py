@@ -179,7 +179,7 @@ def append_once(frame: DataFrame, path: str, app_id: str, batch_id: int) -> None
     writing the same batch at once (two runs on one checkpoint) Delta commits one: the other's
     commit is rejected (``ConcurrentTransactionException``, which fails its batch) or skipped.
     So bronze never holds a record twice, even without the warehouse's lease
-    (:mod:`lakehouse.lease`). The commit is marked as every exactly-once write is
+    (:mod:`lakehouse.run.lease`). The commit is marked as every exactly-once write is
     (:data:`core.delta_io.BATCH_MARK`).
     """
     (

@@ -104,10 +104,6 @@ def table_flag(spark: SparkSession, path: str, key: str) -> bool:
     return (table_property(spark, path, key) or "").lower() == "true"
 
 
-def is_append_only(spark: SparkSession, path: str) -> bool:
-    return table_flag(spark, path, APPEND_ONLY)
-
-
 def set_append_only(spark: SparkSession, path: str, enabled: bool) -> None:
     """Set ``delta.appendOnly`` on the table at ``path``."""
     value = "true" if enabled else "false"

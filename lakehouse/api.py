@@ -35,18 +35,18 @@ from core.sql_guard import check
 from core.streaming import Trigger
 from gold.alerts import Fit
 from gold.alerts import fit as fit_alert
-from lakehouse.audit import verify_warehouse
 from lakehouse.demo import write_workload
-from lakehouse.forget import DEFAULT_REASON, ForgetReport
-from lakehouse.forget import forget as forget_key
-from lakehouse.maintenance import MaintenanceReport
-from lakehouse.maintenance import maintain as run_maintenance
-from lakehouse.pipeline import Progress, RunReport, run_continuously, run_once
-from lakehouse.replay import ReplayReport
-from lakehouse.replay import replay as replay_tables
-from lakehouse.sql_session import run_checked
-from lakehouse.status import PipelineStatus, pipeline_status
-from lakehouse.summary import RunSummary
+from lakehouse.ops.audit import verify_warehouse
+from lakehouse.ops.forget import DEFAULT_REASON, ForgetReport
+from lakehouse.ops.forget import forget as forget_key
+from lakehouse.ops.maintenance import MaintenanceReport
+from lakehouse.ops.maintenance import maintain as run_maintenance
+from lakehouse.ops.replay import ReplayReport
+from lakehouse.ops.replay import replay as replay_tables
+from lakehouse.ops.status import PipelineStatus, pipeline_status
+from lakehouse.run.pipeline import Progress, RunReport, run_continuously, run_once
+from lakehouse.run.summary import RunSummary
+from lakehouse.sql.session import run_checked
 from silver.keys import KeyValue
 from silver.verify import TableCheck
 

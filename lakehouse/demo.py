@@ -23,11 +23,11 @@ from core.patterns import Absent, Pattern, PatternMeasure, Step
 from core.streaming import Trigger, run_to_end
 from expectations.metrics import quality_summary
 from gold.alerts import alert_jobs, fit
-from lakehouse.audit import verify_warehouse
-from lakehouse.pg_compare import differences, silver_tables
-from lakehouse.pg_workload import QUARANTINED
-from lakehouse.pipeline import Progress, run_once
-from lakehouse.real_cdc import TABLE_TOPIC_PREFIX, CapturedWorkload
+from lakehouse.local.pg_compare import differences, silver_tables
+from lakehouse.local.pg_workload import QUARANTINED
+from lakehouse.local.real_cdc import TABLE_TOPIC_PREFIX, CapturedWorkload
+from lakehouse.ops.audit import verify_warehouse
+from lakehouse.run.pipeline import Progress, run_once
 
 #: Orders far above or below their customer's usual amount.
 DEMO_ALERT = AlertSpec(

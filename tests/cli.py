@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from lakehouse.cli import main
-from lakehouse.commands.common import console
+from lakehouse.cli.common import console
 
 LAKEHOUSE = Path(sys.executable).parent / "lakehouse"
 COMMAND_TIMEOUT = 900
@@ -61,7 +61,7 @@ RULE = re.compile(r"^ *-+( +-+)*$")
 
 def table_cells(output: str) -> list[list[str]]:
     """The body rows of the plain tables a command printed (see
-    :func:`lakehouse.commands.plain.table_lines`), as cells: each column spans the dashes under
+    :func:`lakehouse.cli.plain.table_lines`), as cells: each column spans the dashes under
     its header, and a table ends at a blank line."""
     rows: list[list[str]] = []
     spans: list[tuple[int, int]] = []

@@ -10,7 +10,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from core.spark import get_spark
-from lakehouse.broker import LocalBroker, free_port
+from lakehouse.local.broker import LocalBroker, free_port
 from tests import sessions
 from tests.browser import Browser, install_chromium
 
@@ -40,10 +40,11 @@ def _cost_rank(item: pytest.Item) -> int:
     return 2 if item.get_closest_marker("unit") is not None else 1
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    """The worker's session, started before its first test (so that no command run in
-    process starts it as a process's: :mod:`tests.sessions`)."""
+    """The worker's session, started before its first test that is not a unit test (so that
+    no command run in process starts it as a process's: :mod:`tests.sessions`), or a unit test
+    that asks for it."""
     with pytest.MonkeyPatch.context() as patch:  # its settings win over a process's
         patch.setenv("PYSPARK_SUBMIT_ARGS", sessions.submit_args(quick_compiler=False))
         session = get_spark(
@@ -57,10 +58,18 @@ def spark() -> Iterator[SparkSession]:
     session.stop()
 
 
+@pytest.fixture(autouse=True)
+def _session_before_spark_tests(request: pytest.FixtureRequest) -> None:
+    """Start the worker's session before every test but a unit test: a unit test that needs
+    Spark asks for ``spark``, and the others start no JVM."""
+    if request.node.get_closest_marker("unit") is None:
+        request.getfixturevalue("spark")
+
+
 @pytest.fixture(scope="session")
 def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Bootstrap servers of a Kafka-protocol broker: ``KAFKA_BOOTSTRAP_SERVERS`` if set, else a
-    local broker (``lakehouse.broker``) started on a free port for this test session."""
+    local broker (``lakehouse.local.broker``) started on a free port for this test session."""
     configured = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     if configured:
         yield configured

@@ -24,7 +24,7 @@ from cdc.sources import SourceSpec
 from core.config import SHOP_CONFIG
 from core.gold_tables import FINALIZED_AT, LATE_EVENTS
 from core.layout import QUARANTINE_TABLE, Warehouse
-from lakehouse.pipeline import run_once
+from lakehouse.run.pipeline import run_once
 from silver.verify import canonical_rows
 
 EVENTS = 1500

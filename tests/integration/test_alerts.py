@@ -18,8 +18,8 @@ from core.config import SHOP_CONFIG
 from core.layout import Warehouse
 from core.streaming import Trigger, run_to_end
 from gold.alerts import ALERTS_TABLE, fit, start_alerts
-from lakehouse.pipeline import run_from_bronze
-from lakehouse.replay import replay
+from lakehouse.ops.replay import replay
+from lakehouse.run.pipeline import run_from_bronze
 
 pytestmark = pytest.mark.integration
 

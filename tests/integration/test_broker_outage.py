@@ -7,11 +7,11 @@ offsets file written, its commit not). Before the fix an ``availableNow`` run fe
 Spark's ``once`` (a Python source has no ``SupportsTriggerAvailableNow``): it re-ran only that
 planned batch and stopped, with most records unread.
 
-A continuous run's queries (:class:`lakehouse.running.RunningQueries`) ride out a broker
+A continuous run's queries (:class:`lakehouse.run.queries.RunningQueries`) ride out a broker
 stopped and restarted on the same data: the source's failure is noted (the run's summary, so
 ``lakehouse status`` and the event log, has it), one line per attempt says the run waits for the
 source, the query goes on exactly once when the broker is back, and a source unreachable for
-longer than the give-up time stops the run with :class:`~lakehouse.running.SourceGoneError`.
+longer than the give-up time stops the run with :class:`~lakehouse.run.queries.SourceGoneError`.
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ from cdc.sources import SourceSpec
 from core.config import SHOP_CONFIG
 from core.errors import SourceUnavailableError
 from core.layout import Warehouse
-from lakehouse.broker import LocalBroker, free_port
-from lakehouse.pipeline import run_once
-from lakehouse.running import Backoff, RunningQueries, SourceGoneError
-from lakehouse.source_check import partition_gaps
-from lakehouse.summary import RunSummary
+from lakehouse.local.broker import LocalBroker, free_port
+from lakehouse.ops.source_check import partition_gaps
+from lakehouse.run.pipeline import run_once
+from lakehouse.run.queries import Backoff, RunningQueries, SourceGoneError
+from lakehouse.run.summary import RunSummary
 from tests.cli import run_cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka]

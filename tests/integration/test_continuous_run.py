@@ -19,7 +19,7 @@ from core.identifiers import table_name_for_topic
 from core.layout import QUARANTINE_TABLE, Warehouse
 from core.spark import mute_jvm_stderr
 from core.streaming import Trigger
-from lakehouse.pipeline import RunningQueries, start_ready
+from lakehouse.run.pipeline import RunningQueries, start_ready
 from tests.cli import LAKEHOUSE, run_cli
 from tests.helpers import bronze_frame, customer_change
 from tests.runs import Run

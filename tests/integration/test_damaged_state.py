@@ -24,7 +24,7 @@ from cdc.sources import SourceSpec
 from core.config import SHOP_CONFIG
 from core.gold_tables import LATE_EVENTS
 from core.layout import Warehouse
-from lakehouse.pipeline import run_once
+from lakehouse.run.pipeline import run_once
 from tests.cli import run_cli
 from tests.warehouses import assert_same_tables, comparable, rows
 

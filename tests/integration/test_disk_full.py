@@ -22,7 +22,7 @@ from cdc.generator import WorkloadConfig, generate, write_files
 from cdc.sources import SourceSpec
 from core.config import SHOP_CONFIG
 from core.layout import Warehouse
-from lakehouse.pipeline import run_once
+from lakehouse.run.pipeline import run_once
 from tests import sessions
 from tests.cli import COMMAND_TIMEOUT, LAKEHOUSE, WIDE
 from tests.warehouses import assert_same_tables

@@ -20,8 +20,8 @@ from cdc.sources import SourceSpec, read_source
 from core.config import SHOP_CONFIG
 from core.layout import Warehouse
 from core.streaming import Trigger, run_to_end
-from lakehouse.event_log import recording
-from lakehouse.status import pipeline_status
+from lakehouse.ops.status import pipeline_status
+from lakehouse.run.event_log import recording
 from tests.cli import run_cli
 
 pytestmark = pytest.mark.integration

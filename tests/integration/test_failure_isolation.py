@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-import lakehouse.event_log
+import lakehouse.run.event_log
 import silver.job
 import silver.one_hop
 from cdc.records import Record
@@ -33,10 +33,10 @@ from core.errors import ConfigError
 from core.failures import Failure, TableFailure
 from core.layout import Warehouse
 from core.streaming import Trigger
-from lakehouse.commands.common import print_failures
-from lakehouse.pipeline import Backoff, run_continuously
-from lakehouse.status import Failing, running
-from lakehouse.summary import RunSummary
+from lakehouse.cli.common import print_failures
+from lakehouse.ops.status import Failing, running
+from lakehouse.run.pipeline import Backoff, run_continuously
+from lakehouse.run.summary import RunSummary
 from tests.cli import run_cli
 
 pytestmark = pytest.mark.integration
@@ -261,7 +261,7 @@ def test_a_continuous_run_retries_a_failed_table_with_backoff_while_the_others_g
     warehouse = Warehouse.from_path(tmp_path / "warehouse")
     release = threading.Event()
     raised = failing_payments(monkeypatch, (silver.job, silver.one_hop), release)
-    monkeypatch.setattr(lakehouse.event_log, "HEARTBEAT_SECONDS", 0.2)
+    monkeypatch.setattr(lakehouse.run.event_log, "HEARTBEAT_SECONDS", 0.2)
     said: list[str] = []
     summary = RunSummary()
     watcher = Watcher(spark, warehouse, release)

@@ -15,7 +15,7 @@ from cdc.sources import SourceSpec
 from core.config import SHOP_CONFIG
 from core.identifiers import table_name_for_topic
 from core.layout import Warehouse
-from lakehouse.pipeline import run_once
+from lakehouse.run.pipeline import run_once
 from tests.helpers import customer_change
 
 pytestmark = pytest.mark.integration

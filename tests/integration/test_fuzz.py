@@ -28,8 +28,8 @@ from cdc.sources import SourceSpec
 from core.config import SHOP_CONFIG, PipelineConfig, TableSpec
 from core.identifiers import table_name_for_topic
 from core.layout import Warehouse
-from lakehouse.audit import verify_warehouse
-from lakehouse.pipeline import run_once
+from lakehouse.ops.audit import verify_warehouse
+from lakehouse.run.pipeline import run_once
 from tests.fuzz import mutated_lines, mutated_records
 from tests.runs import described, load
 

@@ -25,8 +25,8 @@ from cdc.sources import SourceSpec
 from core.config import PipelineConfig
 from core.gold_tables import FINAL, LATE_EVENTS, GoldTable, Measure, TopN, Window
 from core.layout import Warehouse
-from lakehouse.audit import verify_warehouse
-from lakehouse.pipeline import run_once
+from lakehouse.ops.audit import verify_warehouse
+from lakehouse.run.pipeline import run_once
 from tests import gold_oracle
 from tests.draws import draw_examples, example_count, property_seed
 from tests.integration.test_gold_property import (

@@ -37,9 +37,9 @@ from core.config import PipelineConfig, TableSpec
 from core.gold_tables import FINAL, FINALIZED_AT, LATE_EVENTS, GoldTable, Measure, Window
 from core.layout import Warehouse
 from gold.aggregates import evaluate
-from lakehouse.audit import verify_warehouse
-from lakehouse.pipeline import run_once
-from lakehouse.replay import replay
+from lakehouse.ops.audit import verify_warehouse
+from lakehouse.ops.replay import replay
+from lakehouse.run.pipeline import run_once
 from tests import gold_oracle
 from tests.draws import MINUTE, boundary_time, draw_examples, example_count, property_seed
 

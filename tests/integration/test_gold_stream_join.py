@@ -36,9 +36,9 @@ from core.gold_tables import FINAL, LATE_EVENTS, GoldTable, Measure, StreamJoin,
 from core.layout import Warehouse
 from core.streaming import Trigger
 from gold.jobs import start_gold
-from lakehouse.audit import verify_warehouse
-from lakehouse.pipeline import run_once
-from lakehouse.replay import replay
+from lakehouse.ops.audit import verify_warehouse
+from lakehouse.ops.replay import replay
+from lakehouse.run.pipeline import run_once
 from tests import gold_oracle
 from tests.draws import (
     MINUTE,

@@ -20,8 +20,8 @@ from cdc.sources import SourceSpec
 from core.config import SHOP_CONFIG
 from core.delta_io import committed_log, half_created
 from core.layout import Warehouse
-from lakehouse.pipeline import run_once
-from lakehouse.state_check import table_dirs
+from lakehouse.run.pipeline import run_once
+from lakehouse.run.state_check import table_dirs
 from tests.warehouses import assert_same_tables
 
 #: A run per state after the reference run: minutes each on a loaded machine.
@@ -85,7 +85,7 @@ def test_every_table_half_created_is_created_again(
     for table in tables:
         assert committed_log(spark, f"{warehouse.root}/{table}"), table
     said = {line.split(":")[0] for line in lines if "interrupted its creation" in line}
-    # the lease (lakehouse.lease) is claimed before the run looks: it is created again then
+    # the lease (lakehouse.run.lease) is claimed before the run looks: it is created again then
     swept = {str(t) for t in tables} - {"_system/lease"}
     assert said == (set() if state == "empty_dir" else swept), said
     assert_same_tables(spark, reference, warehouse)

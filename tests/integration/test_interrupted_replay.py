@@ -1,7 +1,7 @@
 """A replay cut short on an object store: the next command finishes or discards it.
 
 A replay on ``objstore://`` installs its sealed rebuild by one Delta commit per table and one
-pointer write per checkpoint (:mod:`lakehouse.commit_swap`). A crash between two of those
+pointer write per checkpoint (:mod:`lakehouse.run.commit_swap`). A crash between two of those
 leaves some tables rebuilt and others not. The next ``run`` (or ``replay``) must first finish
 the install (the rebuild was sealed) or discard the rebuild (it was not), say so in one line,
 and leave the warehouse wholly rebuilt or wholly old, never mixed.
@@ -24,9 +24,9 @@ from core import checkpoints
 from core.config import SHOP_CONFIG
 from core.delta_io import has_commit
 from core.layout import Warehouse
-from lakehouse import commit_swap
-from lakehouse.recovery import MESSAGES
-from lakehouse.replay import replay
+from lakehouse.ops.replay import replay
+from lakehouse.run import commit_swap
+from lakehouse.run.recovery import MESSAGES
 from tests.cli import run_cli
 from tests.faults import CommitFaults, InjectedCrash
 from tests.objstore import objstore_uri
@@ -34,7 +34,7 @@ from tests.warehouses import assert_same_tables
 
 pytestmark = pytest.mark.integration
 
-#: The install steps of :func:`lakehouse.commit_swap.swap`, each a commit of its own.
+#: The install steps of :func:`lakehouse.run.commit_swap.swap`, each a commit of its own.
 INSTALL_STEPS = ("_overwrite", "_install_checkpoint", "_retire")
 
 

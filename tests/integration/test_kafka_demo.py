@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lakehouse.broker import LocalBroker
+from lakehouse.local.broker import LocalBroker
 from tests.cli import run_cli
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(1200)]

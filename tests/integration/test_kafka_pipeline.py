@@ -27,9 +27,9 @@ from cdc.records import Record
 from cdc.sources import SourceSpec
 from core.config import SHOP_CONFIG
 from core.layout import LAYERS, QUARANTINE_TABLE, Warehouse
-from lakehouse.audit import verify_warehouse
 from lakehouse.demo import workload_source
-from lakehouse.pipeline import run_once
+from lakehouse.ops.audit import verify_warehouse
+from lakehouse.run.pipeline import run_once
 from tests.cli import LAKEHOUSE, run_cli
 from tests.runs import Run, assert_same_rows, described, load
 

@@ -22,8 +22,8 @@ from cdc.records import Record
 from core.delta_io import note_query_start
 from core.identifiers import table_name_for_topic
 from core.layout import Warehouse
-from lakehouse.audit import check_bronze_coordinates
-from lakehouse.lease import (
+from lakehouse.ops.audit import check_bronze_coordinates
+from lakehouse.run.lease import (
     Holder,
     PipelineRunningError,
     _commit,
@@ -248,7 +248,7 @@ def test_the_lease_is_held_once_per_process(spark: SparkSession, tmp_path: Path)
     with holding(spark, warehouse, "left") as left:
         left._stop.set()
     # Pretend the release never happened: the newest commit names a run that no block holds.
-    from lakehouse import lease
+    from lakehouse.run import lease
 
     version, _ = current(spark, path)
     lease._commit(spark, path, version, left.holder)

@@ -23,15 +23,15 @@ from core.errors import ConfigError
 from core.gold_tables import GoldTable, Measure, Window
 from core.layout import Warehouse
 from gold.verify import check_gold
-from lakehouse.maintenance import (
+from lakehouse.ops.maintenance import (
     MaintenanceReport,
     Trimmed,
     maintain,
     maintained_tables,
     trim_bronze,
 )
-from lakehouse.pipeline import run_from_bronze, run_once
-from lakehouse.replay import replay
+from lakehouse.ops.replay import replay
+from lakehouse.run.pipeline import run_from_bronze, run_once
 from tests.helpers import pg_envelope, pg_key
 from tests.warehouses import (
     assert_same_tables,

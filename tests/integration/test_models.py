@@ -46,9 +46,9 @@ from gold.models import (
     refresh_models,
     state_path,
 )
-from lakehouse.audit import verify_warehouse
-from lakehouse.pipeline import run_once
-from lakehouse.replay import replay
+from lakehouse.ops.audit import verify_warehouse
+from lakehouse.ops.replay import replay
+from lakehouse.run.pipeline import run_once
 from tests.helpers import deliver, table_rows
 
 pytestmark = pytest.mark.integration

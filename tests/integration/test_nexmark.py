@@ -29,7 +29,7 @@ from cdc.sources import SourceSpec
 from core.config import load_config
 from core.gold_tables import LATE_EVENTS
 from core.layout import Warehouse
-from lakehouse.pipeline import run_once
+from lakehouse.run.pipeline import run_once
 from tests import nexmark_oracle
 from tests.helpers import deliver as deliver_file
 from tests.helpers import table_rows

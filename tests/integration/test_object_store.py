@@ -25,7 +25,7 @@ from core.delta_io import change_feed_readable, readable_version
 from core.identifiers import table_name_for_topic
 from core.layout import Warehouse
 from core.streaming import Trigger
-from lakehouse import commit_swap
+from lakehouse.run import commit_swap
 from tests.cli import run_cli
 from tests.helpers import customer_change
 from tests.objstore import objstore_uri

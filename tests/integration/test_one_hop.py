@@ -25,9 +25,9 @@ from core.errors import LakehouseError
 from core.identifiers import table_name_for_topic
 from core.layout import Warehouse
 from core.streaming import Trigger, await_query
-from lakehouse.audit import verify_warehouse
-from lakehouse.pipeline import run_from_bronze, run_once, start_one_hop
-from lakehouse.summary import RunSummary
+from lakehouse.ops.audit import verify_warehouse
+from lakehouse.run.pipeline import run_from_bronze, run_once, start_one_hop
+from lakehouse.run.summary import RunSummary
 from tests.faults import GUARDED_DML, CommitFaults
 from tests.helpers import customer_change, deliver, pg_key
 from tests.warehouses import assert_same_tables

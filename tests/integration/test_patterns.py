@@ -22,10 +22,10 @@ from core.gold_tables import FINAL, LATE_EVENTS
 from core.layout import Warehouse
 from core.models import ALERTS_TABLE
 from core.patterns import Absent, Pattern, PatternMeasure, Step, match_id
-from lakehouse.audit import verify_warehouse
-from lakehouse.forget import forget
-from lakehouse.pipeline import run_once
-from lakehouse.replay import replay
+from lakehouse.ops.audit import verify_warehouse
+from lakehouse.ops.forget import forget
+from lakehouse.ops.replay import replay
+from lakehouse.run.pipeline import run_once
 
 pytestmark = pytest.mark.integration
 

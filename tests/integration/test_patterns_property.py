@@ -35,7 +35,7 @@ from core.config import PipelineConfig, TableSpec
 from core.gold_tables import FINAL, FINALIZED_AT, LATE_EVENTS, duration_micros
 from core.layout import Warehouse
 from core.patterns import Absent, Pattern, PatternMeasure, Step
-from lakehouse.pipeline import run_once
+from lakehouse.run.pipeline import run_once
 from tests import pattern_oracle
 from tests.draws import (
     MINUTE,

@@ -35,7 +35,7 @@ from core.delta_io import table_exists
 from core.errors import ConfigError
 from core.identifiers import table_name_for_topic
 from core.layout import QUARANTINE_TABLE, Warehouse
-from lakehouse.pipeline import run_from_bronze, run_once
+from lakehouse.run.pipeline import run_from_bronze, run_once
 from silver.verify import check_history, check_table
 from tests.helpers import deliver, pg_envelope
 

@@ -41,9 +41,9 @@ from core.gold_tables import GoldTable, Measure, Window
 from core.layout import QUARANTINE_TABLE, Warehouse
 from core.streaming import Trigger
 from expectations.checks import load_checks, load_layer_checks
-from lakehouse.audit import verify_warehouse
-from lakehouse.forget import forget
-from lakehouse.pipeline import run_continuously, run_once
+from lakehouse.ops.audit import verify_warehouse
+from lakehouse.ops.forget import forget
+from lakehouse.run.pipeline import run_continuously, run_once
 from silver.job import apply_batch, ensure_shared_tables, entity_tables
 from tests.browser import Browser, dump_dom, screenshot
 from tests.cli import run_cli, table_cells

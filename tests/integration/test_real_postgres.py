@@ -20,12 +20,12 @@ from pyspark.sql import functions as F
 
 from core.identifiers import entity_name_for_topic
 from core.layout import QUARANTINE_TABLE, Warehouse
-from lakehouse.broker import free_port
-from lakehouse.debezium_capture import CaptureError, start_capture
-from lakehouse.pg_compare import TableContents, differences, silver_tables
-from lakehouse.pg_workload import QUARANTINED
-from lakehouse.postgres import DATABASE, HOST, USER, LocalPostgres
-from lakehouse.real_cdc import TABLE_TOPIC_PREFIX, CapturedWorkload, capture_postgres
+from lakehouse.local.broker import free_port
+from lakehouse.local.debezium_capture import CaptureError, start_capture
+from lakehouse.local.pg_compare import TableContents, differences, silver_tables
+from lakehouse.local.pg_workload import QUARANTINED
+from lakehouse.local.postgres import DATABASE, HOST, USER, LocalPostgres
+from lakehouse.local.real_cdc import TABLE_TOPIC_PREFIX, CapturedWorkload, capture_postgres
 from tests.cli import run_cli
 from tests.delta_rs import assert_delta_rs_reads_same_rows
 

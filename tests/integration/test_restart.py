@@ -31,7 +31,7 @@ from cdc.sources import SourceSpec
 from core.config import SHOP_CONFIG
 from core.errors import LakehouseError
 from core.layout import LAYERS, QUARANTINE_TABLE, Warehouse
-from lakehouse.pipeline import run_once
+from lakehouse.run.pipeline import run_once
 from tests.cli import LAKEHOUSE, run_cli
 from tests.faults import GUARDED_DML, CommitFaults
 from tests.objstore import objstore_uri

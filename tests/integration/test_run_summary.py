@@ -12,8 +12,8 @@ from pyspark.sql import SparkSession
 from rich.console import Console
 
 from cdc.records import Record
-from lakehouse.commands import run as run_command
-from lakehouse.summary import RunSummary
+from lakehouse.cli import run as run_command
+from lakehouse.run.summary import RunSummary
 from silver.job import BatchReport
 from tests.cli import run_cli
 from tests.helpers import customer_change

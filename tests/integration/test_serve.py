@@ -16,7 +16,7 @@ from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
 from core.layout import Warehouse
-from lakehouse.broker import free_port
+from lakehouse.local.broker import free_port
 from tests import sessions
 from tests.helpers import table_rows
 from tests.runs import Run
@@ -68,7 +68,7 @@ def test_serve_reads_over_jdbc_and_refuses_writes_and_paths(
         tmp_path
     )  # the server's Hive client files must not land in the working directory
     started = time.monotonic()
-    # The server sets its driver's class path and Java options itself (lakehouse.serve).
+    # The server sets its driver's class path and Java options itself (lakehouse.sql.serve).
     monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", sessions.submit_args_for_own_driver())
     run = Run([str(LAKEHOUSE), "serve", "--warehouse", str(warehouse.root), "--port", str(port)])
     try:

@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 
 from cdc.generator import WorkloadConfig, generate, write_files
 from core.layout import Warehouse
-from lakehouse.broker import free_port
+from lakehouse.local.broker import free_port
 from tests import sessions
 from tests.cli import LAKEHOUSE, run_cli
 from tests.runs import Run
@@ -100,7 +100,7 @@ def test_serve_stops_on_sigterm_to_its_process_group(
     (warehouse / "gold").mkdir(parents=True)
     port = free_port()
     monkeypatch.chdir(tmp_path)  # the server's Hive client files land here
-    # The server sets its driver's class path and Java options itself (lakehouse.serve).
+    # The server sets its driver's class path and Java options itself (lakehouse.sql.serve).
     monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", sessions.submit_args_for_own_driver())
     run = Run([str(LAKEHOUSE), "serve", "--warehouse", str(warehouse), "--port", str(port)])
     try:

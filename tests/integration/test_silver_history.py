@@ -24,7 +24,7 @@ from core.delta_io import table_exists
 from core.identifiers import table_name_for_topic
 from core.layout import Warehouse
 from core.streaming import Trigger, await_query
-from lakehouse.audit import verify_warehouse
+from lakehouse.ops.audit import verify_warehouse
 from silver import history_job
 from silver.job import apply_batch, entity_tables, start_silver
 from silver.tables import EntityTables, HistoryTables

@@ -24,7 +24,7 @@ from deltalake import DeltaTable, write_deltalake
 from benchmarks.status_bench import Expected, synthetic_warehouse
 from core.config import load_config
 from core.layout import Warehouse
-from lakehouse.status import pipeline_status, status_json
+from lakehouse.ops.status import pipeline_status, status_json
 
 pytestmark = pytest.mark.integration
 

@@ -30,7 +30,7 @@ from cdc.sources import SourceSpec
 from core.config import PipelineConfig, TableSpec
 from core.identifiers import table_name_for_topic
 from core.layout import QUARANTINE_TABLE, Warehouse
-from lakehouse.pipeline import run_once
+from lakehouse.run.pipeline import run_once
 from silver.reference import BronzeRecord, fold
 from silver.verify import canonical_rows, fold_spec, row_differences
 from tests.helpers import bronze_record

@@ -1,5 +1,5 @@
 """The lease's rules without Spark: who may take a lease over, and the line a second run
-prints (:mod:`lakehouse.lease`)."""
+prints (:mod:`lakehouse.run.lease`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from lakehouse.lease import Holder, is_free
+from lakehouse.run.lease import Holder, is_free
 
 pytestmark = pytest.mark.unit
 

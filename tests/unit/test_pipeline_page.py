@@ -16,7 +16,7 @@ from bs4 import BeautifulSoup
 
 from core.errors import ConfigError
 from expectations.offline_docs import external_references
-from lakehouse.pipeline_page import pipeline_server, render_pipeline_page
+from lakehouse.ops.pipeline_page import pipeline_server, render_pipeline_page
 
 pytestmark = pytest.mark.unit
 

@@ -4,12 +4,11 @@ step live below them (spinner, bar, elapsed time), gone when the command ends.""
 from __future__ import annotations
 
 import io
-import time
 
 import pytest
 from rich.console import Console
 
-from lakehouse.commands import common
+from lakehouse.cli import common
 
 pytestmark = pytest.mark.unit
 
@@ -21,8 +20,7 @@ def shown(terminal: bool, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setattr(common, "running_step", step)
     common.progress("replay: rebuilding orders")
     common.progress("silver: applying shop.orders to silver.orders")
-    time.sleep(0.3)  # the live display refreshes on its own thread
-    step.stop()
+    step.stop()  # its last refresh draws the running step, then erases it
     return out.getvalue()
 
 

@@ -8,7 +8,7 @@ from sqlglot import exp
 from sqlglot.dialects.spark import Spark
 
 from core.config import CatalogSpec
-from lakehouse.serve import refusal, refused_plan_text
+from lakehouse.sql.serve import refusal, refused_plan_text
 
 pytestmark = pytest.mark.unit
 

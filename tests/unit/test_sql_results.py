@@ -12,8 +12,8 @@ import pytest
 from pyspark.sql import Row
 
 from core.errors import LakehouseError
-from lakehouse.commands.common import console, print_table
-from lakehouse.commands.results import cell_text, json_value, write_csv, write_json
+from lakehouse.cli.common import console, print_table
+from lakehouse.cli.results import cell_text, json_value, write_csv, write_json
 
 pytestmark = pytest.mark.unit
 

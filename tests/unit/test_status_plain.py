@@ -10,12 +10,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from lakehouse.commands.common import console, print_table
-from lakehouse.commands.plain import Column, table_lines
-from lakehouse.commands.run import summary_lines
-from lakehouse.commands.status import status_lines
-from lakehouse.status import GoldStatus, LastBatch, PipelineStatus, QualityStatus, SilverStatus
-from lakehouse.summary import RunSummary
+from lakehouse.cli.common import console, print_table
+from lakehouse.cli.plain import Column, table_lines
+from lakehouse.cli.run import summary_lines
+from lakehouse.cli.status import status_lines
+from lakehouse.ops.status import GoldStatus, LastBatch, PipelineStatus, QualityStatus, SilverStatus
+from lakehouse.run.summary import RunSummary
 from silver.job import BatchReport
 from tests.cli import table_cells
 

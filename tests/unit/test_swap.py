@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from lakehouse import swap
+from lakehouse.run import swap
 
 pytestmark = pytest.mark.unit
 

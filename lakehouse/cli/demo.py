@@ -1,0 +1,140 @@
+"""``lakehouse demo``: the main job, a shop workload through every layer."""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from contextlib import ExitStack
+from pathlib import Path
+
+import click
+
+from core.errors import LakehouseError
+from lakehouse.cli.common import (
+    SEED,
+    console,
+    print_table,
+    progress,
+    spark_options,
+    spark_session,
+)
+
+
+@click.command()
+@click.option(
+    "--events",
+    default=20_000,
+    show_default=True,
+    type=click.IntRange(min=100),
+    help="Records to generate.",
+)
+@SEED
+@click.option(
+    "--warehouse",
+    default=None,
+    type=click.Path(path_type=Path),
+    help="Directory for the demo's source files and warehouse (default: a new temporary one).",
+)
+@spark_options
+@click.option(
+    "--kafka",
+    "use_kafka",
+    is_flag=True,
+    default=False,
+    help="Send the workload through Kafka instead of files (starts a local broker unless "
+    "--bootstrap is given).",
+)
+@click.option("--bootstrap", default=None, help="With --kafka: an existing broker, HOST:PORT.")
+@click.option(
+    "--postgres",
+    "use_postgres",
+    is_flag=True,
+    default=False,
+    help="Real CDC instead of the generated workload: start a local PostgreSQL, change every "
+    "column type there, capture it with the Debezium PostgreSQL connector, run every layer and "
+    "compare silver with PostgreSQL (needs Java 17; --events and --seed do not apply).",
+)
+def demo(
+    events: int,
+    seed: int,
+    warehouse: Path | None,
+    use_kafka: bool,
+    bootstrap: str | None,
+    use_postgres: bool,
+    spark_mode: str,
+    master: str | None,
+) -> None:
+    """Generate a shop workload and run it through every layer, then query gold."""
+    from lakehouse.demo import run_demo
+    from lakehouse.local.broker import LocalBroker, default_home, free_port
+
+    if bootstrap and not use_kafka:
+        raise LakehouseError("--bootstrap needs --kafka.")
+    if use_postgres and use_kafka:
+        raise LakehouseError("--postgres and --kafka cannot be combined; choose one.")
+    root = warehouse or Path(tempfile.mkdtemp(prefix="lakehouse-demo-"))
+    if use_postgres:
+        _postgres_demo(root, spark_mode, master)
+        return
+    with ExitStack() as cleanup:
+        if use_kafka and not bootstrap:
+            broker = LocalBroker(home=default_home(), port=free_port())
+            with console.status("starting the local Kafka broker"):
+                broker.start()
+            cleanup.callback(broker.stop)
+            progress(f"local Kafka broker at {broker.bootstrap} (stopped at the end)")
+            bootstrap = broker.bootstrap
+        with spark_session(spark_mode, master) as spark:
+            summary = run_demo(spark, root, events, seed, progress, bootstrap)
+    print_table("Tables", ["table", "rows"], summary.counts)
+    console.print(f"quarantined records: {summary.quarantined}")
+    if summary.quality_rows:
+        print_table("Quality (system.quality)", summary.quality_columns, summary.quality_rows)
+    verdict = (
+        "silver equals the reference fold of bronze, gold its declarations"
+        if summary.verified
+        else "DIFFERENCES"
+    )
+    console.print(f"verify: {verdict}")
+    console.print(f"[bold]{summary.query}[/bold]")
+    print_table("gold result", summary.result_columns, summary.result_rows)
+    late = ", ".join(
+        f"{table} {changes} (up to {minutes:g} min late)"
+        for table, changes, minutes in summary.late_events
+    )
+    console.print(
+        f"late data: {sum(row[1] for row in summary.late_events)} changes landed in windows "
+        f"already final, corrected and recorded in gold.late_events{': ' + late if late else ''}",
+        markup=False,
+    )
+    console.print(f"[bold]{summary.alerts_query}[/bold]")
+    print_table("alerts", summary.alerts_columns, summary.alerts_rows)
+    example = "SELECT * FROM gold.user_sessions LIMIT 5"
+    console.print(f"warehouse: {summary.warehouse}", markup=False)
+    console.print(f'try: lakehouse sql --warehouse {summary.warehouse} "{example}"', markup=False)
+    if not summary.verified:
+        sys.exit(1)
+
+
+def _postgres_demo(root: Path, spark_mode: str, master: str | None) -> None:
+    """``demo --postgres``: print how silver compares with PostgreSQL; exit 1 if it differs."""
+    from lakehouse.demo import run_postgres_demo
+    from lakehouse.local.real_cdc import capture_postgres
+
+    captured = capture_postgres(root, progress)  # stops PostgreSQL and Debezium when done
+    with spark_session(spark_mode, master) as spark:
+        summary = run_postgres_demo(spark, root, captured, progress)
+    console.print(f"Debezium records captured: {summary.records}")
+    columns = ["table", "rows in PostgreSQL", "rows in silver", "differences"]
+    print_table("silver vs PostgreSQL", columns, summary.tables)
+    if summary.differences:
+        console.print(f"DIFFERENCES ({len(summary.differences)}):", markup=False)
+        for line in summary.differences[:20]:
+            console.print(f"  {line}", markup=False)
+    else:
+        console.print("silver equals PostgreSQL: every table, row and column")
+    example = "SELECT * FROM silver.typed_values"
+    console.print(f"warehouse: {summary.warehouse}", markup=False)
+    console.print(f'try: lakehouse sql --warehouse {summary.warehouse} "{example}"', markup=False)
+    if summary.differences:
+        sys.exit(1)

@@ -1,0 +1,54 @@
+"""``lakehouse fit``: fit the baseline of every declared alert from silver (a batch job)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from core.errors import ConfigError
+from lakehouse.cli.common import (
+    CONFIG,
+    EXISTING_WAREHOUSE,
+    print_table,
+    progress,
+    spark_options,
+    spark_session,
+)
+
+
+@click.command()
+@EXISTING_WAREHOUSE
+@CONFIG
+@click.option("--alert", "only", default=None, help="Fit only this alert (default: every one).")
+@spark_options
+def fit(
+    warehouse: str, config_path: Path | None, only: str | None, spark_mode: str, master: str | None
+) -> None:
+    """Fit the per-key baseline of each [[alerts]] entry from its silver table's current rows.
+
+    Each run appends a new baseline_version to gold.<alert>_baseline; the running alert jobs
+    score with the newest from their next micro-batch. Schedule it like any batch job.
+    """
+    from core.config import load_config
+    from core.layout import Warehouse
+    from gold.alerts import fit as fit_alert
+
+    config = load_config(config_path)
+    specs = [spec for spec in config.alerts if only is None or spec.name == only]
+    if not specs:
+        declared = ", ".join(spec.name for spec in config.alerts) or "none"
+        raise ConfigError(
+            f"No alert to fit{f' named {only!r}' if only else ''} (declared: {declared}). "
+            "Declare one in an [[alerts]] entry of the --config file."
+        )
+    with spark_session(spark_mode, master) as spark:
+        fits = []
+        for spec in specs:
+            progress(f"gold: fitting {spec.baseline_table} from silver.{spec.source}")
+            fits.append(fit_alert(spark, Warehouse.from_path(warehouse), spec))
+    print_table(
+        "Baselines fitted",
+        ["alert", "table", "baseline_version", "keys", "keys scored"],
+        [[f.alert, f.table, f.version, f.keys, f.scored_keys] for f in fits],
+    )

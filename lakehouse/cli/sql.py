@@ -1,0 +1,105 @@
+"""``lakehouse sql``: one statement over the warehouse's tables by name, read-only by default."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from lakehouse.cli.common import (
+    CONFIG,
+    EXISTING_WAREHOUSE,
+    errors,
+    print_table,
+    spark_options,
+    spark_session,
+)
+from lakehouse.cli.results import (
+    FORMATS,
+    Format,
+    cell_text,
+    check_columns,
+    write_csv,
+    write_json,
+)
+
+
+@click.command()
+@EXISTING_WAREHOUSE
+@CONFIG
+@click.option(
+    "--limit",
+    default=100,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Rows to print (0: all); a note on stderr says when there were more.",
+)
+@click.option(
+    "--format",
+    "output",
+    type=click.Choice(FORMATS),
+    default=None,
+    help="Output: table (default on a terminal), csv (default otherwise) or json.",
+)
+@click.option(
+    "--allow-writes",
+    is_flag=True,
+    help="Also run statements that change silver or gold tables (never bronze).",
+)
+@click.argument("statement")
+@spark_options
+def sql(
+    warehouse: str,
+    config_path: Path | None,
+    limit: int,
+    output: Format | None,
+    allow_writes: bool,
+    statement: str,
+    spark_mode: str,
+    master: str | None,
+) -> None:
+    """Run one SQL statement; tables are named <layer>.<table> (e.g. gold.revenue_per_minute).
+
+    Read-only unless --allow-writes: SELECT, SHOW, DESCRIBE and EXPLAIN run, nothing that
+    changes a table, and no file is read by path. Bronze never changes here, not even with
+    --allow-writes: use `lakehouse forget` and `lakehouse maintain`. With --config, the tables
+    have the names its [catalog] gives them.
+    """
+    from core.catalog import run_sql
+    from core.config import load_config
+    from core.layout import Warehouse
+    from core.sql_guard import check
+    from lakehouse.sql.session import as_checked, spark_errors
+
+    names = load_config(config_path).catalog
+    # Before Spark starts: a refusal is quick.
+    check(statement, allow_writes=allow_writes, protected={names.schema("bronze")})
+    output = output or ("table" if sys.stdout.isatty() else "csv")
+    with (
+        spark_session(spark_mode, master) as spark,
+        as_checked(spark, allow_writes),
+        spark_errors(),
+    ):
+        frame = run_sql(spark, Warehouse.from_path(warehouse), statement, names)
+        check_columns(output, frame.columns)
+        rows = [tuple(row) for row in (frame.limit(limit + 1) if limit else frame).collect()]
+    if limit and len(rows) > limit:
+        rows = rows[:limit]
+        errors.print(
+            f"note: printed the first {limit} rows; there are more (--limit N for more, "
+            "--limit 0 for all).",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+    _print(output, frame.columns, rows)
+
+
+def _print(output: Format, columns: list[str], rows: list[tuple[object, ...]]) -> None:
+    if output == "csv":
+        write_csv(sys.stdout, columns, rows)
+    elif output == "json":
+        write_json(sys.stdout, columns, rows)
+    else:
+        print_table(None, columns, [[cell_text(value) for value in row] for row in rows])

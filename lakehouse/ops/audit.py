@@ -1,0 +1,105 @@
+"""Audit: every silver table (and SCD2 history) against the reference fold of its bronze log,
+every gold table against its declaration evaluated over silver, and every bronze table for
+records held twice."""
+
+from __future__ import annotations
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from bronze.job import COORDINATES
+from cdc.files import SOURCE_COLUMN
+from core.config import PipelineConfig
+from core.delta_io import table_exists
+from core.identifiers import table_name_for_topic
+from core.layout import QUARANTINE_TABLE, Warehouse
+from gold.jobs import join_inputs
+from gold.models import check_models_of
+from gold.pattern_jobs import identity_columns, source_keys
+from gold.verify import check_gold, check_pattern_table
+from lakehouse.run.entities import entity_specs
+from silver.verify import TableCheck, check_history, check_table
+
+
+def verify_warehouse(
+    spark: SparkSession, warehouse: Warehouse, config: PipelineConfig
+) -> list[TableCheck]:
+    """Check each silver entity of ``warehouse`` (and its history table for SCD type 2); an
+    empty list means there was nothing to check. Records a ``drop`` expectation quarantined
+    are left out of the expected state. Then each declared gold table (and pattern) whose silver
+    source and gold table exist; then each SQL model whose table and inputs exist
+    (:func:`gold.models.check_model`)."""
+    checks = []
+    quarantine = warehouse.table("silver", QUARANTINE_TABLE)
+    for spec in entity_specs(spark, warehouse, config):
+        bronze = warehouse.table("bronze", table_name_for_topic(spec.topic))
+        silver = warehouse.table("silver", spec.name)
+        checks.append(check_table(spark, bronze, silver, spec, quarantine))
+        if spec.history_name is not None:
+            history = warehouse.table("silver", spec.history_name)
+            checks.append(check_history(spark, bronze, history, spec, quarantine))
+    for table in config.gold_declarations:
+        silver, gold = warehouse.table("silver", table.source), warehouse.table("gold", table.name)
+        if checks and table_exists(spark, silver) and table_exists(spark, gold):
+            watermark = warehouse.watermark(table.name)
+            joined = None if table.join is None else join_inputs(warehouse, table.join)
+            other = None
+            if table.stream_join is not None:
+                other = warehouse.table("silver", table.stream_join.source)
+                if not table_exists(spark, other):
+                    continue
+            checks.append(check_gold(spark, silver, gold, table, watermark, joined, other))
+    for pattern in config.patterns:
+        silver, gold = (
+            warehouse.table("silver", pattern.source),
+            warehouse.table("gold", pattern.name),
+        )
+        if checks and table_exists(spark, silver) and table_exists(spark, gold):
+            columns = spark.read.format("delta").load(silver).columns
+            identity = identity_columns(pattern, source_keys(config, pattern), columns)
+            watermark = warehouse.watermark(pattern.name)
+            checks.append(check_pattern_table(spark, silver, gold, pattern, watermark, identity))
+    if checks:
+        checks += check_models_of(spark, warehouse, config)
+        checks += [
+            check_bronze_coordinates(spark, warehouse, table)
+            for table in warehouse.table_names("bronze", spark)
+        ]
+    return checks
+
+
+def check_bronze_coordinates(spark: SparkSession, warehouse: Warehouse, table: str) -> TableCheck:
+    """Check that no two writes to the bronze ``table`` hold the same source coordinates:
+    topic, partition and offset, and for the file source the file too (two runs that wrote one
+    batch twice leave such rows; silver folds them away, so only this check sees them). Rows
+    of one write with the same coordinates are the source's own repeats, not counted. A line
+    no record could be read from has no coordinates and is not compared."""
+    frame = spark.read.format("delta").load(warehouse.table("bronze", table))
+    coordinates = [c for c in (*COORDINATES, SOURCE_COLUMN) if c in frame.columns]
+    located = frame.where(" AND ".join(f"`{c}` IS NOT NULL" for c in COORDINATES))
+    # A record the source itself holds twice (a line repeated in a file) lands in one write;
+    # only a record written again by another write (another _ingested_at) is a repeat.
+    writes = F.count_distinct("_ingested_at") if "_ingested_at" in frame.columns else F.count("*")
+    counts = located.groupBy(*coordinates).agg(writes.alias("count"))
+    totals = counts.agg(
+        F.count(F.lit(1)).alias("distinct"),
+        F.coalesce(F.sum("count"), F.lit(0)).alias("rows"),
+        F.coalesce(F.sum(F.when(F.col("count") > 1, F.col("count") - 1)), F.lit(0)).alias("extra"),
+    ).first()
+    assert totals is not None
+    check = TableCheck(table, int(totals["distinct"]), int(totals["rows"]), layer="bronze")
+    if totals["extra"]:
+        twice = counts.where("count > 1").orderBy(*COORDINATES).limit(3).collect()
+        where = "; ".join(
+            f"{row['topic']} partition {row['partition']} offset {row['offset']} "
+            f"({row['count']} times)"
+            for row in twice
+        )
+        check.differences.append(
+            f"{totals['extra']} rows repeat a record already in bronze (same topic, partition, "
+            f"offset{' and file' if SOURCE_COLUMN in coordinates else ''}; e.g. {where}): two "
+            "pipelines wrote the same batch. Silver and gold fold them away; for a clean bronze, "
+            "run the source again into a new warehouse (lakehouse run --once --warehouse NEW) "
+            "and use that one."
+        )
+    return check

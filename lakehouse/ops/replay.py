@@ -1,0 +1,173 @@
+"""Replay: rebuild silver and gold from bronze from scratch, then swap the result in.
+
+The rebuild runs the pipeline's own silver and gold jobs
+(:func:`lakehouse.run.pipeline.run_from_bronze`) on a staging warehouse that reads the live
+bronze tables, with fresh checkpoints and new idempotency ids. The live tables are not touched
+until the rebuild is complete; then the staged tables and their state replace the live ones
+(:mod:`lakehouse.run.swap` on a local file system; :mod:`lakehouse.run.commit_swap`, by Delta
+commits and checkpoint pointers, at a URI such as an object store). A failed rebuild leaves the
+warehouse as it was.
+
+The quarantine table is shared by all entities: the staged copy starts with the live rows of the
+entities that are not rebuilt, and the rebuilt entities add theirs.
+
+SQL models (:mod:`gold.models`) are rebuilt by the same run, after the gold tables, and swapped
+in with their state; a model whose inputs the rebuild did not produce is refreshed on the live
+warehouse after the swap.
+
+Do not run a replay while a pipeline writes to the same warehouse.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from core.config import PipelineConfig
+from core.delta_io import forget_cached_logs, table_exists
+from core.gold_tables import LATE_EVENTS
+from core.layout import QUARANTINE_TABLE, Warehouse, is_uri
+from core.storage import delete_tree
+from gold.models import refresh_models
+from gold.pattern_jobs import final_from
+from gold.watermarks import carry_over
+from lakehouse.run import commit_swap, recovery, swap
+from lakehouse.run.entities import (
+    chosen_entities,
+    dependent_gold,
+    derived_paths,
+    entity_specs,
+    rebuilt_together,
+)
+from lakehouse.run.pipeline import Progress, run_from_bronze
+
+
+@dataclass
+class ReplayReport:
+    """What a replay rebuilt: ``(table, rows)`` per silver and gold table, and its duration."""
+
+    entities: list[str]
+    tables: list[tuple[str, int]] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def replay(
+    spark: SparkSession,
+    warehouse: Warehouse,
+    config: PipelineConfig,
+    table: str | None = None,
+    progress: Progress = lambda _: None,
+) -> ReplayReport:
+    """Rebuild every silver entity (or only ``table``, with the entities a gold table reads
+    together with it) and the gold tables that read them.
+
+    Raises:
+        TableNotFoundError: no bronze tables, or ``table`` is not an entity of the warehouse.
+        PipelineError: a silver or gold job failed (the live tables are unchanged).
+    """
+    started = time.monotonic()
+    on_object_store = is_uri(warehouse.root)
+    recovery.recover_and_say(spark, warehouse.root, progress)
+    specs = entity_specs(spark, warehouse, config)
+    present = [spec.name for spec in specs]
+    chosen = [spec.name for spec in chosen_entities(specs, warehouse, table)]
+    entities = rebuilt_together(config, chosen, present)
+    if entities != chosen:
+        joined = ", ".join(name for name in entities if name not in chosen)
+        progress(f"replay: rebuilding {joined} too: a gold table reads it with {table}")
+    report = ReplayReport(entities=entities)
+    if on_object_store:
+        staging = commit_swap.prepare(spark, warehouse.root)
+    else:
+        staging = str(swap.prepare(warehouse.root))
+    staged = warehouse.staging(staging)
+    progress(f"replay: rebuilding {', '.join(entities)} from bronze into {staging}")
+    _seed_quarantine(spark, warehouse, staged, entities)
+    run_from_bronze(spark, staged, config, progress, entities)
+    _keep_event_time_history(spark, warehouse, staged, config, entities)
+    retire = derived_paths(warehouse, config, entities)
+    progress("replay: swapping the rebuilt tables in")
+    if on_object_store:
+        commit_swap.seal(spark, staging, retire, gold_inputs(warehouse, config, entities))
+        installed = commit_swap.swap(spark, warehouse.root)
+    else:
+        swap.seal(Path(staging), retire)
+        installed = swap.swap(warehouse.root)
+    forget_cached_logs(spark)
+    _refresh_models(spark, warehouse, config, progress)
+    for relative in installed:
+        layer, _, name = relative.partition("/")
+        if layer in ("silver", "gold"):
+            rows = spark.read.format("delta").load(f"{warehouse.root}/{relative}").count()
+            report.tables.append((f"{layer}.{name}", rows))
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _keep_event_time_history(
+    spark: SparkSession,
+    live: Warehouse,
+    staged: Warehouse,
+    config: PipelineConfig,
+    rebuilt: Collection[str],
+) -> None:
+    """A rebuild keeps what the live jobs saw of event time: each rebuilt gold table keeps the
+    live watermark (and so the same ``_final`` rows), and ``gold.late_events`` stays as it is
+    (a rebuild reads every change at once; nothing arrives late)."""
+    declared = {table.name: table for table in config.gold_declarations}
+    patterns = {pattern.name: pattern for pattern in config.patterns}
+    for job in dependent_gold(config, rebuilt):
+        if job.table in patterns:
+            pattern = patterns[job.table]
+            carry_over(spark, live, staged, pattern, final_from(pattern))
+        else:
+            table = declared[job.table]
+            carry_over(spark, live, staged, table, F.col(table.window.end_as))
+    delete_tree(spark, staged.table("gold", LATE_EVENTS))
+
+
+def _refresh_models(
+    spark: SparkSession, warehouse: Warehouse, config: PipelineConfig, progress: Progress
+) -> None:
+    """After the swap: refresh the SQL models the staging run could not (an input was not
+    rebuilt) or whose inputs the swap replaced; those the rebuild installed are current. A
+    model that fails is said, not raised: the rebuilt tables are in, and the next run retries
+    it."""
+    for failed in refresh_models(spark, warehouse, config, progress):
+        progress(f"replay: {failed.table} failed to refresh ({failed.failure.line})")
+
+
+def recover(spark: SparkSession, root: str) -> bool:
+    """Finish or discard an interrupted replay of the warehouse at ``root`` (by renames on a
+    local file system, by Delta commits and pointers at a URI); True if one was finished."""
+    return recovery.recover(spark, root) == "finished"
+
+
+def gold_inputs(
+    warehouse: Warehouse, config: PipelineConfig, entities: Collection[str]
+) -> dict[str, str]:
+    """For the checkpoint of each gold job that reads a rebuilt entity (relative paths), the
+    silver table it reads."""
+    prefix = f"{warehouse.root.rstrip('/')}/"
+    return {
+        warehouse.checkpoint(job.query).removeprefix(prefix): warehouse.table(
+            "silver", job.input
+        ).removeprefix(prefix)
+        for job in dependent_gold(config, entities)
+    }
+
+
+def _seed_quarantine(
+    spark: SparkSession, live: Warehouse, staged: Warehouse, rebuilt: Collection[str]
+) -> None:
+    """Copy the live quarantine rows of the entities that are not rebuilt into staging."""
+    path = live.table("silver", QUARANTINE_TABLE)
+    if not table_exists(spark, path):
+        return
+    kept = spark.read.format("delta").load(path).where(~F.col("entity").isin(*rebuilt))
+    kept.write.format("delta").mode("errorifexists").save(staged.table("silver", QUARANTINE_TABLE))
