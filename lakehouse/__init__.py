@@ -1,9 +1,10 @@
 """The roof of cdc-lakehouse: the command line, pipeline wiring, the demo and the operations
 (replay, forget, maintain, verify) over the layers below (see docs/architecture.md).
 
-The public Python API is :mod:`lakehouse.api`, re-exported here::
+The public Python API is :mod:`lakehouse.api` and the declarations of :mod:`lakehouse.declare`,
+re-exported here::
 
-    from lakehouse import Lakehouse, generate_workload
+    from lakehouse import Lakehouse, cdc_table, gold_table, measure, tumbling
 
 (imported on first use, so that the command line starts without loading Spark).
 """
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from lakehouse.api import (
+        Fit,
         ForgetReport,
         Lakehouse,
         MaintenanceReport,
@@ -25,10 +27,51 @@ if TYPE_CHECKING:
         Verification,
         generate_workload,
     )
+    from lakehouse.declare import (
+        Absent,
+        AlertSpec,
+        CatalogSpec,
+        GoldTable,
+        Join,
+        MaintenanceSpec,
+        Measure,
+        Pattern,
+        PatternMeasure,
+        PipelineConfig,
+        QualitySpec,
+        SqlModel,
+        Step,
+        StreamJoin,
+        TableSpec,
+        TopN,
+        Window,
+        absent,
+        alert,
+        catalog,
+        cdc_table,
+        count_window,
+        events_table,
+        gold_table,
+        hopping,
+        join,
+        maintenance,
+        match_measure,
+        measure,
+        pattern,
+        pipeline,
+        quality,
+        session,
+        sliding,
+        sql_model,
+        step,
+        stream_join,
+        top_n,
+        tumbling,
+    )
 
 __version__ = "0.1.0"
 
-__all__ = [
+_API = (
     "Fit",
     "ForgetReport",
     "Lakehouse",
@@ -38,12 +81,56 @@ __all__ = [
     "RunReport",
     "TableCheck",
     "Verification",
-    "__version__",
     "generate_workload",
-]
+)
+_DECLARE = (
+    "Absent",
+    "AlertSpec",
+    "CatalogSpec",
+    "GoldTable",
+    "Join",
+    "MaintenanceSpec",
+    "Measure",
+    "Pattern",
+    "PatternMeasure",
+    "PipelineConfig",
+    "QualitySpec",
+    "SqlModel",
+    "Step",
+    "StreamJoin",
+    "TableSpec",
+    "TopN",
+    "Window",
+    "absent",
+    "alert",
+    "catalog",
+    "cdc_table",
+    "count_window",
+    "events_table",
+    "gold_table",
+    "hopping",
+    "join",
+    "maintenance",
+    "match_measure",
+    "measure",
+    "pattern",
+    "pipeline",
+    "quality",
+    "session",
+    "sliding",
+    "sql_model",
+    "step",
+    "stream_join",
+    "top_n",
+    "tumbling",
+)
+
+__all__ = sorted([*_API, *_DECLARE, "__version__"])
 
 
 def __getattr__(name: str) -> Any:
-    if name in __all__:
+    if name in _API:
         return getattr(importlib.import_module("lakehouse.api"), name)
+    if name in _DECLARE:
+        return getattr(importlib.import_module("lakehouse.declare"), name)
     raise AttributeError(f"module 'lakehouse' has no attribute {name!r}")
