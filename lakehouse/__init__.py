@@ -71,42 +71,41 @@ if TYPE_CHECKING:
 
 __version__ = "0.1.0"
 
-_API = (
-    "Fit",
-    "ForgetReport",
-    "Lakehouse",
-    "MaintenanceReport",
-    "PipelineStatus",
-    "ReplayReport",
-    "RunReport",
-    "TableCheck",
-    "Verification",
-    "generate_workload",
-)
-_DECLARE = (
+__all__ = [
     "Absent",
     "AlertSpec",
     "CatalogSpec",
+    "Fit",
+    "ForgetReport",
     "GoldTable",
     "Join",
+    "Lakehouse",
+    "MaintenanceReport",
     "MaintenanceSpec",
     "Measure",
     "Pattern",
     "PatternMeasure",
     "PipelineConfig",
+    "PipelineStatus",
     "QualitySpec",
+    "ReplayReport",
+    "RunReport",
     "SqlModel",
     "Step",
     "StreamJoin",
+    "TableCheck",
     "TableSpec",
     "TopN",
+    "Verification",
     "Window",
+    "__version__",
     "absent",
     "alert",
     "catalog",
     "cdc_table",
     "count_window",
     "events_table",
+    "generate_workload",
     "gold_table",
     "hopping",
     "join",
@@ -123,14 +122,27 @@ _DECLARE = (
     "stream_join",
     "top_n",
     "tumbling",
+]
+#: The names :mod:`lakehouse.api` defines; the other exports are :mod:`lakehouse.declare`'s.
+_API = frozenset(
+    {
+        "Fit",
+        "ForgetReport",
+        "Lakehouse",
+        "MaintenanceReport",
+        "PipelineStatus",
+        "ReplayReport",
+        "RunReport",
+        "TableCheck",
+        "Verification",
+        "generate_workload",
+    }
 )
-
-__all__ = sorted([*_API, *_DECLARE, "__version__"])
 
 
 def __getattr__(name: str) -> Any:
     if name in _API:
         return getattr(importlib.import_module("lakehouse.api"), name)
-    if name in _DECLARE:
+    if name in __all__:
         return getattr(importlib.import_module("lakehouse.declare"), name)
     raise AttributeError(f"module 'lakehouse' has no attribute {name!r}")

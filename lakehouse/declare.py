@@ -9,7 +9,8 @@ settings a pipeline TOML declares, as keyword arguments with the names Databrick
 ...             events_table("clicks", topic="shop.clickstream", keys=["event_id"],
 ...                          sequence_by="ts")],
 ...     gold=[gold_table("revenue", source="orders", event_time="created_at",
-...                      window=tumbling("1 minute"), measures=[measure.sum("total", name="revenue")])],
+...                      window=tumbling("1 minute"),
+...                      measures=[measure.sum("total", name="revenue")])],
 ... )
 >>> print(lh.config.to_toml())   # the same pipeline as TOML
 
@@ -144,7 +145,7 @@ def _nested_mapping(value: Join | StreamJoin | TopN) -> dict[str, Any]:
 def cdc_table(
     name: str,
     *,
-    topic: str,
+    topic: str | None = None,
     keys: Columns | None = None,
     sequence_by: Columns | None = None,
     stored_as_scd_type: int | str = 1,
@@ -163,8 +164,8 @@ def cdc_table(
     type_widening: str = "in_place",
     deletion_vectors: bool = False,
 ) -> TableSpec:
-    """Silver table ``name`` from the Debezium change events of ``topic`` (a ``[[tables]]``
-    entry; the settings as in Databricks' ``create_auto_cdc_flow``, see
+    """Silver table ``name`` from the Debezium change events of ``topic`` (required; a
+    ``[[tables]]`` entry; the settings as in Databricks' ``create_auto_cdc_flow``, see
     docs/silver-semantics.md). ``keys``/``sequence_by`` default to the record key and the
     connector's own sequence.
 
@@ -177,9 +178,9 @@ def cdc_table(
 def events_table(
     name: str,
     *,
-    topic: str,
-    keys: Columns,
-    sequence_by: Columns,
+    topic: str | None = None,
+    keys: Columns | None = None,
+    sequence_by: Columns | None = None,
     schema: str | None = None,
     stored_as_scd_type: int | str = 1,
     apply_as_deletes: str | None = None,
@@ -198,7 +199,8 @@ def events_table(
     deletion_vectors: bool = False,
 ) -> TableSpec:
     """Silver table ``name`` from a plain event stream ``topic`` (``format = "events"``):
-    each event's ``keys`` identify it, ``sequence_by`` orders its versions; ``schema`` (a
+    each event's ``keys`` identify it, ``sequence_by`` orders its versions (all three
+    required); ``schema`` (a
     Spark DDL string) fixes the columns, else they are inferred.
 
     Raises:
@@ -247,6 +249,12 @@ class _Measures:
     """The gold measures as ``measure.<fn>(column, name=...)``; ``name`` defaults to
     ``<fn>_<column>`` (``count`` without a column: ``count``); ``filter`` is a condition, as
     Spark's ``FILTER (WHERE ...)``. Each raises ConfigError as its TOML does."""
+
+    def __getattr__(self, fn: str) -> Any:
+        """An unknown measure function: ConfigError (as ``fn = "<fn>"`` in TOML)."""
+        if fn.startswith("_"):
+            raise AttributeError(fn)
+        return Measure(name=fn, fn=fn)  # type: ignore[arg-type]  # raises ConfigError
 
     @staticmethod
     def _make(fn: str, column: str | None, name: str | None, **settings: Any) -> Measure:
@@ -358,9 +366,9 @@ def top_n(n: int, *, order_by: str, partition_by: Sequence[str] = ()) -> TopN:
 def gold_table(
     name: str,
     *,
-    source: str,
-    event_time: str,
-    measures: Sequence[Measure],
+    source: str | None = None,
+    event_time: str | None = None,
+    measures: Sequence[Measure] | None = None,
     window: Window | None = None,
     group_by: Columns = (),
     columns: Mapping[str, str] | None = None,
@@ -373,7 +381,8 @@ def gold_table(
     """Gold table ``gold.<name>``: ``measures`` of silver ``source``'s rows per ``group_by``
     values and ``window`` of ``event_time`` (a ``[[gold]]`` entry, docs/gold.md); ``columns``
     computes columns (name -> Spark SQL expression) first; ``filter`` keeps the rows it is
-    true for. ``window`` may be left out with a ``stream_join`` (one row per source row).
+    true for. ``source``, ``event_time``, ``measures`` and ``window`` are required (``window``
+    may be left out with a ``stream_join``: one row per source row).
 
     Raises:
         ConfigError: a missing or invalid setting (the message its TOML gives).
@@ -383,7 +392,7 @@ def gold_table(
         source=source,
         event_time=event_time,
         window=window,
-        measures=list(measures),
+        measures=None if measures is None else list(measures),
         group_by=[group_by] if isinstance(group_by, str) else list(group_by) or None,
         columns=dict(columns) if columns else None,
         filter=filter,
@@ -414,16 +423,26 @@ class _MatchMeasures:
     events of ``step`` in a match (every event of it when None); ``name`` defaults to
     ``<fn>_<column>``."""
 
+    def __getattr__(self, fn: str) -> Any:
+        """An unknown pattern measure function: ConfigError (as ``fn = "<fn>"`` in TOML)."""
+        if fn.startswith("_"):
+            raise AttributeError(fn)
+        return PatternMeasure(name=fn, fn=fn)  # type: ignore[arg-type]  # raises ConfigError
+
     @staticmethod
     def _make(fn: str, column: str | None, step: str | None, name: str | None) -> PatternMeasure:
         default = fn if column is None else f"{fn}_{column}"
         return PatternMeasure(**_entry(name=name or default, fn=fn, column=column, step=step))
 
-    def first(self, column: str, *, step: str | None = None, name: str | None = None) -> PatternMeasure:
+    def first(
+        self, column: str, *, step: str | None = None, name: str | None = None
+    ) -> PatternMeasure:
         """``column`` of the first event."""
         return self._make("first", column, step, name)
 
-    def last(self, column: str, *, step: str | None = None, name: str | None = None) -> PatternMeasure:
+    def last(
+        self, column: str, *, step: str | None = None, name: str | None = None
+    ) -> PatternMeasure:
         """``column`` of the last event."""
         return self._make("last", column, step, name)
 
@@ -433,15 +452,21 @@ class _MatchMeasures:
         """The number of events (with a column: of its non-null values)."""
         return self._make("count", column, step, name)
 
-    def min(self, column: str, *, step: str | None = None, name: str | None = None) -> PatternMeasure:
+    def min(
+        self, column: str, *, step: str | None = None, name: str | None = None
+    ) -> PatternMeasure:
         """The least value of ``column``."""
         return self._make("min", column, step, name)
 
-    def max(self, column: str, *, step: str | None = None, name: str | None = None) -> PatternMeasure:
+    def max(
+        self, column: str, *, step: str | None = None, name: str | None = None
+    ) -> PatternMeasure:
         """The greatest value of ``column``."""
         return self._make("max", column, step, name)
 
-    def sum(self, column: str, *, step: str | None = None, name: str | None = None) -> PatternMeasure:
+    def sum(
+        self, column: str, *, step: str | None = None, name: str | None = None
+    ) -> PatternMeasure:
         """The sum of ``column``."""
         return self._make("sum", column, step, name)
 
@@ -453,10 +478,10 @@ match_measure = _MatchMeasures()
 def pattern(
     name: str,
     *,
-    source: str,
-    event_time: str,
-    steps: Sequence[Step],
-    within: str,
+    source: str | None = None,
+    event_time: str | None = None,
+    steps: Sequence[Step] | None = None,
+    within: str | None = None,
     partition_by: Columns = (),
     absent: Absent | None = None,
     measures: Sequence[PatternMeasure] = (),
@@ -467,6 +492,7 @@ def pattern(
     """Pattern ``gold.<name>``: per ``partition_by`` values of silver ``source``, in
     ``event_time`` order, the matches of ``steps`` spanning less than ``within`` (with
     ``absent``: followed by no such event); a ``[[patterns]]`` entry, docs/patterns.md.
+    ``source``, ``event_time``, ``steps`` and ``within`` are required.
 
     Raises:
         ConfigError: a missing or invalid setting (the message its TOML gives).
@@ -475,7 +501,7 @@ def pattern(
         name=name,
         source=source,
         event_time=event_time,
-        steps=list(steps),
+        steps=None if steps is None else list(steps),
         within=within,
         partition_by=[partition_by] if isinstance(partition_by, str) else list(partition_by),
         absent=absent,
@@ -493,10 +519,10 @@ def pattern(
 def alert(
     name: str,
     *,
-    source: str,
-    key: str,
-    value: str,
-    event_time: str,
+    source: str | None = None,
+    key: str | None = None,
+    value: str | None = None,
+    event_time: str | None = None,
     method: str = "mad",
     threshold: float = 3.5,
     min_history: int = 5,
@@ -504,7 +530,7 @@ def alert(
 ) -> AlertSpec:
     """Alert ``name``: rows of silver ``source`` whose ``value`` scores above ``threshold``
     against the baseline of their ``key`` (``lakehouse fit``) land in ``gold.alerts``; an
-    ``[[alerts]]`` entry.
+    ``[[alerts]]`` entry. ``source``, ``key``, ``value`` and ``event_time`` are required.
 
     Raises:
         ConfigError: a missing or invalid setting (the message its TOML gives).
@@ -512,7 +538,7 @@ def alert(
     return alerts_from([_entry(**locals())])[0]
 
 
-def sql_model(name: str, *, sql: str, key: Columns = ()) -> SqlModel:
+def sql_model(name: str, *, sql: str | None = None, key: Columns = ()) -> SqlModel:
     """SQL model ``gold.<name>``: the result of one read-only ``sql`` query over bronze,
     silver and gold tables, refreshed after each micro-batch that changed its inputs; ``key``
     columns let a refresh MERGE only changed rows (a ``[[models]]`` entry, docs/models.md).
@@ -598,8 +624,7 @@ def pipeline(
         for item in lists[setting]:
             if not isinstance(item, kind):
                 raise ConfigError(
-                    f"{setting}= takes {made_by} declarations, not {type(item).__name__} "
-                    f"{item!r}."
+                    f"{setting}= takes {made_by} declarations, not {type(item).__name__} {item!r}."
                 )
     for setting, value, kind, made_by in (
         ("quality", quality, QualitySpec, "quality(...)"),
@@ -619,5 +644,3 @@ def pipeline(
         maintenance=maintenance or MaintenanceSpec(),
     )
     return config_from_mapping(config.to_mapping(), _HERE)
-
-
