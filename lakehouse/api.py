@@ -47,7 +47,7 @@ from core.streaming import Trigger
 from gold.alerts import Fit
 from gold.alerts import fit as fit_alert
 from lakehouse.audit import verify_warehouse
-from lakehouse.declare import pipeline
+from lakehouse.declare import pipeline_config
 from lakehouse.demo import write_workload
 from lakehouse.forget import DEFAULT_REASON, ForgetReport
 from lakehouse.forget import forget as forget_key
@@ -180,7 +180,7 @@ class Lakehouse:
                 f"({', '.join(f'{name}=' for name in given)}): give one or the other."
             )
         if given:
-            self.config = pipeline(
+            self.config = pipeline_config(
                 tables=tables or (),
                 gold=gold or (),
                 patterns=patterns or (),

@@ -88,12 +88,12 @@ __all__ = [
     "gold_table",
     "hopping",
     "join",
-    "maintenance",
     "match_measure",
     "measure",
     "pattern",
-    "pipeline",
+    "pipeline_config",
     "quality",
+    "retention",
     "session",
     "sliding",
     "sql_model",
@@ -578,7 +578,7 @@ def catalog(name: str | None = None, *, schema_prefix: str = "") -> CatalogSpec:
     return catalog_from(_entry(name=name, schema_prefix=schema_prefix or None))
 
 
-def maintenance(
+def retention(
     *, vacuum_retention_hours: int = 168, bronze_retention_days: int | None = None
 ) -> MaintenanceSpec:
     """The ``[maintenance]`` settings of ``lakehouse maintain``."""
@@ -590,7 +590,7 @@ def maintenance(
     )
 
 
-def pipeline(
+def pipeline_config(
     *,
     tables: Iterable[TableSpec] = (),
     gold: Iterable[GoldTable] = (),
@@ -629,7 +629,7 @@ def pipeline(
     for setting, value, kind, made_by in (
         ("quality", quality, QualitySpec, "quality(...)"),
         ("catalog", catalog, CatalogSpec, "catalog(...)"),
-        ("maintenance", maintenance, MaintenanceSpec, "maintenance(...)"),
+        ("maintenance", maintenance, MaintenanceSpec, "retention(...)"),
     ):
         if value is not None and not isinstance(value, kind):
             raise ConfigError(f"{setting}= takes {made_by}, not {value!r}.")
