@@ -891,23 +891,18 @@ def gold_table_to_mapping(table: GoldTable) -> dict[str, Any]:
     if table.computed:
         entry["columns"] = dict(table.computed)
     if table.join is not None:
-        join = table.join
-        entry["join"] = {"entity": join.entity, "on": dict(join.on), "columns": list(join.columns)}
-        if join.prefix:
-            entry["join"]["prefix"] = join.prefix
-        if join.as_of is not None:
-            entry["join"]["as_of"] = join.as_of
+        entry["join"] = part_to_mapping(table.join)
     if table.stream_join is not None:
-        joined = table.stream_join
-        entry["stream_join"] = {
-            "source": joined.source,
-            "on": dict(joined.on),
-            "event_time": joined.event_time,
-            "within": joined.within,
-        }
+        entry["stream_join"] = part_to_mapping(table.stream_join)
     if table.top_n is not None:
-        top = table.top_n
-        entry["top_n"] = {"n": top.n, "order_by": order_by_text(top.order_by)}
-        if top.partition_by:
-            entry["top_n"]["partition_by"] = list(top.partition_by)
+        entry["top_n"] = part_to_mapping(table.top_n)
     return entry
+
+
+def part_to_mapping(part: Join | StreamJoin | TopN) -> dict[str, Any]:
+    """A join, stream join or top-N as the table of its ``[[gold]]`` entry (``on`` as a
+    mapping, ``order_by`` as text); settings left at their defaults are left out."""
+    if isinstance(part, TopN):
+        top: dict[str, Any] = {"n": part.n, "order_by": order_by_text(part.order_by)}
+        return top | ({"partition_by": list(part.partition_by)} if part.partition_by else {})
+    return settings_of(part) | {"on": dict(part.on)}

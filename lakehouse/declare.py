@@ -53,7 +53,7 @@ from core.gold_tables import (
     gold_table_from,
     gold_table_to_mapping,
     join_from,
-    order_by_text,
+    part_to_mapping,
     settings_of,
     stream_join_from,
     top_n_from,
@@ -119,7 +119,7 @@ def _plain(value: Any) -> Any:
     if isinstance(value, GoldTable):
         return gold_table_to_mapping(value)
     if isinstance(value, Join | StreamJoin | TopN):
-        return _nested_mapping(value)
+        return part_to_mapping(value)
     if is_dataclass(value) and not isinstance(value, type):
         return settings_of(value)
     if isinstance(value, Mapping):
@@ -127,16 +127,6 @@ def _plain(value: Any) -> Any:
     if isinstance(value, tuple | list):
         return [_plain(item) for item in value]
     return value
-
-
-def _nested_mapping(value: Join | StreamJoin | TopN) -> dict[str, Any]:
-    """A join, stream join or top-N as the table its ``[[gold]]`` entry holds."""
-    if isinstance(value, TopN):
-        top: dict[str, Any] = {"n": value.n, "order_by": order_by_text(value.order_by)}
-        return top | ({"partition_by": list(value.partition_by)} if value.partition_by else {})
-    mapping = settings_of(value)
-    mapping["on"] = dict(value.on)
-    return mapping
 
 
 # --- silver tables --------------------------------------------------------------------------
