@@ -15,6 +15,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
+import tomli_w
+
 from core.alerting import AlertSpec
 from core.columns import column_name_problem
 from core.conditions import Condition, parse_condition
@@ -26,12 +28,14 @@ from core.gold_tables import (
     check_gold_tables,
     duration_micros,
     gold_table_from,
+    gold_table_to_mapping,
     require_duration,
+    settings_of,
 )
 from core.identifiers import entity_name_for_topic, require_identifier
 from core.layout import HISTORY_SUFFIX, QUARANTINE_TABLE
-from core.models import SqlModel, check_models, model_from, reserved_gold_names
-from core.patterns import Pattern, check_patterns, pattern_from
+from core.models import SqlModel, check_models, model_from, models_to_toml, reserved_gold_names
+from core.patterns import Pattern, check_patterns, pattern_from, pattern_to_mapping
 from core.widening import TYPE_WIDENING_MODES, TypeWidening
 
 TableFormat = Literal["debezium", "events"]
@@ -448,6 +452,48 @@ class PipelineConfig:
         golds = (t.name for t in self.gold_declarations)
         check_patterns(self.patterns, reserved_gold_names(golds, self.alerts))
 
+    def to_mapping(self) -> dict[str, Any]:
+        """The config as the TOML document :func:`load_config` reads (plain values; settings
+        left at their defaults are left out). ``[gold]`` is written only when no ``[[gold]]``
+        is declared (the declarations replace it)."""
+        document: dict[str, Any] = {}
+        if self.tables:
+            document["tables"] = [settings_of(table) for table in self.tables]
+        if self.gold_tables is not None:
+            document["gold"] = [gold_table_to_mapping(table) for table in self.gold_tables]
+        elif self.gold != GoldSpec():
+            document["gold"] = settings_of(self.gold)
+        for section, spec in (("maintenance", self.maintenance), ("catalog", self.catalog)):
+            if settings_of(spec):
+                document[section] = settings_of(spec)
+        quality = {k: v for k, v in settings_of(self.quality).items() if k != "actions"}
+        if self.quality.actions:
+            quality["actions"] = dict(self.quality.actions)
+        if quality:
+            document["quality"] = quality
+        if self.alerts:
+            document["alerts"] = [settings_of(alert) for alert in self.alerts]
+        if self.models:
+            document["models"] = models_to_toml(self.models)
+        if self.patterns:
+            document["patterns"] = [pattern_to_mapping(pattern) for pattern in self.patterns]
+        return document
+
+    def to_toml(self) -> str:
+        """The config as pipeline TOML text: :meth:`from_toml` (or :func:`load_config` of a file
+        holding it) gives an equal config back."""
+        return tomli_w.dumps(self.to_mapping(), multiline_strings=True)
+
+    @staticmethod
+    def from_toml(text: str, base: str | Path = ".") -> PipelineConfig:
+        """The config that pipeline TOML ``text`` declares; a relative ``[quality]`` suites
+        directory is taken relative to ``base``.
+
+        Raises:
+            ConfigError: not TOML, or unknown or invalid settings (as :func:`load_config`).
+        """
+        return config_from_mapping(_parse_toml(text, "Config text"), Path(base))
+
     def _resolve_as_of(self, table: GoldTable) -> GoldTable:
         """``table`` with its join's ``as_of`` decided: event time when the entity keeps SCD
         type 2 history with source commit times (Debezium), else current.
@@ -539,17 +585,38 @@ def load_config(path: str | Path | None) -> PipelineConfig:
     if path is None:
         return SHOP_CONFIG
     try:
-        document = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError as error:
         raise ConfigError(f"Config file {path} not found.") from error
     except UnicodeDecodeError as error:
         raise ConfigError(
             f"Config file {path} is not UTF-8 text (byte {error.start}): save it as UTF-8."
         ) from None
+    return config_from_mapping(_parse_toml(text, f"Config file {path}"), Path(path).parent)
+
+
+def _parse_toml(text: str, what: str) -> dict[str, Any]:
+    """The document of TOML ``text`` (``what``: how an error names it).
+
+    Raises:
+        ConfigError: it is not valid TOML or nests too deeply.
+    """
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
-        raise ConfigError(f"Config file {path} is not valid TOML: {error}.") from error
+        raise ConfigError(f"{what} is not valid TOML: {error}.") from error
     except RecursionError:
-        raise ConfigError(f"Config file {path} nests arrays or tables too deeply.") from None
+        raise ConfigError(f"{what} nests arrays or tables too deeply.") from None
+
+
+def config_from_mapping(document: Mapping[str, Any], base: Path = Path(".")) -> PipelineConfig:
+    """The config of a parsed pipeline TOML document (plain values, as ``tomllib`` gives;
+    :meth:`PipelineConfig.to_mapping` writes one); a relative ``[quality]`` suites directory is
+    taken relative to ``base``.
+
+    Raises:
+        ConfigError: unknown or invalid settings, one line naming the first.
+    """
     _reject_unknown(
         document,
         {"tables", "gold", "maintenance", "quality", "catalog", "alerts", "models", "patterns"},
@@ -561,7 +628,7 @@ def load_config(path: str | Path | None) -> PipelineConfig:
             "'tables' must be a list of tables: write each as a [[tables]] entry with its "
             "name, topic and settings."
         )
-    tables = tuple(_table_from(entry) for entry in entries)
+    tables = tuple(table_from(entry) for entry in entries)
     gold_settings = document.get("gold", {})
     declared = None
     if isinstance(gold_settings, list):
@@ -588,10 +655,10 @@ def load_config(path: str | Path | None) -> PipelineConfig:
         tables=tables,
         gold=GoldSpec(**gold_settings),
         gold_tables=declared,
-        maintenance=_maintenance_from(document.get("maintenance", {})),
-        quality=_quality_from(document.get("quality", {}), Path(path).parent),
-        catalog=_catalog_from(document.get("catalog", {})),
-        alerts=_alerts_from(document.get("alerts", [])),
+        maintenance=maintenance_from(document.get("maintenance", {})),
+        quality=quality_from(document.get("quality", {}), base),
+        catalog=catalog_from(document.get("catalog", {})),
+        alerts=alerts_from(document.get("alerts", [])),
         models=tuple(model_from(entry) for entry in models),
         patterns=_patterns_from(document.get("patterns", [])),
     )
@@ -608,7 +675,7 @@ def _patterns_from(entries: Any) -> tuple[Pattern, ...]:
     return tuple(pattern_from(entry) for entry in entries)
 
 
-def _catalog_from(settings: Any) -> CatalogSpec:
+def catalog_from(settings: Any) -> CatalogSpec:
     """The ``[catalog]`` table: ``name`` and ``schema_prefix``."""
     if not isinstance(settings, Mapping):
         raise ConfigError(
@@ -621,7 +688,7 @@ def _catalog_from(settings: Any) -> CatalogSpec:
     return CatalogSpec(**settings)
 
 
-def _quality_from(settings: Any, base: Path) -> QualitySpec:
+def quality_from(settings: Any, base: Path) -> QualitySpec:
     """The ``[quality]`` table; a relative ``suites`` directory is relative to ``base`` (the
     directory of the config file)."""
     if not isinstance(settings, Mapping):
@@ -653,7 +720,12 @@ def _quality_from(settings: Any, base: Path) -> QualitySpec:
     return QualitySpec(suites=suites, packaged_suites=packaged, actions=pairs, validate_every=every)
 
 
-def _maintenance_from(settings: Any) -> MaintenanceSpec:
+def maintenance_from(settings: Any) -> MaintenanceSpec:
+    """The ``[maintenance]`` table.
+
+    Raises:
+        ConfigError: not a table, or an unknown or invalid setting.
+    """
     if not isinstance(settings, Mapping):
         raise ConfigError(
             "'maintenance' must be a table: write [maintenance] on its own line, then its "
@@ -702,7 +774,12 @@ _LISTS = (
 )
 
 
-def _table_from(entry: Mapping[str, Any]) -> TableSpec:
+def table_from(entry: Mapping[str, Any]) -> TableSpec:
+    """One ``[[tables]]`` entry as a :class:`TableSpec`.
+
+    Raises:
+        ConfigError: a missing, unknown, mistyped or invalid setting.
+    """
     _reject_unknown(entry, set(_TABLE_TYPES), "[[tables]]")
     if "name" not in entry or "topic" not in entry:
         raise ConfigError("Each [[tables]] entry needs 'name' and 'topic'.")
@@ -753,7 +830,7 @@ _ALERT_TYPES: Mapping[str, tuple[type, ...]] = {
 _ALERT_REQUIRED = ("name", "source", "key", "value", "event_time")
 
 
-def _alerts_from(entries: Any) -> tuple[AlertSpec, ...]:
+def alerts_from(entries: Any) -> tuple[AlertSpec, ...]:
     """The ``[[alerts]]`` entries, each checked as an :class:`AlertSpec`."""
     if not isinstance(entries, list) or not all(isinstance(e, Mapping) for e in entries):
         raise ConfigError(

@@ -14,7 +14,7 @@ against the source's schema once it is known (:meth:`GoldTable.check_columns`).
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from typing import Any, Literal, get_args
 
 from core.conditions import Condition, Expr, condition_columns, parse_condition, parse_expression
@@ -721,12 +721,12 @@ def gold_table_from(entry: Mapping[str, Any]) -> GoldTable:
         watermark_delay=text_setting(entry, "watermark_delay", where)
         if "watermark_delay" in entry
         else "10 minutes",
-        join=_join_from(entry["join"], where) if "join" in entry else None,
-        stream_join=_stream_join_from(entry["stream_join"], where)
+        join=join_from(entry["join"], where) if "join" in entry else None,
+        stream_join=stream_join_from(entry["stream_join"], where)
         if "stream_join" in entry
         else None,
         computed=_computed_from(entry.get("columns", {}), where),
-        top_n=_top_n_from(entry["top_n"], where) if "top_n" in entry else None,
+        top_n=top_n_from(entry["top_n"], where) if "top_n" in entry else None,
     )
 
 
@@ -740,7 +740,7 @@ def _computed_from(columns: object, where: str) -> tuple[tuple[str, str], ...]:
     return tuple((str(name), text) for name, text in columns.items())
 
 
-def _top_n_from(top: object, where: str) -> TopN:
+def top_n_from(top: object, where: str) -> TopN:
     """The :class:`TopN` of a ``top_n = { n, order_by, partition_by }`` table."""
     example = 'top_n = { n = 3, order_by = "bids DESC" }'
     if not isinstance(top, Mapping):
@@ -755,7 +755,7 @@ def _top_n_from(top: object, where: str) -> TopN:
     return TopN(top["n"], order_by_from(top["order_by"]), tuple(partition_by))
 
 
-def _stream_join_from(joined: object, where: str) -> StreamJoin:
+def stream_join_from(joined: object, where: str) -> StreamJoin:
     """The :class:`StreamJoin` of a ``[gold.stream_join]`` table."""
     example = (
         'stream_join = { source = "clickstream", on = { customer_id = "user_id" }, '
@@ -786,7 +786,7 @@ def _stream_join_from(joined: object, where: str) -> StreamJoin:
     )
 
 
-def _join_from(join: object, where: str) -> Join:
+def join_from(join: object, where: str) -> Join:
     """The :class:`Join` of a ``join = { entity, on, columns, prefix }`` setting."""
     example = 'join = { entity = "customers", on = { customer_id = "id" }, columns = ["tier"] }'
     if not isinstance(join, Mapping):
@@ -839,3 +839,70 @@ def known_settings(settings: Mapping[str, Any], allowed: set[str], where: str) -
             f"Unknown setting(s) {', '.join(unknown)} in {where}. "
             f"Allowed: {', '.join(sorted(allowed))}."
         )
+
+
+def settings_of(spec: Any) -> dict[str, Any]:
+    """The settings of a frozen spec as its TOML entry holds them: each init field whose value
+    is neither None nor its default, tuples as lists and nested specs as tables (the inverse of
+    the ``*_from`` readers for specs whose fields are plain values)."""
+    settings: dict[str, Any] = {}
+    for spec_field in fields(spec):
+        value = getattr(spec, spec_field.name)
+        default = spec_field.default
+        if not spec_field.init or value is None:
+            continue
+        if default is not MISSING and type(value) is type(default) and value == default:
+            continue
+        settings[spec_field.name] = _plain(value)
+    return settings
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with tuples as lists and specs as mappings of their settings."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return settings_of(value)
+    if isinstance(value, tuple | list):
+        return [_plain(item) for item in value]
+    return value
+
+
+def order_by_text(order_by: Sequence[tuple[str, bool]]) -> str:
+    """The ``order_by`` text of ``(column, descending)`` pairs (:func:`order_by_from` reads
+    it back): ``"bids DESC, auction"``."""
+    return ", ".join(f"{column} DESC" if descending else column for column, descending in order_by)
+
+
+def gold_table_to_mapping(table: GoldTable) -> dict[str, Any]:
+    """``table`` as its ``[[gold]]`` entry (what :func:`gold_table_from` reads back to an equal
+    declaration): settings left at their defaults are left out."""
+    entry: dict[str, Any] = {
+        "name": table.name,
+        "source": table.source,
+        "event_time": table.event_time,
+    }
+    if table.group_by:
+        entry["group_by"] = list(table.group_by)
+    if table.filter is not None:
+        entry["filter"] = table.filter
+    if table.watermark_delay != "10 minutes":
+        entry["watermark_delay"] = table.watermark_delay
+    entry["measures"] = [settings_of(measure) for measure in table.measures]
+    entry["window"] = settings_of(table.window)
+    if table.computed:
+        entry["columns"] = dict(table.computed)
+    if table.join is not None:
+        entry["join"] = part_to_mapping(table.join)
+    if table.stream_join is not None:
+        entry["stream_join"] = part_to_mapping(table.stream_join)
+    if table.top_n is not None:
+        entry["top_n"] = part_to_mapping(table.top_n)
+    return entry
+
+
+def part_to_mapping(part: Join | StreamJoin | TopN) -> dict[str, Any]:
+    """A join, stream join or top-N as the table of its ``[[gold]]`` entry (``on`` as a
+    mapping, ``order_by`` as text); settings left at their defaults are left out."""
+    if isinstance(part, TopN):
+        top: dict[str, Any] = {"n": part.n, "order_by": order_by_text(part.order_by)}
+        return top | ({"partition_by": list(part.partition_by)} if part.partition_by else {})
+    return settings_of(part) | {"on": dict(part.on)}

@@ -15,7 +15,13 @@ from typing import Any, Literal, get_args
 
 from core.conditions import Condition, condition_columns, parse_condition
 from core.errors import ConfigError
-from core.gold_tables import duration_micros, known_settings, require_duration, text_setting
+from core.gold_tables import (
+    duration_micros,
+    known_settings,
+    require_duration,
+    settings_of,
+    text_setting,
+)
 from core.identifiers import require_identifier
 
 AfterMatch = Literal["skip_past_last", "skip_to_next"]
@@ -381,6 +387,12 @@ def pattern_from(entry: Mapping[str, Any]) -> Pattern:
         ),
         alert=entry.get("alert", False),
     )
+
+
+def pattern_to_mapping(pattern: Pattern) -> dict[str, Any]:
+    """``pattern`` as its ``[[patterns]]`` entry (what :func:`pattern_from` reads back to an
+    equal declaration): settings left at their defaults are left out."""
+    return settings_of(pattern)
 
 
 def _tables(value: object, setting: str, where: str, example: str) -> list[Mapping[str, Any]]:

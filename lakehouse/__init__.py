@@ -1,9 +1,10 @@
 """The roof of cdc-lakehouse: the command line, pipeline wiring, the demo and the operations
 (replay, forget, maintain, verify) over the layers below (see docs/architecture.md).
 
-The public Python API is :mod:`lakehouse.api`, re-exported here::
+The public Python API is :mod:`lakehouse.api` and the declarations of :mod:`lakehouse.declare`,
+re-exported here::
 
-    from lakehouse import Lakehouse, generate_workload
+    from lakehouse import Lakehouse, cdc_table, gold_table, measure, tumbling
 
 (imported on first use, so that the command line starts without loading Spark).
 """
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from lakehouse.api import (
+        Fit,
         ForgetReport,
         Lakehouse,
         MaintenanceReport,
@@ -25,25 +27,122 @@ if TYPE_CHECKING:
         Verification,
         generate_workload,
     )
+    from lakehouse.declare import (
+        Absent,
+        AlertSpec,
+        CatalogSpec,
+        GoldTable,
+        Join,
+        MaintenanceSpec,
+        Measure,
+        Pattern,
+        PatternMeasure,
+        PipelineConfig,
+        QualitySpec,
+        SqlModel,
+        Step,
+        StreamJoin,
+        TableSpec,
+        TopN,
+        Window,
+        absent,
+        alert,
+        catalog,
+        cdc_table,
+        count_window,
+        events_table,
+        gold_table,
+        hopping,
+        join,
+        match_measure,
+        measure,
+        pattern,
+        pipeline_config,
+        quality,
+        retention,
+        session,
+        sliding,
+        sql_model,
+        step,
+        stream_join,
+        top_n,
+        tumbling,
+    )
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Absent",
+    "AlertSpec",
+    "CatalogSpec",
     "Fit",
     "ForgetReport",
+    "GoldTable",
+    "Join",
     "Lakehouse",
     "MaintenanceReport",
+    "MaintenanceSpec",
+    "Measure",
+    "Pattern",
+    "PatternMeasure",
+    "PipelineConfig",
     "PipelineStatus",
+    "QualitySpec",
     "ReplayReport",
     "RunReport",
+    "SqlModel",
+    "Step",
+    "StreamJoin",
     "TableCheck",
+    "TableSpec",
+    "TopN",
     "Verification",
+    "Window",
     "__version__",
+    "absent",
+    "alert",
+    "catalog",
+    "cdc_table",
+    "count_window",
+    "events_table",
     "generate_workload",
+    "gold_table",
+    "hopping",
+    "join",
+    "match_measure",
+    "measure",
+    "pattern",
+    "pipeline_config",
+    "quality",
+    "retention",
+    "session",
+    "sliding",
+    "sql_model",
+    "step",
+    "stream_join",
+    "top_n",
+    "tumbling",
 ]
+#: The names :mod:`lakehouse.api` defines; the other exports are :mod:`lakehouse.declare`'s.
+_API = frozenset(
+    {
+        "Fit",
+        "ForgetReport",
+        "Lakehouse",
+        "MaintenanceReport",
+        "PipelineStatus",
+        "ReplayReport",
+        "RunReport",
+        "TableCheck",
+        "Verification",
+        "generate_workload",
+    }
+)
 
 
 def __getattr__(name: str) -> Any:
-    if name in __all__:
+    if name in _API:
         return getattr(importlib.import_module("lakehouse.api"), name)
+    if name in __all__:
+        return getattr(importlib.import_module("lakehouse.declare"), name)
     raise AttributeError(f"module 'lakehouse' has no attribute {name!r}")

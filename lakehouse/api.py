@@ -16,7 +16,7 @@ with one clear message.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,16 +25,28 @@ from pyspark.sql import DataFrame, SparkSession
 
 from cdc.generator import WorkloadConfig
 from cdc.sources import SourceSpec
+from core.alerting import AlertSpec
 from core.catalog import register_tables
-from core.config import PipelineConfig, load_config
+from core.config import (
+    CatalogSpec,
+    MaintenanceSpec,
+    PipelineConfig,
+    QualitySpec,
+    TableSpec,
+    load_config,
+)
 from core.delta_io import table_exists
 from core.errors import ConfigError, TableNotFoundError
+from core.gold_tables import GoldTable
 from core.layout import LAYERS, Layer, Warehouse
+from core.models import SqlModel
+from core.patterns import Pattern
 from core.spark import SparkMode, get_spark
 from core.sql_guard import check
 from core.streaming import Trigger
 from gold.alerts import Fit
 from gold.alerts import fit as fit_alert
+from lakehouse.declare import pipeline_config
 from lakehouse.demo import write_workload
 from lakehouse.ops.audit import verify_warehouse
 from lakehouse.ops.forget import DEFAULT_REASON, ForgetReport
@@ -122,9 +134,15 @@ class Lakehouse:
         spark: the session to use; None takes the active one (Databricks, a notebook that
             built its own) or starts a local one with Delta (``spark_mode``, ``master``: see
             :func:`core.spark.get_spark`), when first needed.
+        tables, gold, patterns, alerts, models, quality, catalog, maintenance: the pipeline
+            declared in Python instead of ``config`` (:mod:`lakehouse.declare`:
+            ``tables=[cdc_table(...), events_table(...)]``, ``gold=[gold_table(...)]``, ...);
+            the pipeline then has exactly what is declared (no gold table unless ``gold``
+            names one). ``self.config`` holds it; ``self.config.to_toml()`` shows it as TOML.
 
     Raises:
-        ConfigError: the config file is missing or invalid.
+        ConfigError: the config file is missing or invalid, a declaration is invalid, or both
+            ``config`` and declarations are given (give one or the other).
     """
 
     def __init__(
@@ -135,9 +153,45 @@ class Lakehouse:
         *,
         spark_mode: SparkMode = "auto",
         master: str | None = None,
+        tables: Sequence[TableSpec] | None = None,
+        gold: Sequence[GoldTable] | None = None,
+        patterns: Sequence[Pattern] | None = None,
+        alerts: Sequence[AlertSpec] | None = None,
+        models: Sequence[SqlModel] | None = None,
+        quality: QualitySpec | None = None,
+        catalog: CatalogSpec | None = None,
+        maintenance: MaintenanceSpec | None = None,
     ) -> None:
         self.warehouse = Warehouse.from_path(warehouse)
-        self.config = config if isinstance(config, PipelineConfig) else load_config(config)
+        declared = {
+            "tables": tables,
+            "gold": gold,
+            "patterns": patterns,
+            "alerts": alerts,
+            "models": models,
+            "quality": quality,
+            "catalog": catalog,
+            "maintenance": maintenance,
+        }
+        given = [name for name, value in declared.items() if value is not None]
+        if given and config is not None:
+            raise ConfigError(
+                "Lakehouse got both config= and declarations "
+                f"({', '.join(f'{name}=' for name in given)}): give one or the other."
+            )
+        if given:
+            self.config = pipeline_config(
+                tables=tables or (),
+                gold=gold or (),
+                patterns=patterns or (),
+                alerts=alerts or (),
+                models=models or (),
+                quality=quality,
+                catalog=catalog,
+                maintenance=maintenance,
+            )
+        else:
+            self.config = config if isinstance(config, PipelineConfig) else load_config(config)
         self._spark = spark
         self._registered = False
         self._spark_mode: SparkMode = spark_mode
