@@ -10,6 +10,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
 from bronze.table import ensure_bronze_table, with_ingestion_metadata
+from core.columns import REASON
 from core.config import QualitySpec
 from core.delta_io import BATCH_MARK
 from core.failures import guarded
@@ -26,7 +27,6 @@ from expectations.metrics import record_outcomes
 BRONZE_QUERY = "bronze"
 #: Where a bronze record came from: the columns its quarantine row and error messages name.
 COORDINATES = ("topic", "partition", "offset")
-_REASON = "_reason"
 
 #: Told the records of each topic in each micro-batch the bronze query appended.
 TopicListener = Callable[[Mapping[str, int]], None]
@@ -134,11 +134,11 @@ def append_batch_by_topic(
                 record_outcomes(spark, metrics, outcomes, app_id, batch_id)
             kept = rows
             if dropping:
-                kept = rows.withColumn(_REASON, _drop_reasons(dropping))
+                kept = rows.withColumn(REASON, _drop_reasons(dropping))
                 quarantine(
-                    kept.where(F.col(_REASON).isNotNull()),
+                    kept.where(F.col(REASON).isNotNull()),
                     _table_of(dropping, tables),
-                    _REASON,
+                    REASON,
                     COORDINATES,
                     warehouse.table("silver", QUARANTINE_TABLE),
                     f"{app_id}:quarantine",
@@ -148,9 +148,9 @@ def append_batch_by_topic(
             for topic in sorted(counts):
                 records = kept.where(F.col("topic") == topic)
                 if topic in dropping:
-                    records = records.where(F.col(_REASON).isNull()).drop(_REASON)
+                    records = records.where(F.col(REASON).isNull()).drop(REASON)
                 elif dropping:
-                    records = records.drop(_REASON)
+                    records = records.drop(REASON)
                 appended[topic] = records
 
             def append_topic(topic: str) -> None:

@@ -13,10 +13,13 @@ from __future__ import annotations
 
 from core.identifiers import MAX_IDENTIFIER, is_plain_identifier
 
+#: The column of a change's op (Debezium's ``c``, ``u``, ``r``, ``d``, ``t``), and of why a
+#: record is not kept (None: it is), in parsed events and silver rows.
+OP, REASON = "_op", "_reason"
 #: Metadata columns every silver row carries, in this order after the data columns.
 METADATA_COLUMNS = (
     "_sequence",
-    "_op",
+    OP,
     "_source_ts",
     "_bronze_topic",
     "_bronze_partition",
@@ -31,7 +34,7 @@ RESERVED_COLUMNS = frozenset(
         # a parsed event's helper columns
         "_bronze_key",
         "_bronze_value",
-        "_reason",
+        REASON,
         "_tombstone",
         "_unavailable",
         "_schema_hash",

@@ -21,6 +21,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, NumericType, StructType
 
+from core.columns import OP
 from core.errors import ConfigError
 from core.gold_tables import GoldTable, Join
 from gold.aggregates import ROW_IMAGES
@@ -82,7 +83,7 @@ def entity_versions(
         *(F.col(e).alias(f"_log{key_alias(s)}") for s, e in join.on),
         order_of().alias("_at"),
         F.col("_source_ts").alias("_ts"),
-        (F.col("_op") == TRUNCATE_OP).alias("_truncate"),
+        (F.col(OP) == TRUNCATE_OP).alias("_truncate"),
     )
     same = [F.col(k) == F.col(f"_log{k}") for k in keys]
     starts = events.where(~F.col("_truncate")).select(

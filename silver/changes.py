@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from silver.parse import order_of
+from core.columns import OP
+from silver.parse import DELETE_OP, order_of
 
 
 def latest_per_key(
@@ -25,7 +26,7 @@ def latest_per_key(
     winner lists in ``_unavailable`` from them (see ``merge_silver``).
     """
     if toast_columns:
-        latest_delete = F.max(F.when(F.col("_op") == "d", order_of()))
+        latest_delete = F.max(F.when(F.col(OP) == DELETE_OP, order_of()))
         changes = changes.withColumn(LAST_DELETE, latest_delete.over(Window.partitionBy(*keys)))
     others = [c for c in changes.columns if c not in keys]
     aggregates: list[Column] = [F.max_by(F.struct(*others), order_of()).alias("_winner")]

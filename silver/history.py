@@ -16,10 +16,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructType
 from pyspark.sql.window import WindowSpec
 
-from core.columns import METADATA_COLUMNS
+from core.columns import METADATA_COLUMNS, OP
 from core.config import TableSpec
 from core.errors import ConfigError
-from silver.parse import CHANGE_OPS, TRUNCATE_OP, order_of
+from silver.parse import TRUNCATE_OP, UPSERT_OPS, order_of
 
 START_AT = "__start_at"
 END_AT = "__end_at"
@@ -30,7 +30,6 @@ LOG_METADATA = (*METADATA_COLUMNS, "_unavailable")
 ACTION = "_action"
 #: Column metadata that marks the key columns of the history log.
 KEY_MARK = "lakehouse.key"
-UPSERT_OPS = tuple(op for op in CHANGE_OPS if op != "d")
 
 
 def tracked_columns(spec: TableSpec, columns: Sequence[str]) -> list[str]:
@@ -78,7 +77,7 @@ def touched_keys(events: DataFrame, keys: Sequence[str], history: DataFrame | No
     The keys of its change events, and, when ``history`` (the history table's rows) is given
     because the batch has truncates, the keys with a version open at one of them.
     """
-    is_truncate = F.col("_op") == TRUNCATE_OP
+    is_truncate = F.col(OP) == TRUNCATE_OP
     found = []
     if set(keys) <= set(events.columns):  # else the batch had no keyed (change) event
         found.append(events.where(~is_truncate).select(*keys))
@@ -106,13 +105,13 @@ def history_versions(log: DataFrame, keys: Sequence[str], tracked: Sequence[str]
     (order of its first upsert), ``__end_at`` (null while current) and ``__is_current``.
     """
     columns = [c for c in log.columns if c not in keys and c not in LOG_METADATA]
-    is_truncate = F.col("_op") == TRUNCATE_OP
+    is_truncate = F.col(OP) == TRUNCATE_OP
     changes = log.where(~is_truncate)
     truncates = (
         changes.select(*keys).distinct().crossJoin(log.where(is_truncate).select(*LOG_METADATA))
     )
     stream = changes.unionByName(truncates, allowMissingColumns=True).withColumns(
-        {"_order": order_of(), "_upsert": F.col("_op").isin(*UPSERT_OPS)}
+        {"_order": order_of(), "_upsert": F.col(OP).isin(*UPSERT_OPS)}
     )
     by_key = Window.partitionBy(*keys).orderBy("_order")
     so_far = by_key.rowsBetween(Window.unboundedPreceding, Window.currentRow)

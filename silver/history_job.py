@@ -9,6 +9,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
+from core.columns import OP
 from core.config import TableSpec
 from core.delta_io import append, dml_once, ensure_table, merge_materialized, table_exists
 from core.layout import Warehouse
@@ -64,7 +65,7 @@ def apply_history(
     events = log_events(valid, [k for k in keys if k in valid.columns], row_columns)
     totals = events.select(
         F.count(F.lit(1)).alias("events"),
-        F.count_if(F.col("_op") == TRUNCATE_OP).alias("truncates"),
+        F.count_if(F.col(OP) == TRUNCATE_OP).alias("truncates"),
     ).first()
     assert totals is not None
     if not totals.events:
@@ -82,9 +83,7 @@ def apply_history(
     history = _read(spark, tables.history) if totals.truncates else None
     touched = touched_keys(events, keys, history)
     log = spark.read.format("delta").load(tables.log)
-    relevant = log.join(touched, keys, "left_semi").unionByName(
-        log.where(F.col("_op") == TRUNCATE_OP)
-    )
+    relevant = log.join(touched, keys, "left_semi").unionByName(log.where(F.col(OP) == TRUNCATE_OP))
     desired = history_versions(relevant, keys, tracked)
     ensure_table(spark, tables.history, _nullable(desired.schema), True, spec.type_widening)
     existing = spark.read.format("delta").load(tables.history).join(touched, keys, "left_semi")

@@ -13,7 +13,7 @@ from pyspark.sql.types import StructField, StructType
 
 from bronze.table import INGEST_BATCH
 from core import checkpoints
-from core.columns import METADATA_COLUMNS
+from core.columns import METADATA_COLUMNS, OP, REASON
 from core.config import TableSpec
 from core.delta_io import EnsuredTables, append, current_version, dml_once
 from core.failures import guarded
@@ -32,7 +32,9 @@ from silver.history_job import apply_history, history_tables
 from silver.parse import (
     BRONZE_BYTES,
     BRONZE_COORDINATES,
+    DELETE_OP,
     SCHEMA_HASH,
+    UPSERT_OPS,
     RowLayout,
     SchemaCache,
     SchemaVersion,
@@ -42,7 +44,7 @@ from silver.parse import (
     schema_hashes,
     with_schema_hash,
 )
-from silver.settings import UPSERT_OPS, kept_layout, with_settings
+from silver.settings import kept_layout, with_settings
 from silver.tables import (
     RANGE_TYPES,
     TOMBSTONE_METADATA,
@@ -259,9 +261,9 @@ def apply_batch(
     reasons: tuple[tuple[str, int], ...] = ()
     if counts.quarantined:
         quarantine(
-            events.where(F.col("_reason").isNotNull()),
+            events.where(F.col(REASON).isNotNull()),
             F.lit(spec.name),
-            "_reason",
+            REASON,
             BRONZE_COORDINATES,
             tables.quarantine,
             f"{app_id}:quarantine",
@@ -271,11 +273,11 @@ def apply_batch(
         reasons = _reasons(events)
     if checks is not None:
         record_outcomes(spark, checks.metrics, outcomes, app_id, batch_id)
-    valid = events.where(F.col("_reason").isNull() & ~F.col("_tombstone"))
-    changes = valid.where(F.col("_op") != "t")
+    valid = events.where(F.col(REASON).isNull() & ~F.col("_tombstone"))
+    changes = valid.where(F.col(OP) != "t")
     floor = state.floor
     if counts.truncates:
-        _truncate(spark, valid.where(F.col("_op") == "t"), tables, app_id, batch_id)
+        _truncate(spark, valid.where(F.col(OP) == "t"), tables, app_id, batch_id)
         floor.moved()
     newest_truncate = floor.order(spark, tables.truncations)
     if newest_truncate is not None:
@@ -330,8 +332,8 @@ def _read(
     checks = checks if checks is not None and layout.columns else None
     compiled: list[Check] = []
     if checks is not None:
-        upserts = F.col("_reason").isNull() & F.col("_op").isin(*UPSERT_OPS)
-        events, compiled = checks.mark(events, upserts, "_reason")
+        upserts = F.col(REASON).isNull() & F.col(OP).isin(*UPSERT_OPS)
+        events, compiled = checks.mark(events, upserts, REASON)
     ranged = next(
         (k for k in layout.key_names if isinstance(events.schema[k].dataType, RANGE_TYPES)), None
     )
@@ -340,9 +342,9 @@ def _read(
         events,
         *bounds,
         F.count(F.lit(1)).alias("records"),
-        F.count("_reason").alias("quarantined"),
+        F.count(REASON).alias("quarantined"),
         F.count_if("_tombstone").alias("tombstones"),
-        F.count_if(F.col("_op") == "t").alias("truncates"),
+        F.count_if(F.col(OP) == "t").alias("truncates"),
         F.array_distinct(F.flatten(F.collect_set("_unavailable"))).alias("toast_columns"),
         schema_hashes().alias("schemas"),
         *TableChecks.totals(compiled),
@@ -383,7 +385,7 @@ def _apply_changes(
     effective, totals = kept_with_totals(
         latest_per_key(fresh, keys, toast_columns),
         F.count(F.lit(1)).alias("applied"),
-        F.count_if(F.col("_op") == "d").alias("deletes"),
+        F.count_if(F.col(OP) == DELETE_OP).alias("deletes"),
         *([F.collect_list(within.column).alias("listed")] if within and list_keys else []),
     )
     if not totals.applied:
@@ -420,7 +422,7 @@ def _truncate(
 
 def _reasons(events: DataFrame) -> tuple[tuple[str, int], ...]:
     """(reason, records) of the quarantined events, most first (a few distinct reasons)."""
-    rows = events.where(F.col("_reason").isNotNull()).groupBy("_reason").count().collect()
+    rows = events.where(F.col(REASON).isNotNull()).groupBy(REASON).count().collect()
     return tuple(sorted(((r._reason, int(r["count"])) for r in rows), key=lambda p: (-p[1], p[0])))
 
 

@@ -41,12 +41,17 @@ from cdc.debezium import (
     timestamp_from_millis,
 )
 from core.columns import (
+    OP,
+    REASON,
     column_name_problem,
 )
 from core.config import TableSpec
 from core.errors import ConfigError
 
-CHANGE_OPS = ("c", "u", "r", "d")
+#: Debezium's ops: those that write a row (create, update, snapshot read), a delete, a truncate.
+UPSERT_OPS = ("c", "u", "r")
+DELETE_OP = "d"
+CHANGE_OPS = (*UPSERT_OPS, DELETE_OP)
 TRUNCATE_OP = "t"
 #: Quarantine reason for an envelope part (payload, source, after, before) that is present but
 #: not a JSON object.
@@ -549,7 +554,7 @@ def _parse_debezium(
         .when(~op.isin(*CHANGE_OPS, TRUNCATE_OP), "unknown op")
         .when(_not_object("source"), NOT_AN_OBJECT.format("source"))
         .when(_not_object("after"), NOT_AN_OBJECT.format("after"))
-        .when((op == "d") & _not_object("before"), NOT_AN_OBJECT.format("before"))
+        .when((op == DELETE_OP) & _not_object("before"), NOT_AN_OBJECT.format("before"))
         .when((op != TRUNCATE_OP) & _any_null(key_values.values()), MISSING_KEY)
         .when(sequence.isNull(), "missing sequence")
     )
@@ -574,7 +579,7 @@ def _parse_debezium(
     )
     return _with_reason(events, reason).select(
         *_common_columns(SCHEMA_HASH in texts.columns),
-        op.alias("_op"),
+        op.alias(OP),
         sequence.alias("_sequence"),
         timestamp_from_millis(F.col("_env.source.ts_ms")).alias("_source_ts"),
         unavailable.alias("_unavailable"),
@@ -632,7 +637,7 @@ def _parse_events(
         reason = reason.when(F.col("_row")[column].isNotNull(), why)
     return _with_reason(events, reason).select(
         *_common_columns(SCHEMA_HASH in texts.columns),
-        F.lit("c").alias("_op"),
+        F.lit("c").alias(OP),
         sequence.alias("_sequence"),
         F.lit(None).cast("timestamp").alias("_source_ts"),
         F.array().cast("array<string>").alias("_unavailable"),
@@ -653,7 +658,7 @@ def _common_columns(hashed: bool) -> list[Column]:
     tombstone, reason = F.col("value").isNull(), F.col("_why")
     return [
         *([F.col(SCHEMA_HASH)] if hashed else []),
-        F.when(~tombstone, reason).alias("_reason"),
+        F.when(~tombstone, reason).alias(REASON),
         tombstone.alias("_tombstone"),
         F.col("topic").alias("_bronze_topic"),
         F.col("partition").alias("_bronze_partition"),

@@ -57,7 +57,7 @@ from functools import lru_cache
 from typing import Any, Literal, NamedTuple
 
 from core import conditions as sql
-from core.columns import METADATA_COLUMNS, column_name_problem
+from core.columns import METADATA_COLUMNS, OP, column_name_problem
 from core.conditions import Condition, parse_condition
 from core.errors import ConfigError
 
@@ -258,7 +258,7 @@ def fold(records: Iterable[BronzeRecord], spec: FoldSpec) -> FoldResult:
             assert event.key is not None
             row = _upserted_row(event, state.get(event.key), columns, spec)
             row["_sequence"] = event.sequence
-            row["_op"] = event.op
+            row[OP] = event.op
             row["_source_ts"] = event.source_ts
             row["_bronze_topic"] = event.record.topic
             row["_bronze_partition"] = event.record.partition

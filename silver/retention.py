@@ -23,8 +23,9 @@ from collections.abc import Sequence
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from core.columns import OP, REASON
 from core.config import TableSpec
-from silver.parse import TRUNCATE_OP, as_text, discover_layout, order_of, parse_changes
+from silver.parse import DELETE_OP, TRUNCATE_OP, as_text, discover_layout, order_of, parse_changes
 
 #: Why a key's row could change: its reason column in :func:`retention_conflicts`.
 REASONS = {
@@ -36,18 +37,16 @@ REASONS = {
 
 def retention_conflicts(events: DataFrame, keys: Sequence[str]) -> DataFrame:
     """One row per key whose silver row could change, with a boolean column per reason."""
-    valid = events.where(F.col("_reason").isNull() & ~F.col("_tombstone"))
-    truncates = valid.where(F.col("_op") == TRUNCATE_OP).select(
-        order_of().alias("_order"), "_dropped"
-    )
+    valid = events.where(F.col(REASON).isNull() & ~F.col("_tombstone"))
+    truncates = valid.where(F.col(OP) == TRUNCATE_OP).select(order_of().alias("_order"), "_dropped")
     floors = truncates.agg(
         F.max("_order").alias("_floor"),
         F.max(F.when(~F.col("_dropped"), F.col("_order"))).alias("_kept_floor"),
     )
-    changes = valid.where(F.col("_op") != TRUNCATE_OP).select(
-        *keys, order_of().alias("_order"), "_op", "_unavailable", "_dropped"
+    changes = valid.where(F.col(OP) != TRUNCATE_OP).select(
+        *keys, order_of().alias("_order"), OP, "_unavailable", "_dropped"
     )
-    latest = F.max_by(F.struct("_dropped", "_op", "_unavailable"), "_order")
+    latest = F.max_by(F.struct("_dropped", OP, "_unavailable"), "_order")
     per_key = (
         changes.crossJoin(floors)
         .groupBy(*keys)
@@ -60,7 +59,7 @@ def retention_conflicts(events: DataFrame, keys: Sequence[str]) -> DataFrame:
             F.first("_floor").alias("_floor"),
         )
     )
-    live = (F.col("_latest._op") != "d") & (
+    live = (F.col(f"_latest.{OP}") != DELETE_OP) & (
         F.col("_floor").isNull() | (F.col("_latest_order") > F.col("_floor"))
     )
     return per_key.select(
@@ -96,6 +95,6 @@ def marked_events(
     events = (
         parse_changes(texts, spec, layout)
         .join(ages, ["_bronze_partition", "_bronze_offset"])
-        .withColumn("_dropped", F.col("_old") & F.col("_reason").isNull())
+        .withColumn("_dropped", F.col("_old") & F.col(REASON).isNull())
     )
     return events, layout.key_names

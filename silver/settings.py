@@ -24,13 +24,11 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType
 
 from core import conditions as sql
-from core.columns import METADATA_COLUMNS
+from core.columns import METADATA_COLUMNS, OP, REASON
 from core.conditions import Condition
 from core.config import ConditionSetting, TableSpec
 from core.errors import ConfigError
-from silver.parse import CHANGE_OPS, MISSING_KEY, TRUNCATE_OP, RowLayout
-
-UPSERT_OPS = tuple(op for op in CHANGE_OPS if op != "d")
+from silver.parse import DELETE_OP, MISSING_KEY, TRUNCATE_OP, UPSERT_OPS, RowLayout
 
 
 def with_settings(events: DataFrame, spec: TableSpec, layout: RowLayout) -> DataFrame:
@@ -48,24 +46,24 @@ def with_settings(events: DataFrame, spec: TableSpec, layout: RowLayout) -> Data
         return events
     columns = (*layout.key_names, *(c.name for c in layout.columns))
     types = {name: events.schema[name].dataType for name in dict.fromkeys(columns)}
-    upsert = F.col("_reason").isNull() & F.col("_op").isin(*UPSERT_OPS)
+    upsert = F.col(REASON).isNull() & F.col(OP).isin(*UPSERT_OPS)
     # A truncate is about every key: a record without one (Databricks' examples send it
     # keyless) that meets apply_as_truncates is a truncate, not ``missing key``.
     keyless = (
-        (F.col("_reason") == MISSING_KEY)
-        & F.col("_op").isin(*UPSERT_OPS)
+        (F.col(REASON) == MISSING_KEY)
+        & F.col(OP).isin(*UPSERT_OPS)
         & F.col("_sequence").isNotNull()
     )
-    op, reason = F.col("_op"), F.col("_reason")
+    op, reason = F.col(OP), F.col(REASON)
     deletes = _condition(spec, "apply_as_deletes", types)
     if deletes is not None:
-        op = F.when(upsert & deletes, F.lit("d")).otherwise(op)
+        op = F.when(upsert & deletes, F.lit(DELETE_OP)).otherwise(op)
     truncates = _condition(spec, "apply_as_truncates", types)
     if truncates is not None:  # applied last, so checked first
         truncate = F.coalesce((upsert | keyless) & truncates, F.lit(False))
         op = F.when(truncate, F.lit(TRUNCATE_OP)).otherwise(op)
         reason = F.when(~truncate, reason)
-    events = events.withColumns({"_op": op, "_reason": reason})
+    events = events.withColumns({OP: op, REASON: reason})
     ignoring = [c.name for c in layout.value_columns if spec.ignores_nulls_of(c.name)]
     if not ignoring:
         return events
@@ -73,7 +71,7 @@ def with_settings(events: DataFrame, spec: TableSpec, layout: RowLayout) -> Data
         F.array(*[F.when(F.col(name).isNull(), F.lit(name)) for name in ignoring]),
         lambda name: name.isNotNull(),
     )
-    partial = F.when(F.col("_op").isin(*UPSERT_OPS), F.array_union("_unavailable", nulls))
+    partial = F.when(F.col(OP).isin(*UPSERT_OPS), F.array_union("_unavailable", nulls))
     return events.withColumn("_unavailable", partial.otherwise(F.col("_unavailable")))
 
 

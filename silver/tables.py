@@ -20,11 +20,11 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from core.columns import METADATA_COLUMNS
+from core.columns import METADATA_COLUMNS, OP
 from core.delta_io import merge_materialized, table_exists
 from core.frames import is_in
 from silver.changes import LAST_DELETE, fill_order, fill_value, first_value
-from silver.parse import order_of
+from silver.parse import DELETE_OP, order_of
 
 Assignments = dict[str, str | Column]
 
@@ -176,7 +176,7 @@ def merge_silver(
     :func:`~core.delta_io.merge_materialized`); ``within``: its key range.
     """
     newer = order_of("s.") > order_of("t.")
-    is_delete = F.col("s._op") == "d"
+    is_delete = F.col("s._op") == DELETE_OP
     updates: Assignments = _copy_from_source((*keys, *columns, *METADATA_COLUMNS))
     inserts: Assignments = dict(updates)
     for column in toast_columns:
@@ -207,7 +207,7 @@ def tombstones_of(effective: DataFrame, keys: Sequence[str]) -> DataFrame:
     """The batch's deletes as tombstone rows, to append: a key may then have several, and
     older ones than its live row; a reader takes the newest order per key (``newer_than``),
     and tombstone retention removes them all in time."""
-    return effective.where(F.col("_op") == "d").select(*keys, *TOMBSTONE_METADATA)
+    return effective.where(F.col(OP) == DELETE_OP).select(*keys, *TOMBSTONE_METADATA)
 
 
 def delete_older_than(spark: SparkSession, path: str, floor: Column) -> None:
