@@ -60,7 +60,8 @@ CONFIG = click.option(
     "config_path",
     default=None,
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Pipeline TOML file (default: the shop demo's settings).",
+    help="Pipeline TOML file (default: none; Debezium topics still become silver tables, "
+    "everything else is declared here; the demo shop's: examples/shop.toml).",
 )
 KAFKA_OPTION = click.option(
     "--kafka-option",
