@@ -27,12 +27,12 @@ from pyspark.sql import DataFrame, SparkSession
 
 from cdc.kafka_source import read_kafka_stream
 from cdc.sources import SourceSpec
-from core.config import SHOP_CONFIG
 from core.errors import SourceUnavailableError
 from core.layout import Warehouse
 from lakehouse.broker import LocalBroker, free_port
 from lakehouse.pipeline import run_once
 from lakehouse.running import Backoff, RunningQueries, SourceGoneError
+from lakehouse.shop import SHOP_CONFIG
 from lakehouse.source_check import partition_gaps
 from lakehouse.summary import RunSummary
 from tests.cli import run_cli

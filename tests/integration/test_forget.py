@@ -22,7 +22,7 @@ from pyspark.sql.types import BinaryType
 
 from bronze.table import ensure_bronze_table
 from cdc.records import Record
-from core.config import SHOP_CONFIG, PipelineConfig, TableSpec
+from core.config import PipelineConfig, TableSpec
 from core.delta_io import versions
 from core.errors import ConfigError, TableNotFoundError
 from core.gold_tables import LATE_EVENTS, GoldTable, Measure, Window
@@ -31,6 +31,7 @@ from core.layout import LAYERS, Warehouse
 from lakehouse.forget import ForgetReport, forget
 from lakehouse.pipeline import run_from_bronze
 from lakehouse.replay import replay
+from lakehouse.shop import SHOP_CONFIG
 from tests.cli import run_cli
 from tests.helpers import bronze_frame, customer_change
 from tests.warehouses import assert_same_tables, copy_warehouse, incremental_warehouse, load

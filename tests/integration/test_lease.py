@@ -23,7 +23,7 @@ from core.identifiers import table_name_for_topic
 from core.layout import Warehouse
 from lakehouse.audit import check_bronze_coordinates
 from lakehouse.lease import Holder, PipelineRunningError, current, holding, lease_path
-from tests.cli import LAKEHOUSE, lakehouse, run_cli
+from tests.cli import LAKEHOUSE, SHOP_TOML, lakehouse, run_cli
 from tests.helpers import bronze_frame, customer_change
 from tests.runs import Run
 
@@ -51,6 +51,8 @@ def run_args(source: Path, warehouse: Path, *trigger: str) -> list[str]:
     return [
         str(LAKEHOUSE),
         "run",
+        "--config",
+        str(SHOP_TOML),
         "--source",
         f"files:{source}",
         "--warehouse",
@@ -123,7 +125,7 @@ def test_two_runs_started_together_one_runs(
     else:  # one ended before the other claimed: their holds did not overlap
         assert holds_in_turn(spark, warehouse), both
     assert_bronze_once(spark, warehouse, records)
-    verified = run_cli("verify", "--warehouse", warehouse)
+    verified = run_cli("verify", "--config", SHOP_TOML, "--warehouse", warehouse)
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert "bronze." in verified.stdout, verified.stdout
 

@@ -12,13 +12,13 @@ from pyspark.sql import SparkSession
 
 from cdc.generator import WorkloadConfig, generate, write_files
 from cdc.sources import SourceSpec
-from core.config import SHOP_CONFIG
 from core.errors import TableNotFoundError
 from core.layout import QUARANTINE_TABLE, Warehouse
 from lakehouse import swap
 from lakehouse.demo import REVENUE_BY_TIER
 from lakehouse.pipeline import run_from_bronze, run_once
 from lakehouse.replay import replay
+from lakehouse.shop import SHOP_CONFIG
 from tests.cli import run_cli, table_cells
 from tests.warehouses import (
     assert_same_tables,
