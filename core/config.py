@@ -493,9 +493,12 @@ def load_config(path: str | Path | None) -> PipelineConfig:
             "The older [gold] table (the demo shop's two gold tables) is gone: declare each "
             "gold table as a [[gold]] entry (examples/shop.toml has the shop's two)."
         )
-    if not isinstance(gold_settings, list) or not all(
-        isinstance(entry, Mapping) for entry in gold_settings
-    ):
+    if not isinstance(gold_settings, list):
+        raise ConfigError(
+            "'gold' must be [[gold]] entries (one per gold table): write each gold table as a "
+            "[[gold]] entry with its name, source, event_time, window and measures."
+        )
+    if not all(isinstance(entry, Mapping) for entry in gold_settings):
         raise ConfigError(
             "'gold' must be a list of tables: write each gold table as a [[gold]] entry."
         )

@@ -1042,7 +1042,7 @@ schema = "event_id string, ts timestamp"
             '[[gold]]\nname = "g"\nsource = "s"\nevent_time = "t"\n'
             'window = { kind = "tumbling", size = "soon" }\n'
             'measures = [{ name = "n", fn = "count" }]\n',
-            r"Invalid duration 'soon'",
+            r"Invalid window size 'soon'",
         ),
         ("[[tables]\n", r"is not valid TOML"),
     ],

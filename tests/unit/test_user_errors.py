@@ -31,7 +31,7 @@ def config_file(tmp_path: Path, content: bytes) -> Path:
         (b"tables = [5]\n", r"^'tables' must be a list of tables"),
         (
             b"gold = 5\n",
-            r"^'gold' must be \[\[gold\]\] entries \(one per gold table\) or the older",
+            r"^'gold' must be \[\[gold\]\] entries \(one per gold table\)",
         ),
         (
             b"gold = [5]\n",
