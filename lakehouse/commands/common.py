@@ -161,7 +161,7 @@ class RunningStep:
         if self._bar is None:
             self._bar = Progress(
                 SpinnerColumn(),
-                TextColumn("{task.description}"),
+                TextColumn("{task.description}", markup=False),
                 BarColumn(),
                 TimeElapsedColumn(),
                 console=console,
@@ -183,7 +183,7 @@ running_step = RunningStep()
 
 def progress(message: str) -> None:
     """A progress line of a long job (``- layer: what``), and the running step on a terminal."""
-    console.print(f"[dim]- {message}[/dim]")
+    console.print(f"- {message}", style="dim", markup=False, highlight=False)
     running_step.show(message)
 
 
