@@ -35,7 +35,7 @@ from lakehouse.running import Backoff, RunningQueries, SourceGoneError
 from lakehouse.shop import SHOP_CONFIG
 from lakehouse.source_check import partition_gaps
 from lakehouse.summary import RunSummary
-from tests.cli import run_cli
+from tests.cli import SHOP_TOML, run_cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka]
 
@@ -225,7 +225,8 @@ def test_partition_gaps_name_what_bronze_lacks(
         "bronze has up to offset 9); run the pipeline to read them"
     )
     # The command line: verify --source names the gap and exits 1, then 0 once it is read.
-    verify = ("verify", "--warehouse", warehouse.root, "--source", f"kafka:{kafka_bootstrap}")
+    verify = ("verify", "--config", SHOP_TOML, "--warehouse", warehouse.root)
+    verify += ("--source", f"kafka:{kafka_bootstrap}")
     found = run_cli(*verify, "--kafka-option", f"subscribe={topic}")
     assert found.returncode == 1, found.stdout + found.stderr
     assert f"source: {gaps[0].line()}" in found.stdout.splitlines(), found.stdout

@@ -32,7 +32,7 @@ from lakehouse.forget import ForgetReport, forget
 from lakehouse.pipeline import run_from_bronze
 from lakehouse.replay import replay
 from lakehouse.shop import SHOP_CONFIG
-from tests.cli import run_cli
+from tests.cli import SHOP_TOML, run_cli
 from tests.helpers import bronze_frame, customer_change
 from tests.warehouses import assert_same_tables, copy_warehouse, incremental_warehouse, load
 
@@ -260,7 +260,15 @@ def test_bad_key_on_the_command_line_is_one_error_line(
     forgotten: Forgotten, key: str, phrase: str
 ) -> None:
     result = run_cli(
-        "forget", "--warehouse", forgotten.warehouse.root, "--table", "orders", "--key", key
+        "forget",
+        "--config",
+        SHOP_TOML,
+        "--warehouse",
+        forgotten.warehouse.root,
+        "--table",
+        "orders",
+        "--key",
+        key,
     )
     assert result.returncode == 2, result.stdout + result.stderr
     assert "Traceback" not in result.stderr

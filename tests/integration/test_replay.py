@@ -19,7 +19,7 @@ from lakehouse.demo import REVENUE_BY_TIER
 from lakehouse.pipeline import run_from_bronze, run_once
 from lakehouse.replay import replay
 from lakehouse.shop import SHOP_CONFIG
-from tests.cli import run_cli, table_cells
+from tests.cli import SHOP_TOML, run_cli, table_cells
 from tests.warehouses import (
     assert_same_tables,
     copy_warehouse,
@@ -91,7 +91,9 @@ def test_replay_of_one_table_through_the_command_line(
         for path in (warehouse.table("silver", "orders"), warehouse.table("gold", REVENUE_TABLE))
     }
 
-    result = run_cli("replay", "--warehouse", warehouse.root, "--table", "orders")
+    result = run_cli(
+        "replay", "--config", SHOP_TOML, "--warehouse", warehouse.root, "--table", "orders"
+    )
 
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     printed = {
