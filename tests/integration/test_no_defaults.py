@@ -17,7 +17,7 @@ from cdc.generator import WorkloadConfig, generate, write_files
 from cdc.sources import SourceSpec, read_source
 from core.config import PipelineConfig, load_config
 from core.gold_tables import FINALIZED_AT
-from core.layout import Warehouse
+from core.layout import Layer, Warehouse
 from core.streaming import Trigger, await_query
 from lakehouse import Lakehouse
 from lakehouse.demo import DEMO_CONFIG
@@ -92,12 +92,13 @@ def test_an_undeclared_event_topic_is_reported_kept_in_bronze_and_applied_once_d
     from_start = run_cli(*args, "--warehouse", early, "--config", SHOP_TOML)
     assert from_start.returncode == 0, from_start.stdout + from_start.stderr
     reference = Warehouse.from_path(early)
-    for layer, name in (
+    compared: tuple[tuple[Layer, str], ...] = (
         ("silver", "clickstream"),
         ("silver", "orders"),
         ("gold", "user_sessions"),
         ("gold", "revenue_per_minute"),
-    ):
+    )
+    for layer, name in compared:
         got = rows_of(spark, warehouse.table(layer, name))
         want = rows_of(spark, reference.table(layer, name))
         assert got and got == want, (layer, name)
