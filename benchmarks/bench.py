@@ -33,7 +33,7 @@ from benchmarks.recording import write_results
 from bronze.job import start_bronze
 from cdc.generator import WorkloadConfig
 from cdc.sources import SourceSpec, read_source
-from core.config import SHOP_CONFIG, QualitySpec, TableSpec
+from core.config import QualitySpec, TableSpec
 from core.identifiers import table_name_for_topic
 from core.layout import Warehouse
 from core.spark import get_spark
@@ -43,6 +43,7 @@ from lakehouse.demo import write_workload
 from lakehouse.ops.maintenance import maintain
 from lakehouse.ops.replay import replay
 from lakehouse.run.entities import entity_specs
+from lakehouse.shop import SHOP_CONFIG
 from silver.job import start_silver
 
 WORK = Path(__file__).parent / "work"

@@ -37,13 +37,14 @@ from cdc.producer import (
 from cdc.producer import produce as send_records
 from cdc.records import Record
 from cdc.sources import SourceSpec, read_source
-from core.config import SHOP_CONFIG, TableSpec
+from core.config import TableSpec
 from core.identifiers import table_name_for_topic
 from core.layout import Warehouse
 from core.streaming import Trigger, await_query
 from lakehouse.demo import workload_source
 from lakehouse.local.broker import LocalBroker, free_port
 from lakehouse.run.pipeline import start_one_hop
+from lakehouse.shop import SHOP_CONFIG
 from silver.job import start_silver
 
 #: Records sent before the freshness measurement starts.

@@ -36,6 +36,8 @@ from benchmarks.recording import write_results
 from cdc.generator import WorkloadConfig, generate
 
 WORK = Path(__file__).parent / "work" / "soak"
+#: The demo shop's settings (its clickstream and gold tables), which the workload needs.
+SHOP_TOML = Path(__file__).resolve().parent.parent / "examples" / "shop.toml"
 LAKEHOUSE = Path(sys.executable).parent / "lakehouse"
 #: How long the run may take to read what was written before it is stopped.
 CATCH_UP_SECONDS = 600.0
@@ -180,7 +182,8 @@ def batch_times(warehouse: Path, started: float) -> dict[str, tuple[list[float],
 def read_the_rest(source: Path, warehouse: Path) -> int:
     """Bring every layer to the end of the input with a ``--once`` run (the stopped run may
     have left silver or gold behind bronze, which verify would report); its exit status."""
-    args = ["run", "--source", f"files:{source}", "--warehouse", str(warehouse), "--once"]
+    args = ["run", "--config", str(SHOP_TOML), "--source", f"files:{source}"]
+    args += ["--warehouse", str(warehouse), "--once"]
     return subprocess.run([str(LAKEHOUSE), *args], capture_output=True, check=False).returncode
 
 
@@ -201,6 +204,8 @@ def soak(
         [
             str(LAKEHOUSE),
             "run",
+            "--config",
+            str(SHOP_TOML),
             "--source",
             f"files:{source}",
             "--warehouse",
@@ -260,7 +265,7 @@ def soak(
     finished_by_once = read_the_rest(source, warehouse)
     rows, repeated = bronze_rows(warehouse)
     verify = subprocess.run(
-        [str(LAKEHOUSE), "verify", "--warehouse", str(warehouse)],
+        [str(LAKEHOUSE), "verify", "--config", str(SHOP_TOML), "--warehouse", str(warehouse)],
         capture_output=True,
         text=True,
         check=False,

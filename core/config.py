@@ -2,9 +2,10 @@
 
 A pipeline needs no file for standard Debezium topics: every topic not listed is read as a
 Debezium table keyed by its record key and ordered by its connector's sequence. Plain event
-streams are declared (``format = "events"`` with ``keys`` and ``sequence_by``). A TOML file
-with ``[[tables]]`` entries and ``[[gold]]`` entries (:mod:`core.gold_tables`; the older
-``[gold]`` table still tunes the shop's two gold tables) overrides the defaults.
+streams are declared (``format = "events"`` with ``keys`` and ``sequence_by``); gold tables,
+alerts, models and patterns exist only where declared (``[[gold]]`` entries,
+:mod:`core.gold_tables`). Without a file a pipeline has no declarations at all (the demo
+shop's settings live with the demo, :mod:`lakehouse.shop`).
 """
 
 from __future__ import annotations
@@ -23,8 +24,6 @@ from core.conditions import Condition, parse_condition
 from core.errors import ConfigError
 from core.gold_tables import (
     GoldTable,
-    Measure,
-    Window,
     check_gold_tables,
     duration_micros,
     gold_table_from,
@@ -242,61 +241,6 @@ class TableSpec:
 
 
 @dataclass(frozen=True)
-class GoldSpec:
-    """The older ``[gold]`` settings of the demo shop's two gold tables; they still work and
-    become the declarations of :func:`shop_gold_tables` (new pipelines write ``[[gold]]``)."""
-
-    orders_table: str = "orders"
-    order_time: str = "created_at"
-    order_amount: str = "total"
-    revenue_window: str = "1 minute"
-    clicks_table: str = "clickstream"
-    click_user: str = "user_id"
-    click_time: str = "ts"
-    session_gap: str = "30 minutes"
-
-    def __post_init__(self) -> None:
-        for column in (
-            self.orders_table,
-            self.order_time,
-            self.order_amount,
-            self.clicks_table,
-            self.click_user,
-            self.click_time,
-        ):
-            require_identifier(column, "gold setting")
-        for duration in (self.revenue_window, self.session_gap):
-            require_duration(duration)
-
-
-def shop_gold_tables(spec: GoldSpec) -> tuple[GoldTable, ...]:
-    """The demo shop's gold tables as declarations: revenue and orders per tumbling window of
-    order time, and each user's click sessions."""
-    return (
-        GoldTable(
-            name="revenue_per_minute",
-            source=spec.orders_table,
-            event_time=spec.order_time,
-            window=Window("tumbling", size=spec.revenue_window),
-            measures=(Measure("revenue", "sum", spec.order_amount), Measure("orders", "count")),
-        ),
-        GoldTable(
-            name="user_sessions",
-            source=spec.clicks_table,
-            event_time=spec.click_time,
-            window=Window(
-                "session", gap=spec.session_gap, start_as="session_start", end_as="session_end"
-            ),
-            group_by=(spec.click_user,),
-            measures=(
-                Measure("events", "count"),
-                Measure("duration_seconds", "span_seconds", spec.click_time),
-            ),
-        ),
-    )
-
-
-@dataclass(frozen=True)
 class MaintenanceSpec:
     """Settings of ``lakehouse maintain`` (the ``[maintenance]`` table of the config file).
 
@@ -411,14 +355,13 @@ class PipelineConfig:
     """Everything a pipeline run needs besides the source and the warehouse."""
 
     tables: tuple[TableSpec, ...] = ()
-    gold: GoldSpec = field(default_factory=GoldSpec)
     maintenance: MaintenanceSpec = field(default_factory=MaintenanceSpec)
     quality: QualitySpec = field(default_factory=QualitySpec)
     catalog: CatalogSpec = field(default_factory=CatalogSpec)
     alerts: tuple[AlertSpec, ...] = ()
 
-    #: Declared gold tables (``[[gold]]``); None: the shop's, from ``gold`` (``[gold]``).
-    gold_tables: tuple[GoldTable, ...] | None = None
+    #: Declared gold tables (``[[gold]]``).
+    gold_tables: tuple[GoldTable, ...] = ()
     #: SQL models (``[[models]]``, :mod:`core.models`), in the order they refresh.
     models: tuple[SqlModel, ...] = ()
     #: Declared patterns across events (``[[patterns]]``, :mod:`core.patterns`).
@@ -429,9 +372,8 @@ class PipelineConfig:
         repeated = sorted({name for name in alert_names if alert_names.count(name) > 1})
         if repeated:
             raise ConfigError(f"Alert names must be unique; repeated: {', '.join(repeated)}.")
-        if self.gold_tables is not None:
-            object.__setattr__(self, "gold_tables", tuple(self.gold_tables))
-            check_gold_tables(self.gold_tables)
+        object.__setattr__(self, "gold_tables", tuple(self.gold_tables))
+        check_gold_tables(self.gold_tables)
         names = [table.name for table in self.tables]
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
@@ -445,24 +387,20 @@ class PipelineConfig:
             )
         for table in self.tables:
             _reject_history_name(self, table.name)
-        if self.gold_tables is not None:
-            resolved = tuple(self._resolve_as_of(t) for t in self.gold_tables)
-            object.__setattr__(self, "gold_tables", resolved)
+        resolved = tuple(self._resolve_as_of(t) for t in self.gold_tables)
+        object.__setattr__(self, "gold_tables", resolved)
         object.__setattr__(self, "patterns", tuple(self.patterns))
         golds = (t.name for t in self.gold_declarations)
         check_patterns(self.patterns, reserved_gold_names(golds, self.alerts))
 
     def to_mapping(self) -> dict[str, Any]:
         """The config as the TOML document :func:`load_config` reads (plain values; settings
-        left at their defaults are left out). ``[gold]`` is written only when no ``[[gold]]``
-        is declared (the declarations replace it)."""
+        left at their defaults are left out)."""
         document: dict[str, Any] = {}
         if self.tables:
             document["tables"] = [settings_of(table) for table in self.tables]
-        if self.gold_tables is not None:
+        if self.gold_tables:
             document["gold"] = [gold_table_to_mapping(table) for table in self.gold_tables]
-        elif self.gold != GoldSpec():
-            document["gold"] = settings_of(self.gold)
         for section, spec in (("maintenance", self.maintenance), ("catalog", self.catalog)):
             if settings_of(spec):
                 document[section] = settings_of(spec)
@@ -524,10 +462,8 @@ class PipelineConfig:
 
     @property
     def gold_declarations(self) -> tuple[GoldTable, ...]:
-        """The gold tables of the pipeline: the declared ones, else the shop's."""
-        if self.gold_tables is not None:
-            return self.gold_tables
-        return shop_gold_tables(self.gold)
+        """The declared gold tables of the pipeline (none unless declared)."""
+        return self.gold_tables
 
     def spec_for_topic(self, topic: str) -> TableSpec:
         """The declared spec for ``topic``, or the Debezium defaults.
@@ -561,29 +497,15 @@ def _reject_history_name(config: PipelineConfig, name: str, topic: str | None = 
             )
 
 
-#: The demo shop's clickstream is a plain event stream; its CDC tables need no settings.
-SHOP_CONFIG = PipelineConfig(
-    tables=(
-        TableSpec(
-            name="clickstream",
-            topic="shop.clickstream",
-            format="events",
-            keys=("event_id",),
-            sequence_by=("ts",),
-            schema="event_id string, user_id bigint, page string, action string, ts timestamp",
-        ),
-    )
-)
-
-
 def load_config(path: str | Path | None) -> PipelineConfig:
-    """Read a TOML pipeline file, or return the shop defaults when ``path`` is None.
+    """Read a TOML pipeline file; ``path`` None: a pipeline without declarations (Debezium
+    topics still become silver tables; nothing else is assumed).
 
     Raises:
         ConfigError: the file is missing, not TOML, or holds unknown or invalid settings.
     """
     if path is None:
-        return SHOP_CONFIG
+        return PipelineConfig()
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError as error:
@@ -629,22 +551,22 @@ def config_from_mapping(document: Mapping[str, Any], base: Path = Path(".")) -> 
             "name, topic and settings."
         )
     tables = tuple(table_from(entry) for entry in entries)
-    gold_settings = document.get("gold", {})
-    declared = None
-    if isinstance(gold_settings, list):
-        if not all(isinstance(entry, Mapping) for entry in gold_settings):
-            raise ConfigError(
-                "'gold' must be a list of tables: write each gold table as a [[gold]] entry."
-            )
-        declared = tuple(gold_table_from(entry) for entry in gold_settings)
-        gold_settings = {}
-    if not isinstance(gold_settings, Mapping):
+    gold_settings = document.get("gold", [])
+    if isinstance(gold_settings, Mapping):
         raise ConfigError(
-            "'gold' must be [[gold]] entries (one per gold table) or the older [gold] table."
+            "The older [gold] table (the demo shop's two gold tables) is gone: declare each "
+            "gold table as a [[gold]] entry (examples/shop.toml has the shop's two)."
         )
-    _reject_unknown(gold_settings, {f.name for f in fields(GoldSpec)}, "[gold]")
-    for setting, value in gold_settings.items():
-        _require_type(setting, value, str, "[gold]")
+    if not isinstance(gold_settings, list):
+        raise ConfigError(
+            "'gold' must be [[gold]] entries (one per gold table): write each gold table as a "
+            "[[gold]] entry with its name, source, event_time, window and measures."
+        )
+    if not all(isinstance(entry, Mapping) for entry in gold_settings):
+        raise ConfigError(
+            "'gold' must be a list of tables: write each gold table as a [[gold]] entry."
+        )
+    declared = tuple(gold_table_from(entry) for entry in gold_settings)
     models = document.get("models", [])
     if not isinstance(models, list) or not all(isinstance(e, Mapping) for e in models):
         raise ConfigError(
@@ -653,7 +575,6 @@ def config_from_mapping(document: Mapping[str, Any], base: Path = Path(".")) -> 
         )
     config = PipelineConfig(
         tables=tables,
-        gold=GoldSpec(**gold_settings),
         gold_tables=declared,
         maintenance=maintenance_from(document.get("maintenance", {})),
         quality=quality_from(document.get("quality", {}), base),

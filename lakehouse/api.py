@@ -47,7 +47,7 @@ from core.streaming import Trigger
 from gold.alerts import Fit
 from gold.alerts import fit as fit_alert
 from lakehouse.declare import pipeline_config
-from lakehouse.demo import write_workload
+from lakehouse.demo import DEMO_CONFIG, write_workload
 from lakehouse.ops.audit import verify_warehouse
 from lakehouse.ops.forget import DEFAULT_REASON, ForgetReport
 from lakehouse.ops.forget import forget as forget_key
@@ -129,8 +129,9 @@ class Lakehouse:
 
     Args:
         warehouse: the warehouse root (a directory, or a Hadoop URI); created by the first run.
-        config: a pipeline TOML file, a :class:`~core.config.PipelineConfig`, or None for the
-            shop demo's settings (as ``--config`` of the command line).
+        config: a pipeline TOML file, a :class:`~core.config.PipelineConfig`, or None: no
+            declarations (Debezium topics still become silver tables; the demo shop's
+            settings are :meth:`Lakehouse.demo`'s).
         spark: the session to use; None takes the active one (Databricks, a notebook that
             built its own) or starts a local one with Delta (``spark_mode``, ``master``: see
             :func:`core.spark.get_spark`), when first needed.
@@ -389,6 +390,22 @@ class Lakehouse:
                 "(Lakehouse.run)."
             )
         return self.spark.read.format("delta").load(self.warehouse.event_log)
+
+    @classmethod
+    def demo(
+        cls,
+        warehouse: str | Path,
+        spark: SparkSession | None = None,
+        *,
+        spark_mode: SparkMode = "auto",
+        master: str | None = None,
+    ) -> Lakehouse:
+        """A lakehouse at ``warehouse`` with the demo shop's settings, those of ``lakehouse
+        demo``: its clickstream, its gold tables (``revenue_per_minute``, ``user_sessions`` and
+        one of each other window kind and join), alert, patterns and the packaged suites; feed
+        it :func:`generate_workload`'s files. ``spark``, ``spark_mode``, ``master``: as for
+        :class:`Lakehouse`."""
+        return cls(warehouse, DEMO_CONFIG, spark, spark_mode=spark_mode, master=master)
 
 
 def _layer(name: str) -> Layer:

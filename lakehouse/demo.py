@@ -15,7 +15,7 @@ from cdc.producer import ProduceReport, send_workload
 from cdc.sources import SourceSpec
 from core.alerting import AlertSpec
 from core.catalog import run_sql
-from core.config import SHOP_CONFIG, PipelineConfig, QualitySpec
+from core.config import PipelineConfig, QualitySpec
 from core.delta_io import table_exists
 from core.gold_tables import LATE_EVENTS, GoldTable, Join, Measure, StreamJoin, Window
 from core.layout import LAYERS, Warehouse
@@ -28,6 +28,7 @@ from lakehouse.local.pg_workload import QUARANTINED
 from lakehouse.local.real_cdc import TABLE_TOPIC_PREFIX, CapturedWorkload
 from lakehouse.ops.audit import verify_warehouse
 from lakehouse.run.pipeline import Progress, run_once
+from lakehouse.shop import SHOP_CONFIG
 
 #: Orders far above or below their customer's usual amount.
 DEMO_ALERT = AlertSpec(

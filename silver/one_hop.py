@@ -32,7 +32,7 @@ from pyspark.sql import functions as F
 from bronze.table import INGEST_BATCH
 from core import checkpoints, storage
 from core.config import PipelineConfig, TableSpec
-from core.delta_io import current_version
+from core.delta_io import current_version, table_exists
 from core.failures import Failure
 from core.layout import Warehouse
 from core.streaming import APP_ID_FILE
@@ -46,6 +46,7 @@ from silver.job import (
     ensure_shared_tables,
     entity_tables,
 )
+from silver.topic_kind import holds_plain_events
 
 #: Told what each bronze micro-batch applied to each entity: (entity, batch id, report).
 HopListener = Callable[[str, int, BatchReport], None]
@@ -108,6 +109,8 @@ class SilverHop:
         self._states: dict[str, QueryState] = {}
         self._checks: dict[str, TableChecks | None] = {}
         self._handed_over: set[str] = set()
+        #: Per topic without a declaration: whether it holds plain events (left in bronze).
+        self._plain: dict[str, bool] = {}
         ensure_shared_tables(spark, warehouse)
 
     def __call__(
@@ -115,6 +118,8 @@ class SilverHop:
     ) -> None:
         for topic in sorted(t for t in appended if not t.startswith("_")):
             spec = self._config.spec_for_topic(topic)
+            if self._plain_events(spec, appended[topic]):
+                continue
             if self._isolation is None:
                 self._apply(spec, appended[topic], bronze_app_id, batch_id)
             elif spec.name not in self._isolation:
@@ -122,6 +127,18 @@ class SilverHop:
                     self._apply(spec, appended[topic], bronze_app_id, batch_id)
                 except Exception as error:
                     self._isolation.leave(spec.name, Failure.of(error))
+
+    def _plain_events(self, spec: TableSpec, records: DataFrame) -> bool:
+        """Whether ``spec``'s topic has no declaration and holds plain events, which stay in
+        bronze (:func:`silver.topic_kind.holds_plain_events`; decided once per topic)."""
+        if any(table.topic == spec.topic for table in self._config.tables):
+            return False
+        if spec.topic not in self._plain:
+            silver = entity_tables(self._warehouse, spec).silver
+            self._plain[spec.topic] = not table_exists(self._spark, silver) and (
+                holds_plain_events(records)
+            )
+        return self._plain[spec.topic]
 
     def _apply(
         self, spec: TableSpec, records: DataFrame, bronze_app_id: str, batch_id: int

@@ -21,10 +21,10 @@ from pyspark.sql import DataFrame, SparkSession
 
 from cdc.generator import WorkloadConfig, generate, write_files
 from cdc.sources import SourceSpec
-from core.config import SHOP_CONFIG
 from core.gold_tables import FINALIZED_AT, LATE_EVENTS
 from core.layout import QUARANTINE_TABLE, Warehouse
 from lakehouse.run.pipeline import run_once
+from lakehouse.shop import SHOP_CONFIG
 from silver.verify import canonical_rows
 
 EVENTS = 1500

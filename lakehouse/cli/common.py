@@ -60,7 +60,8 @@ CONFIG = click.option(
     "config_path",
     default=None,
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Pipeline TOML file (default: the shop demo's settings).",
+    help="Pipeline TOML file (default: none; Debezium topics still become silver tables, "
+    "everything else is declared here; the demo shop's: examples/shop.toml).",
 )
 KAFKA_OPTION = click.option(
     "--kafka-option",
@@ -160,7 +161,7 @@ class RunningStep:
         if self._bar is None:
             self._bar = Progress(
                 SpinnerColumn(),
-                TextColumn("{task.description}"),
+                TextColumn("{task.description}", markup=False),
                 BarColumn(),
                 TimeElapsedColumn(),
                 console=console,
@@ -182,7 +183,7 @@ running_step = RunningStep()
 
 def progress(message: str) -> None:
     """A progress line of a long job (``- layer: what``), and the running step on a terminal."""
-    console.print(f"[dim]- {message}[/dim]")
+    console.print(f"- {message}", style="dim", markup=False, highlight=False)
     running_step.show(message)
 
 

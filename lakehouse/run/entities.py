@@ -3,29 +3,72 @@
 from __future__ import annotations
 
 from collections.abc import Collection
+from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
 from bronze.table import bronze_topic
 from core.config import PipelineConfig, TableSpec
+from core.delta_io import table_exists
 from core.errors import TableNotFoundError
 from core.layout import Warehouse
 from core.streaming import APP_ID_FILE
 from gold.alerts import alert_jobs
 from gold.jobs import GoldJob, gold_jobs
 from gold.progress import applied_location
+from silver.topic_kind import holds_plain_events
+
+
+@dataclass(frozen=True)
+class BronzeTopics:
+    """The topics of a warehouse's bronze: the silver spec of each one silver applies, and
+    the event topics without a declaration, which stay in bronze only."""
+
+    specs: list[TableSpec]
+    undeclared: list[str]
+
+
+def bronze_topics(
+    spark: SparkSession, warehouse: Warehouse, config: PipelineConfig
+) -> BronzeTopics:
+    """Every bronze topic (internal topics excluded) with its silver spec: the declared one,
+    else the Debezium defaults, unless its records are plain events
+    (:func:`silver.topic_kind.holds_plain_events`; a topic whose silver table exists was
+    decided before and is not read again)."""
+    specs, undeclared = [], []
+    declared = {table.topic for table in config.tables}
+    for name in warehouse.table_names("bronze", spark):
+        path = warehouse.table("bronze", name)
+        topic = bronze_topic(spark, path)
+        if not topic or topic.startswith("_"):
+            continue
+        spec = config.spec_for_topic(topic)
+        if (
+            topic not in declared
+            and not table_exists(spark, warehouse.table("silver", spec.name))
+            and holds_plain_events(spark.read.format("delta").load(path))
+        ):
+            undeclared.append(topic)
+        else:
+            specs.append(spec)
+    return BronzeTopics(specs, undeclared)
+
+
+def undeclared_line(topic: str) -> str:
+    """What a run says about an event topic without a declaration: where its records are and
+    how to declare it."""
+    return (
+        f"{topic}: plain events without a declaration, kept in bronze only; declare it (a "
+        '[[tables]] entry with format = "events", keys and sequence_by, or events_table(...) '
+        "in Python) and run again to apply them"
+    )
 
 
 def entity_specs(
     spark: SparkSession, warehouse: Warehouse, config: PipelineConfig
 ) -> list[TableSpec]:
-    """The silver spec of every bronze topic present (internal topics excluded)."""
-    specs = []
-    for name in warehouse.table_names("bronze", spark):
-        topic = bronze_topic(spark, warehouse.table("bronze", name))
-        if topic and not topic.startswith("_"):
-            specs.append(config.spec_for_topic(topic))
-    return specs
+    """The silver spec of every bronze topic silver applies (:func:`bronze_topics`)."""
+    return bronze_topics(spark, warehouse, config).specs
 
 
 def resolve_entities(

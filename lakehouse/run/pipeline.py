@@ -28,7 +28,7 @@ from expectations.validate import PeriodicValidation
 from gold.alerts import ALERTS_TABLE, alert_jobs
 from gold.jobs import GoldIsolation, gold_jobs
 from gold.models import ModelRetries, model_query, ordered_models, refresh_models
-from lakehouse.run.entities import entity_specs
+from lakehouse.run.entities import bronze_topics, entity_specs, undeclared_line
 from lakehouse.run.event_log import recording
 from lakehouse.run.lease import LeaseLostError, leased, lost_lease, lost_line
 from lakehouse.run.queries import RETRY_BACKOFF, Backoff, Job, RunningQueries
@@ -54,6 +54,8 @@ class RunReport:
     seconds: float = 0.0
     summary: RunSummary = field(default_factory=RunSummary)
     failures: list[TableFailure] = field(default_factory=list)
+    #: Event topics without a declaration, whose records stay in bronze only.
+    undeclared_topics: list[str] = field(default_factory=list)
 
 
 def check_config(config: PipelineConfig) -> None:
@@ -192,7 +194,11 @@ def _apply_bronze(
     ``leave_out``) with bronze it has not read, all at once, until each has read all of it (of
     bronze batches up to ``through_batch``); the failures go into ``report``."""
     jobs: list[Job] = []
-    for spec in entity_specs(spark, warehouse, config):
+    topics = bronze_topics(spark, warehouse, config)
+    for topic in topics.undeclared:
+        progress(f"silver: {undeclared_line(topic)}")
+    report.undeclared_topics = topics.undeclared
+    for spec in topics.specs:
         wanted = (entities is None or spec.name in entities) and spec.name not in leave_out
         if wanted and has_unread_bronze(spark, warehouse, spec):
             progress(f"silver: applying {spec.topic} to silver.{spec.name}")

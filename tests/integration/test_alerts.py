@@ -14,12 +14,12 @@ from bronze.job import start_bronze
 from cdc.generator import WorkloadConfig, generate_workload, write_files
 from cdc.sources import SourceSpec, read_source
 from core.alerting import AlertSpec
-from core.config import SHOP_CONFIG
 from core.layout import Warehouse
 from core.streaming import Trigger, run_to_end
 from gold.alerts import ALERTS_TABLE, fit, start_alerts
 from lakehouse.ops.replay import replay
 from lakehouse.run.pipeline import run_from_bronze
+from lakehouse.shop import SHOP_CONFIG
 
 pytestmark = pytest.mark.integration
 

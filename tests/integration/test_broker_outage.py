@@ -27,7 +27,6 @@ from pyspark.sql import DataFrame, SparkSession
 
 from cdc.kafka_source import read_kafka_stream
 from cdc.sources import SourceSpec
-from core.config import SHOP_CONFIG
 from core.errors import SourceUnavailableError
 from core.layout import Warehouse
 from lakehouse.local.broker import LocalBroker, free_port
@@ -35,7 +34,8 @@ from lakehouse.ops.source_check import partition_gaps
 from lakehouse.run.pipeline import run_once
 from lakehouse.run.queries import Backoff, RunningQueries, SourceGoneError
 from lakehouse.run.summary import RunSummary
-from tests.cli import run_cli
+from lakehouse.shop import SHOP_CONFIG
+from tests.cli import SHOP_TOML, run_cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka]
 
@@ -225,7 +225,8 @@ def test_partition_gaps_name_what_bronze_lacks(
         "bronze has up to offset 9); run the pipeline to read them"
     )
     # The command line: verify --source names the gap and exits 1, then 0 once it is read.
-    verify = ("verify", "--warehouse", warehouse.root, "--source", f"kafka:{kafka_bootstrap}")
+    verify = ("verify", "--config", SHOP_TOML, "--warehouse", warehouse.root)
+    verify += ("--source", f"kafka:{kafka_bootstrap}")
     found = run_cli(*verify, "--kafka-option", f"subscribe={topic}")
     assert found.returncode == 1, found.stdout + found.stderr
     assert f"source: {gaps[0].line()}" in found.stdout.splitlines(), found.stdout

@@ -20,7 +20,7 @@ from core.layout import QUARANTINE_TABLE, Warehouse
 from core.spark import mute_jvm_stderr
 from core.streaming import Trigger
 from lakehouse.run.pipeline import RunningQueries, start_ready
-from tests.cli import LAKEHOUSE, run_cli
+from tests.cli import LAKEHOUSE, SHOP_TOML, run_cli
 from tests.helpers import bronze_frame, customer_change
 from tests.runs import Run
 
@@ -98,6 +98,8 @@ def test_sigterm_stops_between_micro_batches(spark: SparkSession, tmp_path: Path
         [
             str(LAKEHOUSE),
             "run",
+            "--config",
+            str(SHOP_TOML),
             "--source",
             f"files:{source}",
             "--warehouse",
@@ -132,14 +134,23 @@ def test_sigterm_stops_between_micro_batches(spark: SparkSession, tmp_path: Path
     hop_rows = log.where("query LIKE 'silver_%' AND records > 0").collect()
     assert hop_rows and {r.query_id for r in hop_rows} <= bronze_ids, hop_rows[:3]
 
-    finished = run_cli("run", "--source", f"files:{source}", "--warehouse", warehouse, "--once")
+    finished = run_cli(
+        "run",
+        "--config",
+        SHOP_TOML,
+        "--source",
+        f"files:{source}",
+        "--warehouse",
+        warehouse,
+        "--once",
+    )
     assert finished.returncode == 0, finished.stdout + finished.stderr
     bronze = sum(
         spark.read.format("delta").load(str(warehouse / "bronze" / name)).count()
         for name in Warehouse.from_path(warehouse).table_names("bronze")
     )
     assert bronze == len(records)
-    verified = run_cli("verify", "--warehouse", warehouse)
+    verified = run_cli("verify", "--config", SHOP_TOML, "--warehouse", warehouse)
     assert verified.returncode == 0, verified.stdout
 
 

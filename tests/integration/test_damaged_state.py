@@ -21,11 +21,11 @@ from pyspark.sql import SparkSession
 
 from cdc.generator import WorkloadConfig, generate, write_files
 from cdc.sources import SourceSpec
-from core.config import SHOP_CONFIG
 from core.gold_tables import LATE_EVENTS
 from core.layout import Warehouse
 from lakehouse.run.pipeline import run_once
-from tests.cli import run_cli
+from lakehouse.shop import SHOP_CONFIG
+from tests.cli import SHOP_TOML, run_cli
 from tests.warehouses import assert_same_tables, comparable, rows
 
 #: The module's fixtures run the pipeline twice before the first test.
@@ -118,7 +118,14 @@ def live(bundle: Bundle) -> Iterator[Bundle]:
 
 def run(bundle: Bundle) -> tuple[int, str]:
     result = run_cli(
-        "run", "--once", "--source", f"files:{bundle.source}", "--warehouse", bundle.warehouse
+        "run",
+        "--config",
+        SHOP_TOML,
+        "--once",
+        "--source",
+        f"files:{bundle.source}",
+        "--warehouse",
+        bundle.warehouse,
     )
     return result.returncode, result.stdout + result.stderr
 
@@ -168,7 +175,9 @@ def test_silver_missing_its_newest_commit_is_named_and_replay_fixes_it(
         f"silver.orders is damaged (its newest commit, version {version}, is missing)",
         "lakehouse replay --table orders",
     )
-    replayed = run_cli("replay", "--warehouse", live.warehouse, "--table", "orders")
+    replayed = run_cli(
+        "replay", "--config", SHOP_TOML, "--warehouse", live.warehouse, "--table", "orders"
+    )
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
     succeeds(live)
     assert_same_results(spark, reference, live.warehouse, replayed=True)

@@ -20,11 +20,11 @@ from pyspark.sql import SparkSession
 
 from cdc.generator import WorkloadConfig, generate, write_files
 from cdc.sources import SourceSpec
-from core.config import SHOP_CONFIG
 from core.layout import Warehouse
 from lakehouse.run.pipeline import run_once
+from lakehouse.shop import SHOP_CONFIG
 from tests import sessions
-from tests.cli import COMMAND_TIMEOUT, LAKEHOUSE, WIDE
+from tests.cli import COMMAND_TIMEOUT, LAKEHOUSE, SHOP_TOML, WIDE
 from tests.warehouses import assert_same_tables
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -71,7 +71,16 @@ def test_a_full_disk_is_one_line_and_the_next_run_continues(
     run_once(spark, SourceSpec("files", str(source)), reference, SHOP_CONFIG)
     warehouse = tmp_path / "wh"
     warehouse.mkdir()
-    run = ("run", "--once", "--source", f"files:{source}", "--warehouse", warehouse)
+    run = (
+        "run",
+        "--config",
+        SHOP_TOML,
+        "--once",
+        "--source",
+        f"files:{source}",
+        "--warehouse",
+        warehouse,
+    )
 
     full = lakehouse_on(size(tmp_path / "reference") // 3, *run)
 

@@ -17,12 +17,12 @@ from pyspark.sql import functions as F
 from bronze.job import start_bronze
 from cdc.generator import WorkloadConfig, generate, write_files
 from cdc.sources import SourceSpec, read_source
-from core.config import SHOP_CONFIG
 from core.layout import Warehouse
 from core.streaming import Trigger, run_to_end
 from lakehouse.ops.status import pipeline_status
 from lakehouse.run.event_log import recording
-from tests.cli import run_cli
+from lakehouse.shop import SHOP_CONFIG
+from tests.cli import SHOP_TOML, run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -37,7 +37,7 @@ def test_event_log_and_status(spark: SparkSession, tmp_path: Path) -> None:
     for part in parts[:3]:
         part.rename(source / part.name)
     ran = run_cli(
-        "run", "--source", f"files:{source}", "--warehouse", root, "--once",
+        "run", "--config", SHOP_TOML, "--source", f"files:{source}", "--warehouse", root, "--once",
         "--max-files-per-trigger", "2",
     )  # fmt: skip
     assert ran.returncode == 0, ran.stderr
@@ -45,7 +45,9 @@ def test_event_log_and_status(spark: SparkSession, tmp_path: Path) -> None:
     log = spark.read.format("delta").load(warehouse.event_log)
     committed = check_one_row_per_batch(log, root)
 
-    status = json.loads(run_cli("status", "--warehouse", root, "--json").stdout)
+    status = json.loads(
+        run_cli("status", "--config", SHOP_TOML, "--warehouse", root, "--json").stdout
+    )
     assert status["running"] is None
     assert status["event_log_rows"] == log.count()
     silver = {s["table"]: s for s in status["silver"]}

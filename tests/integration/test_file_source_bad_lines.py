@@ -12,10 +12,10 @@ from pyspark.sql import Row, SparkSession
 from cdc.files import UNREADABLE_TOPIC
 from cdc.records import Record
 from cdc.sources import SourceSpec
-from core.config import SHOP_CONFIG
 from core.identifiers import table_name_for_topic
 from core.layout import Warehouse
 from lakehouse.run.pipeline import run_once
+from lakehouse.shop import SHOP_CONFIG
 from tests.helpers import customer_change
 
 pytestmark = pytest.mark.integration

@@ -22,7 +22,7 @@ from pyspark.sql.types import BinaryType
 
 from bronze.table import ensure_bronze_table
 from cdc.records import Record
-from core.config import SHOP_CONFIG, PipelineConfig, TableSpec
+from core.config import PipelineConfig, TableSpec
 from core.delta_io import versions
 from core.errors import ConfigError, TableNotFoundError
 from core.gold_tables import LATE_EVENTS, GoldTable, Measure, Window
@@ -31,7 +31,8 @@ from core.layout import LAYERS, Warehouse
 from lakehouse.ops.forget import ForgetReport, forget
 from lakehouse.ops.replay import replay
 from lakehouse.run.pipeline import run_from_bronze
-from tests.cli import run_cli
+from lakehouse.shop import SHOP_CONFIG
+from tests.cli import SHOP_TOML, run_cli
 from tests.helpers import bronze_frame, customer_change
 from tests.warehouses import assert_same_tables, copy_warehouse, incremental_warehouse, load
 
@@ -259,7 +260,15 @@ def test_bad_key_on_the_command_line_is_one_error_line(
     forgotten: Forgotten, key: str, phrase: str
 ) -> None:
     result = run_cli(
-        "forget", "--warehouse", forgotten.warehouse.root, "--table", "orders", "--key", key
+        "forget",
+        "--config",
+        SHOP_TOML,
+        "--warehouse",
+        forgotten.warehouse.root,
+        "--table",
+        "orders",
+        "--key",
+        key,
     )
     assert result.returncode == 2, result.stdout + result.stderr
     assert "Traceback" not in result.stderr

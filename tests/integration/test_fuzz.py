@@ -25,11 +25,12 @@ from cdc.generator import WorkloadConfig, generate
 from cdc.producer import client_settings, ensure_topics
 from cdc.records import Record
 from cdc.sources import SourceSpec
-from core.config import SHOP_CONFIG, PipelineConfig, TableSpec
+from core.config import PipelineConfig, TableSpec
 from core.identifiers import table_name_for_topic
 from core.layout import Warehouse
 from lakehouse.ops.audit import verify_warehouse
 from lakehouse.run.pipeline import run_once
+from lakehouse.shop import SHOP_CONFIG
 from tests.fuzz import mutated_lines, mutated_records
 from tests.runs import described, load
 
@@ -62,7 +63,8 @@ CONFIG = PipelineConfig(
         TableSpec(
             name="fuzz_orders", topic="fuzz.public.orders", on_incompatible_type="quarantine"
         ),
-    )
+    ),
+    gold_tables=SHOP_CONFIG.gold_tables,
 )
 
 

@@ -17,10 +17,10 @@ from pyspark.sql import SparkSession
 
 from cdc.generator import WorkloadConfig, generate, write_files
 from cdc.sources import SourceSpec
-from core.config import SHOP_CONFIG
 from core.delta_io import committed_log, half_created
 from core.layout import Warehouse
 from lakehouse.run.pipeline import run_once
+from lakehouse.shop import SHOP_CONFIG
 from lakehouse.run.state_check import table_dirs
 from tests.warehouses import assert_same_tables
 

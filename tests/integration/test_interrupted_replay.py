@@ -21,13 +21,13 @@ from pyspark.sql import SparkSession
 
 from cdc.generator import WorkloadConfig, generate, write_files
 from core import checkpoints
-from core.config import SHOP_CONFIG
 from core.delta_io import has_commit
 from core.layout import Warehouse
 from lakehouse.ops.replay import replay
 from lakehouse.run import commit_swap
 from lakehouse.run.recovery import MESSAGES
-from tests.cli import run_cli
+from lakehouse.shop import SHOP_CONFIG
+from tests.cli import SHOP_TOML, run_cli
 from tests.faults import CommitFaults, InjectedCrash
 from tests.objstore import objstore_uri
 from tests.warehouses import assert_same_tables
@@ -60,7 +60,7 @@ def rebuilt_parts(spark: SparkSession, folder: Path, generation: str) -> tuple[s
 
 def command(name: str, folder: Path, *args: str) -> str:
     """Run a command on the warehouse in ``folder`` (at its ``objstore://`` URI); its output."""
-    done = run_cli(name, *args, "--warehouse", objstore_uri(folder))
+    done = run_cli(name, *args, "--warehouse", objstore_uri(folder), "--config", SHOP_TOML)
     assert done.returncode == 0, (name, folder.name, done.stdout, done.stderr)
     return done.stdout
 

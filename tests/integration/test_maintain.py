@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 from cdc.generator import write_files
 from cdc.records import Record
 from cdc.sources import SourceSpec
-from core.config import SHOP_CONFIG, MaintenanceSpec, PipelineConfig, TableSpec, load_config
+from core.config import MaintenanceSpec, PipelineConfig, TableSpec, load_config
 from core.delta_io import BATCH_MARK, FileStats, change_feed_complete, file_stats
 from core.errors import ConfigError
 from core.gold_tables import GoldTable, Measure, Window
@@ -32,6 +32,7 @@ from lakehouse.ops.maintenance import (
 )
 from lakehouse.ops.replay import replay
 from lakehouse.run.pipeline import run_from_bronze, run_once
+from lakehouse.shop import SHOP_CONFIG
 from tests.helpers import pg_envelope, pg_key
 from tests.warehouses import (
     assert_same_tables,
@@ -90,6 +91,7 @@ def maintained(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) ->
                 for name in ENTITIES
             ),
         ),
+        gold_tables=SHOP_CONFIG.gold_tables,
         maintenance=MaintenanceSpec(vacuum_retention_hours=0, bronze_retention_days=1),
     )
     before = {name: file_stats(spark, path) for name, path in maintained_tables(spark, warehouse)}

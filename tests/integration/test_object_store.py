@@ -26,7 +26,7 @@ from core.identifiers import table_name_for_topic
 from core.layout import Warehouse
 from core.streaming import Trigger
 from lakehouse.run import commit_swap
-from tests.cli import run_cli
+from tests.cli import SHOP_TOML, run_cli
 from tests.helpers import customer_change
 from tests.objstore import objstore_uri
 from tests.warehouses import assert_same_tables, load
@@ -101,7 +101,7 @@ def test_a_warehouse_on_an_object_store_gives_the_tables_of_a_local_one(
         """Run one command on both warehouses; their outputs."""
         outputs = {}
         for kind, root in roots.items():
-            result = run_cli(*args, "--warehouse", root)
+            result = run_cli(*args, "--warehouse", root, "--config", SHOP_TOML)
             assert result.returncode == 0, (kind, args, result.stdout, result.stderr)
             outputs[kind] = result.stdout
         return outputs

@@ -18,7 +18,7 @@ from pyspark.sql import SparkSession
 from core.layout import Warehouse
 from expectations.offline_docs import external_references
 from tests.browser import Browser, dump_dom_offline, screenshot_offline
-from tests.cli import run_cli
+from tests.cli import SHOP_TOML, run_cli
 from tests.warehouses import incremental_warehouse
 
 pytestmark = pytest.mark.integration
@@ -31,9 +31,9 @@ def page(
     """The page written by ``status --html``, the ``status --json`` object, the warehouse."""
     root = incremental_warehouse(spark, tmp_path_factory)
     target = tmp_path_factory.mktemp("pipeline-page") / "pipeline.html"
-    done = run_cli("status", "--warehouse", root, "--html", target)
+    done = run_cli("status", "--config", SHOP_TOML, "--warehouse", root, "--html", target)
     assert done.returncode == 0, done.stdout + done.stderr
-    listed = run_cli("status", "--warehouse", root, "--json")
+    listed = run_cli("status", "--config", SHOP_TOML, "--warehouse", root, "--json")
     assert listed.returncode == 0, listed.stdout + listed.stderr
     return target, json.loads(listed.stdout), root
 

@@ -12,14 +12,14 @@ from pyspark.sql import SparkSession
 
 from cdc.generator import WorkloadConfig, generate, write_files
 from cdc.sources import SourceSpec
-from core.config import SHOP_CONFIG
 from core.errors import TableNotFoundError
 from core.layout import QUARANTINE_TABLE, Warehouse
 from lakehouse.demo import REVENUE_BY_TIER
 from lakehouse.ops.replay import replay
 from lakehouse.run import swap
 from lakehouse.run.pipeline import run_from_bronze, run_once
-from tests.cli import run_cli, table_cells
+from lakehouse.shop import SHOP_CONFIG
+from tests.cli import SHOP_TOML, run_cli, table_cells
 from tests.warehouses import (
     assert_same_tables,
     copy_warehouse,
@@ -91,7 +91,9 @@ def test_replay_of_one_table_through_the_command_line(
         for path in (warehouse.table("silver", "orders"), warehouse.table("gold", REVENUE_TABLE))
     }
 
-    result = run_cli("replay", "--warehouse", warehouse.root, "--table", "orders")
+    result = run_cli(
+        "replay", "--config", SHOP_TOML, "--warehouse", warehouse.root, "--table", "orders"
+    )
 
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     printed = {

@@ -28,11 +28,11 @@ from pyspark.sql import SparkSession
 import gold.jobs
 from cdc.generator import WorkloadConfig, generate, write_files
 from cdc.sources import SourceSpec
-from core.config import SHOP_CONFIG
 from core.errors import LakehouseError
 from core.layout import LAYERS, QUARANTINE_TABLE, Warehouse
 from lakehouse.run.pipeline import run_once
-from tests.cli import LAKEHOUSE, run_cli
+from lakehouse.shop import SHOP_CONFIG
+from tests.cli import LAKEHOUSE, SHOP_TOML, run_cli
 from tests.faults import GUARDED_DML, CommitFaults
 from tests.objstore import objstore_uri
 from tests.runs import (
@@ -69,6 +69,8 @@ def run_args(source: Path, warehouse: Path | str, files_per_batch: int = 1) -> l
     return [
         str(LAKEHOUSE),
         "run",
+        "--config",
+        str(SHOP_TOML),
         "--source",
         f"files:{source}",
         "--warehouse",
@@ -216,7 +218,7 @@ def test_a_killed_run_on_an_object_store_converges_to_the_uninterrupted_result(
     landed = Counter(kill.split(" ", 1)[0] for kill in kills if not kill.startswith("none"))
     assert landed.total() == 1, kills
     assert_same_warehouse(spark, workload.reference, killed)
-    verify = run_cli("verify", "--warehouse", uri)
+    verify = run_cli("verify", "--config", SHOP_TOML, "--warehouse", uri)
     assert verify.returncode == 0, verify.stdout + verify.stderr
     print(f"kills on {uri}: {kills}; phase durations of the reference run: {workload.durations}")
 

@@ -27,7 +27,7 @@ from pyspark.sql import SparkSession
 
 from bronze.table import ensure_bronze_table
 from cdc.records import Record
-from core.config import GoldSpec, PipelineConfig, TableSpec, shop_gold_tables
+from core.config import PipelineConfig, TableSpec
 from core.delta_io import TYPE_WIDENING_PROPERTY
 from core.errors import SchemaChangeError
 from core.identifiers import table_name_for_topic
@@ -36,6 +36,7 @@ from core.streaming import Trigger, run_to_end
 from core.widening import TYPE_WIDENING_MODES, TypeWidening
 from gold.jobs import query_name, start_gold
 from lakehouse.run.pipeline import RunningQueries, start_ready
+from lakehouse.shop import ShopGoldSpec, shop_gold_tables
 from silver.job import QueryState, apply_batch, entity_tables, start_silver
 from silver.verify import check_table
 from tests.delta_rs import assert_delta_rs_reads_same_rows
@@ -49,7 +50,7 @@ QUARANTINING = TableSpec(name="orders", topic=TOPIC, on_incompatible_type="quara
 BASE_US = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z in microseconds
 MINUTE = 60_000_000
 
-REVENUE = shop_gold_tables(GoldSpec())[0]
+REVENUE = shop_gold_tables(ShopGoldSpec())[0]
 REVENUE_TABLE = REVENUE.name
 REVENUE_QUERY = query_name(REVENUE)
 
@@ -165,7 +166,7 @@ def gold_revenue(spark: SparkSession, path: str) -> dict[Any, tuple[Decimal, int
 
 def test_schema_evolution_in_a_running_stream(spark: SparkSession, tmp_path: Path) -> None:
     warehouse = Warehouse(str(tmp_path / "warehouse"))
-    config = PipelineConfig()
+    config = PipelineConfig(gold_tables=(REVENUE,))
     bronze = warehouse.table("bronze", table_name_for_topic(TOPIC))
     silver = warehouse.table("silver", "orders")
     trigger = Trigger(processing_time="1 second")

@@ -17,7 +17,7 @@ from cdc.generator import WorkloadConfig, generate, write_files
 from core.layout import Warehouse
 from lakehouse.local.broker import free_port
 from tests import sessions
-from tests.cli import LAKEHOUSE, run_cli
+from tests.cli import LAKEHOUSE, SHOP_TOML, run_cli
 from tests.runs import Run
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
@@ -50,6 +50,8 @@ def test_sigterm_to_the_process_group_stops_cleanly(spark: SparkSession, tmp_pat
         [
             str(LAKEHOUSE),
             "run",
+            "--config",
+            str(SHOP_TOML),
             "--source",
             f"files:{source}",
             "--warehouse",
@@ -81,7 +83,16 @@ def test_sigterm_to_the_process_group_stops_cleanly(spark: SparkSession, tmp_pat
     assert "Exception" not in output, shown
     assert_gone(jvms)
 
-    finished = run_cli("run", "--source", f"files:{source}", "--warehouse", warehouse, "--once")
+    finished = run_cli(
+        "run",
+        "--config",
+        SHOP_TOML,
+        "--source",
+        f"files:{source}",
+        "--warehouse",
+        warehouse,
+        "--once",
+    )
     assert finished.returncode == 0, finished.stdout + finished.stderr
     bronze = sum(
         spark.read.format("delta").load(str(warehouse / "bronze" / name)).count()

@@ -22,9 +22,10 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from benchmarks.status_bench import Expected, synthetic_warehouse
-from core.config import load_config
 from core.layout import Warehouse
+from lakehouse.shop import SHOP_CONFIG
 from lakehouse.ops.status import pipeline_status, status_json
+from tests.cli import SHOP_TOML
 
 pytestmark = pytest.mark.integration
 
@@ -91,7 +92,7 @@ def check_against_model(status: dict[str, Any], expected: Expected) -> None:
 
 def test_status_starts_no_jvm_and_equals_the_model(tmp_path: Path) -> None:
     expected = synthetic_warehouse(tmp_path / "wh", silver_rows=2345, seed=11)
-    printed, probe = run_status("--warehouse", tmp_path / "wh", "--json")
+    printed, probe = run_status("--warehouse", tmp_path / "wh", "--json", "--config", SHOP_TOML)
     assert probe == {"code": 0, "gateway": False, "children": []}
     check_against_model(json.loads(printed), expected)
 
@@ -102,7 +103,7 @@ def test_status_equals_the_model(tmp_path: Path, seed: int) -> None:
     rows = random.Random(seed).choice([0, 1, 999, 4321])
     expected = synthetic_warehouse(tmp_path / "wh", silver_rows=rows, seed=seed)
     report = pipeline_status(
-        None, Warehouse.from_path(tmp_path / "wh"), load_config(None), datetime.now(UTC)
+        None, Warehouse.from_path(tmp_path / "wh"), SHOP_CONFIG, datetime.now(UTC)
     )
     check_against_model(status_json(report), expected)
 
@@ -117,7 +118,7 @@ def test_status_in_a_pipe_fits_80_columns(tmp_path: Path) -> None:
     DeltaTable(bronze).alter.set_table_properties(
         {"lakehouse.topic": long_topic}, raise_if_not_exists=False
     )
-    printed, probe = run_status("--warehouse", root, columns=80)
+    printed, probe = run_status("--warehouse", root, "--config", SHOP_TOML, columns=80)
     assert probe["children"] == [] and not probe["gateway"]
     lines = printed.splitlines()
     assert all(len(line) <= 80 for line in lines), printed
@@ -129,5 +130,5 @@ def test_status_in_a_pipe_fits_80_columns(tmp_path: Path) -> None:
         "own_topic",
     }  # fmt: skip
     assert names <= words, printed
-    wide, _ = run_status("--warehouse", root, "--wide", columns=80)
+    wide, _ = run_status("--warehouse", root, "--config", SHOP_TOML, "--wide", columns=80)
     assert "bronze.shop_public_orders" in wide.split() and "applied version" in wide

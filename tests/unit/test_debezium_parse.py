@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 
 from cdc.files import UNREADABLE_TOPIC, parse_line
 from cdc.records import CREATE_TIME, Record
-from core.config import SHOP_CONFIG, GoldSpec, PipelineConfig, TableSpec, load_config
+from core.config import PipelineConfig, TableSpec, load_config
 from core.errors import ConfigError
 from core.identifiers import (
     entity_name_for_topic,
@@ -30,6 +30,7 @@ from core.identifiers import (
     require_identifier,
     table_name_for_topic,
 )
+from lakehouse.shop import SHOP_CONFIG, ShopGoldSpec
 from silver.parse import RowLayout, as_text, discover_layout, parse_changes
 from silver.reference import FoldSpec, fold
 from silver.verify import canonical_rows
@@ -981,12 +982,12 @@ def test_spec_for_topic_defaults_to_debezium() -> None:
 )
 def test_gold_bad_duration(value: str) -> None:
     with pytest.raises(ConfigError, match=r"Invalid duration .*write '<number> <unit>'"):
-        GoldSpec(session_gap=value)
+        ShopGoldSpec(session_gap=value)
 
 
 @pytest.mark.parametrize("value", ["1 second", "10 minutes", "2 hours", "1 day"])
 def test_gold_good_duration(value: str) -> None:
-    assert GoldSpec(revenue_window=value).revenue_window == value
+    assert ShopGoldSpec(revenue_window=value).revenue_window == value
 
 
 def write_toml(tmp_path: Path, text: str) -> Path:
@@ -1006,9 +1007,6 @@ format = "events"
 keys = ["event_id"]
 sequence_by = ["ts"]
 schema = "event_id string, ts timestamp"
-
-[gold]
-session_gap = "5 minutes"
 """,
     )
     config = load_config(path)
@@ -1022,8 +1020,8 @@ session_gap = "5 minutes"
             schema="event_id string, ts timestamp",
         ),
     )
-    assert config.gold == GoldSpec(session_gap="5 minutes")
-    assert load_config(None) is SHOP_CONFIG
+    assert config.gold_tables == ()
+    assert load_config(None) == PipelineConfig()
 
 
 @pytest.mark.parametrize(
@@ -1038,9 +1036,14 @@ session_gap = "5 minutes"
             '[[tables]]\nname = "a"\ntopic = "t"\nkey = ["id"]\n',
             r"Unknown setting\(s\) key in \[\[tables\]\]\. Allowed: (\w+, )*format, (\w+, )*keys, ",
         ),
-        ("[gold]\nwindow = 1\n", r"Unknown setting\(s\) window in \[gold\]\. Allowed: "),
+        ("[gold]\nwindow = 1\n", r"The older \[gold\] table .* is gone: declare each gold "),
         ('[[tables]]\nname = "a"\n', r"Each \[\[tables\]\] entry needs 'name' and 'topic'\."),
-        ('[gold]\nsession_gap = "soon"\n', r"Invalid duration 'soon'"),
+        (
+            '[[gold]]\nname = "g"\nsource = "s"\nevent_time = "t"\n'
+            'window = { kind = "tumbling", size = "soon" }\n'
+            'measures = [{ name = "n", fn = "count" }]\n',
+            r"Invalid window size 'soon'",
+        ),
         ("[[tables]\n", r"is not valid TOML"),
     ],
     ids=["top-level", "tables", "gold", "no-topic", "duration", "not-toml"],

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from core.config import SHOP_CONFIG, GoldSpec, load_config
+from core.config import load_config
 from core.errors import ConfigError
 from core.gold_tables import GoldTable, Join, Measure, StreamJoin, TopN, Window
+from lakehouse.shop import SHOP_CONFIG, ShopGoldSpec, shop_gold_tables
 from tests.cli import run_cli
 
 pytestmark = pytest.mark.unit
@@ -68,16 +69,21 @@ def test_every_window_kind_loads(tmp_path: Path) -> None:
         assert table.window.kind in window
 
 
-def test_the_older_gold_table_still_declares_the_shop_tables(tmp_path: Path) -> None:
+def test_the_older_gold_table_is_refused_and_the_shop_tables_live_with_the_demo(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "old.toml"
     path.write_text('[gold]\nsession_gap = "5 minutes"\n', encoding="utf-8")
-    tables = {t.name: t for t in load_config(path).gold_declarations}
+    with pytest.raises(ConfigError, match=r"^The older \[gold\] table .*examples/shop\.toml"):
+        load_config(path)
+    tables = {t.name: t for t in shop_gold_tables(ShopGoldSpec(session_gap="5 minutes"))}
     assert set(tables) == {"revenue_per_minute", "user_sessions"}
     assert tables["user_sessions"].window == Window(
         "session", gap="5 minutes", start_as="session_start", end_as="session_end"
     )
     assert [t.name for t in SHOP_CONFIG.gold_declarations] == list(tables)
-    assert GoldSpec().session_gap == "30 minutes"
+    assert ShopGoldSpec().session_gap == "30 minutes"
+    assert load_config(None).gold_declarations == ()
 
 
 @pytest.mark.parametrize(

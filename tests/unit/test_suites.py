@@ -242,7 +242,7 @@ def test_validate_every_is_read_as_seconds(tmp_path: Path) -> None:
 
 def test_validate_without_suites_is_one_line(tmp_path: Path) -> None:
     config = tmp_path / "pipeline.toml"
-    config.write_text("[gold]\n", encoding="utf-8")
+    config.write_text("[maintenance]\n", encoding="utf-8")
     done = run_cli("validate", "--warehouse", tmp_path, "--config", config)
     assert done.returncode == 2
     assert done.stderr.strip() == (

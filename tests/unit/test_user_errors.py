@@ -10,9 +10,10 @@ from pyspark.sql import SparkSession
 
 from cdc.sources import SourceSpec
 from core.conditions import MAX_OPERATORS, parse_condition
-from core.config import GoldSpec, load_config
+from core.config import load_config
 from core.errors import ConfigError
 from core.streaming import failure_cause
+from lakehouse.shop import ShopGoldSpec
 from tests.cli import run_cli
 
 
@@ -30,7 +31,7 @@ def config_file(tmp_path: Path, content: bytes) -> Path:
         (b"tables = [5]\n", r"^'tables' must be a list of tables"),
         (
             b"gold = 5\n",
-            r"^'gold' must be \[\[gold\]\] entries \(one per gold table\) or the older",
+            r"^'gold' must be \[\[gold\]\] entries \(one per gold table\)",
         ),
         (
             b"gold = [5]\n",
@@ -78,7 +79,7 @@ def test_deeply_nested_condition_is_refused() -> None:
 @pytest.mark.parametrize("setting", ["revenue_window", "session_gap"])
 def test_zero_length_window_is_refused_at_load(setting: str) -> None:
     with pytest.raises(ConfigError, match=r"Invalid duration '0 minutes': .* above 0"):
-        GoldSpec(**{setting: "0 minutes"})
+        ShopGoldSpec(**{setting: "0 minutes"})
 
 
 def test_source_spec_repr_hides_secrets() -> None:

@@ -1,0 +1,89 @@
+"""The demo shop's settings live with the demo: the TOML file equals the Python declarations,
+the product has no defaults, and an import-linter contract keeps the product from importing
+the demo (a wrong-way import breaks it)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from core.config import PipelineConfig, load_config
+from core.errors import ConfigError
+from lakehouse.shop import SHOP_CONFIG, ShopGoldSpec, shop_gold_tables
+from tests.cli import SHOP_TOML
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[2]
+PRODUCT = ("core", "cdc", "bronze", "silver", "gold", "expectations")
+CONTRACT = "The product imports nothing of the demo"
+
+
+def test_the_shop_toml_loads_equal_to_the_python_settings() -> None:
+    assert load_config(SHOP_TOML) == SHOP_CONFIG
+    assert SHOP_CONFIG.gold_tables == shop_gold_tables(ShopGoldSpec())
+    assert [t.name for t in SHOP_CONFIG.gold_tables] == ["revenue_per_minute", "user_sessions"]
+
+
+def test_no_config_is_no_declarations() -> None:
+    config = load_config(None)
+    assert config == PipelineConfig()
+    assert (config.tables, config.gold_declarations, config.alerts, config.patterns) == (
+        (),
+        (),
+        (),
+        (),
+    )
+    assert config.spec_for_topic("shop.clickstream").format == "debezium"  # not guessed
+
+
+def test_the_older_gold_table_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "old.toml"
+    path.write_text('[gold]\nrevenue_window = "5 minutes"\n', encoding="utf-8")
+    with pytest.raises(ConfigError) as raised:
+        load_config(path)
+    assert "\n" not in str(raised.value)
+    assert "[[gold]]" in str(raised.value) and "examples/shop.toml" in str(raised.value)
+
+
+def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
+    """``lint-imports`` on the packages under ``root`` (with the project's contracts)."""
+    script = Path(sys.executable).parent / "lint-imports"
+    return subprocess.run(
+        [str(script), "--config", str(root / "pyproject.toml"), "--no-cache"],
+        cwd=root,
+        env={"PYTHONPATH": str(root), "PATH": str(Path(sys.executable).parent)},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+
+
+def test_a_product_import_of_the_demo_breaks_the_contract(tmp_path: Path) -> None:
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    (demo,) = [
+        c for c in contracts["tool"]["importlinter"]["contracts"] if c["name"].startswith(CONTRACT)
+    ]
+    assert demo["type"] == "forbidden" and set(demo["source_modules"]) == set(PRODUCT)
+    assert {"lakehouse.shop", "lakehouse.demo"} <= set(demo["forbidden_modules"])
+    copy = tmp_path / "tree"
+    for package in (*PRODUCT, "lakehouse"):
+        shutil.copytree(ROOT / package, copy / package, ignore=shutil.ignore_patterns("*.pyc"))
+    shutil.copy(ROOT / "pyproject.toml", copy / "pyproject.toml")
+    kept = lint_imports(copy)
+    assert kept.returncode == 0, kept.stdout + kept.stderr
+    wrong = copy / "gold" / "verify.py"
+    wrong.write_text(
+        wrong.read_text(encoding="utf-8") + "\nfrom lakehouse.shop import SHOP_CONFIG  # noqa\n",
+        encoding="utf-8",
+    )
+    broken = lint_imports(copy)
+    assert broken.returncode != 0, broken.stdout
+    assert f"{CONTRACT} (its settings live in lakehouse.shop) BROKEN" in broken.stdout
+    assert "gold.verify -> lakehouse.shop" in broken.stdout, broken.stdout
