@@ -20,8 +20,8 @@ from cdc.sources import SourceSpec
 from core.delta_io import committed_log, half_created
 from core.layout import Warehouse
 from lakehouse.run.pipeline import run_once
-from lakehouse.shop import SHOP_CONFIG
 from lakehouse.run.state_check import table_dirs
+from lakehouse.shop import SHOP_CONFIG
 from tests.warehouses import assert_same_tables
 
 #: A run per state after the reference run: minutes each on a loaded machine.
