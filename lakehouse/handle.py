@@ -49,7 +49,11 @@ def refuse_if_running(warehouse: Warehouse, what: str) -> None:
         PipelineRunningError: one runs (the message says how to stop it).
     """
     with _running_lock:
-        held = _running.get(warehouse.root)
+        _refuse(warehouse, what)
+
+
+def _refuse(warehouse: Warehouse, what: str) -> None:
+    held = _running.get(warehouse.root)
     if held is not None and held.is_active:
         raise PipelineRunningError(
             f"A pipeline started by this process with Lakehouse.start is running on "
@@ -119,12 +123,7 @@ class Pipeline:
         """
         check_config(self.config)
         with _running_lock:
-            held = _running.get(self.warehouse.root)
-            if held is not None and held.is_active:
-                raise PipelineRunningError(
-                    f"A pipeline started by this process with Lakehouse.start is running on "
-                    f"{self.warehouse.root}: stop it (p.stop()) before starting another."
-                )
+            _refuse(self.warehouse, "lh.start")
             self._lease.enter_context(holding(self._spark, self.warehouse, "start"))
             _running[self.warehouse.root] = self
         self._thread.start()
