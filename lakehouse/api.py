@@ -4,14 +4,16 @@
 >>> generate_workload("/tmp/shop", events=2000)
 >>> lh = Lakehouse("/tmp/wh")                       # the active session, else a local one
 >>> lh.run("files:/tmp/shop")                        # everything available, then return
+>>> p = lh.start("files:/tmp/shop", trigger="10 seconds")  # runs on in the background
+>>> p.process_all_available(); p.stop()
 >>> lh.table("gold.revenue_per_minute").show()
 >>> lh.sql("SELECT count(*) FROM silver.orders").show()
 >>> assert lh.verify().ok
 
 Each method calls the operation the command line runs (``lakehouse run``, ``verify``,
 ``replay``, ``forget``, ``maintain``, ``fit``, ``sql``, ``status``) and returns its report, a small
-dataclass. User mistakes raise :class:`core.errors.LakehouseError` subclasses
-with one clear message.
+dataclass; :meth:`Lakehouse.start` returns a :class:`~lakehouse.handle.Pipeline` handle. User
+mistakes raise :class:`core.errors.LakehouseError` subclasses with one clear message.
 """
 
 from __future__ import annotations

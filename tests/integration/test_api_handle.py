@@ -147,7 +147,15 @@ def test_a_handle_runs_in_the_background_and_restarts_exactly_once(
     assert_gold_is_the_oracles(lh, "after the restart")
     assert lh.verify().ok
 
-    # Time travel: silver.orders as it was after the first part.
+    assert_time_travel(lh, first_version, first_orders)
+    assert_tables_listed(lh)
+
+
+def assert_time_travel(
+    lh: Lakehouse, first_version: int, first_orders: list[tuple[Any, ...]]
+) -> None:
+    """silver.orders at ``first_version`` (and at that version's time) is what it held then;
+    its history lists the versions newest first."""
     then = lh.table("silver.orders", version=first_version)
     assert sorted(map(tuple, then.collect())) == first_orders
     assert sorted(map(tuple, lh.table("silver.orders").collect())) != first_orders
@@ -158,6 +166,9 @@ def test_a_handle_runs_in_the_background_and_restarts_exactly_once(
     assert sorted(map(tuple, lh.table("silver.orders", timestamp=at).collect())) == first_orders
     assert isinstance(lh.delta_table("gold.revenue_per_minute"), DeltaTable)
 
+
+def assert_tables_listed(lh: Lakehouse) -> None:
+    """``tables()`` lists every table with the rows and version Spark reads."""
     now = datetime.now(UTC)
     listed = {t.name: t for t in lh.tables()}
     assert {"silver.orders", "silver.customers", "silver.clickstream"} <= set(listed)
