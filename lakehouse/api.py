@@ -19,6 +19,7 @@ mistakes raise :class:`core.errors.LakehouseError` subclasses with one clear mes
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Mapping
 from contextlib import suppress
 from dataclasses import dataclass, replace
@@ -203,7 +204,8 @@ class Lakehouse:
         (:meth:`register_tables`).
 
         Raises:
-            ConfigError: a bad source or trigger, or ``one_hop=False`` with ``available_now``.
+            ConfigError: a bad source or trigger, ``one_hop=False`` with ``available_now``, or
+                a processing time off the main thread (use :meth:`start`).
             PipelineRunningError: a pipeline runs on the warehouse.
             LakehouseError: a table failed, after the others did their work (its own error,
                 or :class:`~core.failures.FailedTablesError` naming each failed table); a
@@ -216,6 +218,11 @@ class Lakehouse:
                 "one_hop=False is for continuous runs: give a processing time, e.g. "
                 "trigger='10 seconds' (a run that stops when done always applies bronze to "
                 "silver after it)."
+            )
+        if not parsed.once and threading.current_thread() is not threading.main_thread():
+            raise ConfigError(
+                f"lh.run with trigger={trigger!r} stops on Ctrl-C or SIGTERM, which only the "
+                "main thread gets: call it there, or use p = lh.start(...) and p.stop()."
             )
         refuse_if_running(self.warehouse, "lh.run")
         self.register_tables()

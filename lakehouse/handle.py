@@ -243,6 +243,8 @@ class Pipeline:
                 or the run ended: its error, or a :class:`~core.errors.LakehouseError`
                 saying it was stopped.
         """
+        if not self.is_active:
+            self._raise_ended()
         running = self._next_pass(whole=False)
         self._catch_up(running, [BRONZE_QUERY])
         for layer in ("silver_", "gold_"):

@@ -88,7 +88,7 @@ def shop(tmp_path: Path) -> tuple[Lakehouse, Path, list[Path]]:
     generate_workload(arrivals, events=600, seed=11, malformed_rate=0.0, parts=PARTS)
     config = tmp_path / "pipeline.toml"
     config.write_text(CONFIG, encoding="utf-8")
-    lh = Lakehouse(tmp_path / "warehouse", config)
+    lh = Lakehouse(tmp_path / "warehouse", config=config)
     return lh, source, sorted(arrivals.glob("part-*.jsonl"))
 
 

@@ -4,6 +4,7 @@ tests in ``tests/integration/test_api_handle.py``.)"""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -109,6 +110,28 @@ def test_anything_else_is_one_config_error(text: object) -> None:
     with pytest.raises(ConfigError) as raised:
         parse_trigger(text)  # type: ignore[arg-type]
     assert str(raised.value) == message
+
+
+def test_a_run_until_interrupted_needs_the_main_thread(tmp_path: Path) -> None:
+    """Signals reach only the main thread: elsewhere a run on a processing time could never
+    stop, so it is refused (the handle of ``start`` is the way there)."""
+    lh = Lakehouse(tmp_path / "wh")
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            lh.run("files:/x", trigger="10 seconds")
+        except ConfigError as error:
+            raised.append(error)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    assert [str(e) for e in raised] == [
+        "lh.run with trigger='10 seconds' stops on Ctrl-C or SIGTERM, which only the main thread "
+        "gets: call it there, or use p = lh.start(...) and p.stop()."
+    ]
+    assert lh._spark is None
 
 
 def test_the_session_getter_only_returns_the_session_given(tmp_path: Path) -> None:
