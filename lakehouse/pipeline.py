@@ -278,11 +278,12 @@ def run_continuously(
 class LoopPasses:
     """The passes of a continuous run's loop (each starts the queries whose input appeared,
     restarts failed ones and names new tables), for another thread to wait on: a pipeline
-    handle waits for a pass that began after the data it waits for reached bronze."""
+    handle waits for a pass that began after the data it waits for reached bronze. While a
+    thread waits for a pass, the loop does not pause between passes."""
 
     def __init__(self) -> None:
         self._done = 0
-        self._wake = False
+        self._wanted = 0  # the loop runs without pausing until it has done this many
         self._running: RunningQueries | None = None
         self._changed = threading.Condition()
 
@@ -299,16 +300,15 @@ class LoopPasses:
             return self._running
 
     def pause(self, stop: threading.Event, seconds: float) -> None:
-        """Wait ``seconds`` before the next pass, less if woken or ``stop`` is set and
-        :meth:`wake` called (the loop calls it)."""
+        """Wait ``seconds`` before the next pass, less if a pass is wanted or ``stop`` is set
+        and :meth:`wake` called (the loop calls it)."""
         with self._changed:
-            self._changed.wait_for(lambda: self._wake or stop.is_set(), seconds)
-            self._wake = False
+            self._changed.wait_for(lambda: self._done < self._wanted or stop.is_set(), seconds)
 
     def wake(self) -> None:
-        """Start the next pass now."""
+        """End the loop's pause now (after setting its stop event, to stop it at once)."""
         with self._changed:
-            self._wake = True
+            self._wanted = max(self._wanted, self._done + 1)
             self._changed.notify_all()
 
     def next(self, alive: Callable[[], bool], whole: bool = True) -> RunningQueries | None:
@@ -317,7 +317,7 @@ class LoopPasses:
         first (the run ended)."""
         with self._changed:
             target = self._done + 2 if whole else max(self._done, 1)
-            self._wake = True
+            self._wanted = max(self._wanted, target)
             self._changed.notify_all()
             while self._done < target:
                 if not alive():

@@ -15,6 +15,8 @@ from core.errors import ConfigError, StatementRefusedError
 from core.streaming import Trigger
 from lakehouse import Lakehouse, generate_workload
 from lakehouse.api import parse_trigger
+from lakehouse.pipeline import LoopPasses
+from lakehouse.running import RunningQueries
 from tests.cli import run_cli
 
 pytestmark = pytest.mark.unit
@@ -132,6 +134,30 @@ def test_a_run_until_interrupted_needs_the_main_thread(tmp_path: Path) -> None:
         "gets: call it there, or use p = lh.start(...) and p.stop()."
     ]
     assert lh._spark is None
+
+
+def test_a_handle_waits_for_a_pass_of_the_loop_begun_after_it_asked() -> None:
+    """The loop of a continuous run pauses an hour between passes here: only a wanted pass
+    (or the stop) wakes it, and ``next`` returns after a pass that began after the call."""
+    passes, stop, running = LoopPasses(), threading.Event(), RunningQueries()
+    begun: list[int] = []
+
+    def loop() -> None:
+        while not stop.is_set():
+            begun.append(len(begun))
+            passes.finished(running)
+            passes.pause(stop, 3600.0)
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    assert passes.next(lambda: True, whole=False) is running
+    asked = len(begun)
+    assert passes.next(lambda: True) is running
+    assert len(begun) >= asked + 1  # a pass began after the call
+    stop.set()
+    passes.wake()
+    thread.join()
+    assert passes.next(lambda: False) is None  # the run ended: no pass comes
 
 
 def test_the_session_getter_only_returns_the_session_given(tmp_path: Path) -> None:
