@@ -4,23 +4,29 @@
 >>> generate_workload("/tmp/shop", events=2000)
 >>> lh = Lakehouse("/tmp/wh")                       # the active session, else a local one
 >>> lh.run("files:/tmp/shop")                        # everything available, then return
+>>> p = lh.start("files:/tmp/shop", trigger="10 seconds")  # runs on in the background
+>>> p.process_all_available(); p.stop()
 >>> lh.table("gold.revenue_per_minute").show()
 >>> lh.sql("SELECT count(*) FROM silver.orders").show()
 >>> assert lh.verify().ok
 
 Each method calls the operation the command line runs (``lakehouse run``, ``verify``,
 ``replay``, ``forget``, ``maintain``, ``fit``, ``sql``, ``status``) and returns its report, a small
-dataclass. User mistakes raise :class:`core.errors.LakehouseError` subclasses
-with one clear message.
+dataclass; :meth:`Lakehouse.start` returns a :class:`~lakehouse.handle.Pipeline` handle. User
+mistakes raise :class:`core.errors.LakehouseError` subclasses with one clear message.
 """
 
 from __future__ import annotations
 
+import re
+import threading
 from collections.abc import Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 
 from cdc.generator import WorkloadConfig
@@ -48,6 +54,7 @@ from gold.alerts import Fit
 from gold.alerts import fit as fit_alert
 from lakehouse.declare import pipeline_config
 from lakehouse.demo import DEMO_CONFIG, write_workload
+from lakehouse.handle import Pipeline, refuse_if_running
 from lakehouse.ops.audit import verify_warehouse
 from lakehouse.ops.forget import DEFAULT_REASON, ForgetReport
 from lakehouse.ops.forget import forget as forget_key
@@ -56,24 +63,33 @@ from lakehouse.ops.maintenance import maintain as run_maintenance
 from lakehouse.ops.replay import ReplayReport
 from lakehouse.ops.replay import replay as replay_tables
 from lakehouse.ops.status import PipelineStatus, pipeline_status
+from lakehouse.ops.table_list import TableInfo, warehouse_tables
 from lakehouse.run.pipeline import Progress, RunReport, run_continuously, run_once
+from lakehouse.run.queries import RETRY_BACKOFF, Backoff
 from lakehouse.run.summary import RunSummary
-from lakehouse.sql.session import run_checked
+from lakehouse.sql.session import run_checked, spark_errors
 from silver.keys import KeyValue
 from silver.verify import TableCheck
 
 __all__ = [
+    "AVAILABLE_NOW",
     "Fit",
     "ForgetReport",
     "Lakehouse",
     "MaintenanceReport",
+    "Pipeline",
     "PipelineStatus",
     "ReplayReport",
     "RunReport",
     "TableCheck",
+    "TableInfo",
     "Verification",
     "generate_workload",
+    "parse_trigger",
 ]
+
+#: The trigger of a run that processes what has arrived, then returns (Spark's availableNow).
+AVAILABLE_NOW = "available_now"
 
 
 @dataclass(frozen=True)
@@ -203,63 +219,69 @@ class Lakehouse:
 
     @property
     def spark(self) -> SparkSession:
-        """The session this lakehouse works in (started on first use); its catalog names the
-        warehouse's tables (``spark.sql("SELECT * FROM gold.revenue_per_minute")``), and runs
-        of the pipeline register the tables they create."""
+        """The session this lakehouse works in: the one given, else started on first use. Its
+        catalog names the warehouse's tables once :meth:`register_tables` has run (``run``,
+        ``start`` and ``sql`` call it)."""
         if self._spark is None:
-            self._spark = get_spark(
-                mode=self._spark_mode,
-                master=self._master,
-                warehouse=self.warehouse,
-                catalog=self.config.catalog,
-            )
-        elif not self._registered:
-            register_tables(self._spark, self.warehouse, self.config.catalog)
-        self._registered = True
+            self._spark = get_spark(mode=self._spark_mode, master=self._master)
         return self._spark
+
+    def register_tables(self) -> list[str]:
+        """Give every table of the warehouse its SQL name in the session's catalog
+        (``gold.revenue_per_minute``, or as the config's ``[catalog]`` says), so that
+        ``lh.spark.sql(...)`` finds them; returns the names. Cheap to repeat.
+
+        Raises:
+            ConfigError: a catalog entry of a table's name holds someone else's table.
+        """
+        return register_tables(self.spark, self.warehouse, self.config.catalog)
 
     def run(
         self,
         source: str | SourceSpec,
-        once: bool | None = None,
-        processing_time: str | None = None,
+        trigger: str = AVAILABLE_NOW,
         kafka_options: Mapping[str, str] | None = None,
         progress: Progress = lambda _: None,
         one_hop: bool = True,
     ) -> RunReport:
-        """Run the pipeline source -> bronze -> silver -> gold, like ``lakehouse run``.
+        """Run the pipeline source -> bronze -> silver -> gold to its end, like
+        ``lakehouse run``; :meth:`start` runs it in the background instead.
 
         ``source``: ``"files:DIR"``, ``"kafka:HOST:PORT[,...]"`` or a
         :class:`~cdc.sources.SourceSpec`; ``kafka_options``: Kafka source options
         (``subscribe``, ``maxOffsetsPerTrigger``, ``kafka.<librdkafka setting>``).
-        By default (or ``once=True``) processes what is available and returns. With
-        ``processing_time`` (e.g. ``"10s"``) it runs until interrupted (Ctrl-C, a notebook's
-        interrupt, SIGTERM), stopping each query after its running micro-batch; call it from
-        the main thread; each bronze micro-batch then also applies its records to silver,
-        unless ``one_hop=False`` (a silver query per table, on the trigger). ``progress`` is
-        told what starts (``print`` shows it).
+        ``trigger``: ``"available_now"`` (default) processes what has arrived and returns; a
+        processing time (``"10 seconds"``, ``"10s"``) runs until interrupted (Ctrl-C, a
+        notebook's interrupt, SIGTERM: call it from the main thread), stopping each query
+        after its running micro-batch; each bronze micro-batch then also applies its records
+        to silver, unless ``one_hop=False`` (a silver query per table, on the trigger).
+        ``progress`` is told what starts (``print`` shows it). The tables get their SQL names
+        (:meth:`register_tables`).
 
         Raises:
-            ConfigError: a bad source or processing time, ``once=True`` with a processing time,
-                or ``once=False`` without one.
+            ConfigError: a bad source or trigger, ``one_hop=False`` with ``available_now``, or
+                a processing time off the main thread (use :meth:`start`).
+            PipelineRunningError: a pipeline runs on the warehouse.
             LakehouseError: a table failed, after the others did their work (its own error,
                 or :class:`~core.failures.FailedTablesError` naming each failed table); a
                 continuous run instead starts a failed table again with backoff.
         """
-        spec = source if isinstance(source, SourceSpec) else SourceSpec.parse(source)
-        if kafka_options:
-            spec = replace(spec, kafka_options={**spec.kafka_options, **kafka_options})
-        if once and processing_time is not None:
-            raise ConfigError("Use either once=True or processing_time, not both.")
-        if once is False and processing_time is None:
-            raise ConfigError("once=False needs a processing_time, e.g. processing_time='10s'.")
-        if not one_hop and processing_time is None:
+        spec = self._source(source, kafka_options)
+        parsed = parse_trigger(trigger)
+        if not one_hop and parsed.once:
             raise ConfigError(
-                "one_hop=False is for continuous runs: add a processing_time (a run that stops "
-                "when done always applies bronze to silver after it)."
+                "one_hop=False is for continuous runs: give a processing time, e.g. "
+                "trigger='10 seconds' (a run that stops when done always applies bronze to "
+                "silver after it)."
             )
-        trigger = Trigger.parse(processing_time)
-        if trigger.once:
+        if not parsed.once and threading.current_thread() is not threading.main_thread():
+            raise ConfigError(
+                f"lh.run with trigger={trigger!r} stops on Ctrl-C or SIGTERM, which only the "
+                "main thread gets: call it there, or use p = lh.start(...) and p.stop()."
+            )
+        refuse_if_running(self.warehouse, "lh.run")
+        self.register_tables()
+        if parsed.once:
             return run_once(self.spark, spec, self.warehouse, self.config, progress)
         report = RunReport(summary=RunSummary())
         run_continuously(
@@ -267,15 +289,136 @@ class Lakehouse:
             spec,
             self.warehouse,
             self.config,
-            trigger,
+            parsed,
             progress,
             summary=report.summary,
             one_hop=one_hop,
         )
         return report
 
-    def table(self, name: str) -> DataFrame:
-        """The table named ``<layer>.<table>`` (e.g. ``"silver.orders"``) as a DataFrame.
+    def start(
+        self,
+        source: str | SourceSpec,
+        trigger: str = "10 seconds",
+        kafka_options: Mapping[str, str] | None = None,
+        progress: Progress = lambda _: None,
+        one_hop: bool = True,
+        *,
+        backoff: Backoff = RETRY_BACKOFF,
+        poll_seconds: float = 5.0,
+    ) -> Pipeline:
+        """Start the pipeline on a processing-time ``trigger`` in the background and return
+        its handle at once, like Spark's ``writeStream.start()``::
+
+            p = lh.start("files:/tmp/shop", trigger="10 seconds")
+            p.process_all_available()   # what has arrived is in gold now
+            p.status(); p.last_batches().show()
+            p.stop()                    # after the running micro-batches
+
+        ``source``, ``kafka_options``, ``progress`` and ``one_hop`` as for :meth:`run`;
+        ``backoff``: the delays before a failed table starts again; ``poll_seconds``: how
+        often the run looks for new tables to start queries on. The tables get their SQL
+        names (:meth:`register_tables`), new ones as they appear.
+
+        Raises:
+            ConfigError: a bad source or trigger (``available_now`` is :meth:`run`'s), or a
+                config that cannot work (nothing written).
+            PipelineRunningError: a pipeline runs on the warehouse (this process's handle, or
+                another process's run).
+        """
+        spec = self._source(source, kafka_options)
+        parsed = parse_trigger(trigger)
+        if parsed.once:
+            raise ConfigError(
+                f"start runs until stopped: give it a processing time, e.g. "
+                f"trigger='10 seconds'; for {trigger!r} use lh.run(source), which processes "
+                "what has arrived and returns."
+            )
+        refuse_if_running(self.warehouse, "lh.start")
+        self.register_tables()
+        pipeline = Pipeline(
+            self.spark,
+            spec,
+            self.warehouse,
+            self.config,
+            parsed,
+            progress,
+            one_hop=one_hop,
+            backoff=backoff,
+            poll_seconds=poll_seconds,
+        )
+        return pipeline.launch()
+
+    @staticmethod
+    def _source(source: str | SourceSpec, kafka_options: Mapping[str, str] | None) -> SourceSpec:
+        spec = source if isinstance(source, SourceSpec) else SourceSpec.parse(source)
+        if kafka_options:
+            spec = replace(spec, kafka_options={**spec.kafka_options, **kafka_options})
+        return spec
+
+    def table(
+        self, name: str, version: int | None = None, timestamp: str | datetime | None = None
+    ) -> DataFrame:
+        """The table named ``<layer>.<table>`` (e.g. ``"silver.orders"``) as a DataFrame: as
+        it is now, or as it was at Delta ``version`` or at ``timestamp`` (time travel: a
+        ``datetime``, or text such as ``"2026-11-28 09:00:00"`` in the session's time zone).
+
+        Raises:
+            ConfigError: ``name`` is not ``<layer>.<table>``, both ``version`` and
+                ``timestamp`` are given, or ``version`` is not a whole number of at least 0.
+            TableNotFoundError: the warehouse has no such table (the message lists those it has).
+            LakehouseError: the table has no such version, or none that old (Delta's line).
+        """
+        if version is not None and timestamp is not None:
+            raise ConfigError(
+                f"table({name!r}) takes either version= or timestamp=, not both: drop one."
+            )
+        if version is not None and (
+            isinstance(version, bool) or not isinstance(version, int) or version < 0
+        ):
+            raise ConfigError(
+                f"Invalid version {version!r}: give a Delta version, a whole number of at least "
+                f"0 (lh.history({name!r}) lists them)."
+            )
+        path = self._table_path(name)
+        reader = self.spark.read.format("delta")
+        if version is not None:
+            reader = reader.option("versionAsOf", version)
+        if timestamp is not None:
+            at = timestamp.isoformat() if isinstance(timestamp, datetime) else str(timestamp)
+            reader = reader.option("timestampAsOf", at)
+        with spark_errors():
+            return reader.load(path)
+
+    def delta_table(self, name: str) -> DeltaTable:
+        """The table named ``<layer>.<table>`` as a :class:`delta.tables.DeltaTable` (its
+        history, details, ``optimize()``; writes to it bypass the pipeline: bronze is
+        append-only).
+
+        Raises:
+            ConfigError: ``name`` is not ``<layer>.<table>``.
+            TableNotFoundError: the warehouse has no such table.
+        """
+        path = self._table_path(name)  # a bad name is refused before Spark starts
+        return DeltaTable.forPath(self.spark, path)
+
+    def history(self, name: str) -> DataFrame:
+        """The Delta history of the table named ``<layer>.<table>``, newest version first:
+        one row per commit (``version``, ``timestamp``, ``operation``, its metrics, ...).
+
+        Raises:
+            ConfigError: ``name`` is not ``<layer>.<table>``.
+            TableNotFoundError: the warehouse has no such table.
+        """
+        return self.delta_table(name).history()
+
+    def tables(self) -> list[TableInfo]:
+        """Every table of the warehouse's layers with its rows, version, last commit and
+        freshness, read from the Delta logs (no Spark job runs; empty before the first run)."""
+        return warehouse_tables(self.warehouse, datetime.now(UTC))
+
+    def _table_path(self, name: str) -> str:
+        """The location of the table named ``<layer>.<table>``.
 
         Raises:
             ConfigError: ``name`` is not ``<layer>.<table>``.
@@ -296,7 +439,7 @@ class Lakehouse:
             raise TableNotFoundError(
                 f"No table {name} in {self.warehouse.root}; its tables are: {have}."
             )
-        return self.spark.read.format("delta").load(path)
+        return path
 
     def sql(self, statement: str, allow_writes: bool = False) -> DataFrame:
         """Run one SQL statement over the tables named ``<layer>.<table>``, under the rules of
@@ -332,6 +475,7 @@ class Lakehouse:
         Raises:
             TableNotFoundError: no bronze tables, or ``table`` is not a silver entity.
         """
+        refuse_if_running(self.warehouse, "lh.replay")
         return replay_tables(self.spark, self.warehouse, self.config, table, progress)
 
     def forget(
@@ -349,6 +493,7 @@ class Lakehouse:
             TableNotFoundError: ``table`` is not a silver entity.
             ConfigError: ``key`` does not name the entity's key columns or fit their types.
         """
+        refuse_if_running(self.warehouse, "lh.forget")
         return forget_key(
             self.spark, self.warehouse, self.config, table, dict(key), reason, progress
         )
@@ -357,6 +502,7 @@ class Lakehouse:
         """OPTIMIZE and VACUUM every table, drop expired tombstones and apply bronze retention
         under the config's ``[maintenance]`` settings (``lakehouse maintain``). Bronze
         retention that had to keep records silver still needs is listed in ``refused``."""
+        refuse_if_running(self.warehouse, "lh.maintain")
         return run_maintenance(self.spark, self.warehouse, self.config, datetime.now(UTC), progress)
 
     def fit(self) -> list[Fit]:
@@ -406,6 +552,33 @@ class Lakehouse:
         it :func:`generate_workload`'s files. ``spark``, ``spark_mode``, ``master``: as for
         :class:`Lakehouse`."""
         return cls(warehouse, DEMO_CONFIG, spark, spark_mode=spark_mode, master=master)
+
+
+def parse_trigger(trigger: str) -> Trigger:
+    """The trigger ``trigger`` names: ``"available_now"`` (process what has arrived, then
+    stop), or a processing time: ``"10 seconds"``, ``"10s"``, ``"500ms"``, ``"2m"``,
+    ``"1 hour"``, ``"1 day"`` (any case).
+
+    Raises:
+        ConfigError: anything else, with the forms allowed.
+    """
+    text = trigger.strip().lower() if isinstance(trigger, str) else None
+    if text == AVAILABLE_NOW:
+        return Trigger()
+    if text:
+        days = _DAYS.fullmatch(text)
+        if days is not None:
+            text = f"{int(days.group(1)) * 24} hours"
+        with suppress(ConfigError):
+            return Trigger.parse(text)
+    raise ConfigError(
+        f"Invalid trigger {trigger!r}: write 'available_now' (process what has arrived, then "
+        "stop) or a processing time such as '10 seconds', '10s' or '1 minute'."
+    )
+
+
+#: A duration in days, which Spark's processing time takes as so many hours.
+_DAYS = re.compile(r"(\d+)\s*(?:d|days?)")
 
 
 def _layer(name: str) -> Layer:

@@ -241,8 +241,12 @@ def run_continuously(
     summary: RunSummary | None = None,
     one_hop: bool = True,
     backoff: Backoff = RETRY_BACKOFF,
+    stop: threading.Event | None = None,
+    passes: LoopPasses | None = None,
 ) -> None:
-    """Run every layer on a processing-time trigger until SIGINT or SIGTERM.
+    """Run every layer on a processing-time trigger until ``stop`` is set or, without
+    ``stop``, until SIGINT or SIGTERM (handlers installed only on the main thread; a second
+    signal stops the queries at once).
 
     With ``one_hop`` each bronze micro-batch also applies its records to silver
     (:mod:`silver.one_hop`), after silver has caught up with what bronze held; otherwise each
@@ -255,7 +259,8 @@ def run_continuously(
     all; a second signal stops them at once); their checkpoints make the next run continue.
     What the micro-batches did, and the tables failing, go into ``summary``, if given, and
     each micro-batch into the event log (:mod:`lakehouse.run.event_log`), which also shows the run
-    as running while it goes on.
+    as running while it goes on. ``passes``, if given, is told each pass of the loop that
+    starts and checks the queries (see :class:`LoopPasses`).
     """
     summary = RunSummary() if summary is None else summary
     with recording(spark, warehouse, summary, "continuous"):
@@ -271,7 +276,60 @@ def run_continuously(
             summary,
             one_hop,
             backoff,
+            stop,
+            passes,
         )
+
+
+class LoopPasses:
+    """The passes of a continuous run's loop (each starts the queries whose input appeared,
+    restarts failed ones and names new tables), for another thread to wait on: a pipeline
+    handle waits for a pass that began after the data it waits for reached bronze. While a
+    thread waits for a pass, the loop does not pause between passes."""
+
+    def __init__(self) -> None:
+        self._done = 0
+        self._wanted = 0  # the loop runs without pausing until it has done this many
+        self._running: RunningQueries | None = None
+        self._changed = threading.Condition()
+
+    def finished(self, running: RunningQueries) -> None:
+        """Note that the loop finished a pass over ``running`` (the loop calls it)."""
+        with self._changed:
+            self._done += 1
+            self._running = running
+            self._changed.notify_all()
+
+    def current(self) -> RunningQueries | None:
+        """The queries of the last pass (None: none finished yet)."""
+        with self._changed:
+            return self._running
+
+    def pause(self, stop: threading.Event, seconds: float) -> None:
+        """Wait ``seconds`` before the next pass, less if a pass is wanted or ``stop`` is set
+        and :meth:`wake` called (the loop calls it)."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._done < self._wanted or stop.is_set(), seconds)
+
+    def wake(self) -> None:
+        """End the loop's pause now (after setting its stop event, to stop it at once)."""
+        with self._changed:
+            self._wanted = max(self._wanted, self._done + 1)
+            self._changed.notify_all()
+
+    def next(self, alive: Callable[[], bool], whole: bool = True) -> RunningQueries | None:
+        """Wait until the loop has done a pass that began after this call (``whole``) or any
+        pass at all (not ``whole``) and return its queries; None if ``alive()`` turns False
+        first (the run ended)."""
+        with self._changed:
+            target = self._done + 2 if whole else max(self._done, 1)
+            self._wanted = max(self._wanted, target)
+            self._changed.notify_all()
+            while self._done < target:
+                if not alive():
+                    return None
+                self._changed.wait(0.2)
+            return self._running
 
 
 def _run_continuously(
@@ -286,16 +344,20 @@ def _run_continuously(
     summary: RunSummary,
     one_hop: bool,
     backoff: Backoff,
+    stop: threading.Event | None,
+    passes: LoopPasses | None,
 ) -> None:
     ordered_models(config)
     recover_and_say(spark, warehouse.root, progress)
     check_damage(spark, warehouse.root)
-    stop, at_once = threading.Event(), threading.Event()
+    signals = stop is None and threading.current_thread() is threading.main_thread()
+    stop = threading.Event() if stop is None else stop
+    at_once = threading.Event()
 
     def on_signal(*_: object) -> None:
         (at_once if stop.is_set() else stop).set()
 
-    previous = {sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS}
+    previous = {sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS} if signals else {}
     running = RunningQueries(progress, summary, backoff)
     isolation = Isolation()
     gold_isolation = GoldIsolation(backoff.delay)
@@ -317,7 +379,8 @@ def _run_continuously(
             )
             running.start(BRONZE_QUERY, bronze, "bronze")
             into = " and on into silver" if one_hop else ""
-            progress(f"bronze: streaming from {source.describe()}{into} (Ctrl-C stops)")
+            stops = " (Ctrl-C stops)" if signals else ""
+            progress(f"bronze: streaming from {source.describe()}{into}{stops}")
             validations = PeriodicValidation(config.quality)
             lost = lost_lease(warehouse)
             while not stop.is_set() and not lost.is_set():
@@ -343,24 +406,43 @@ def _run_continuously(
                 )
                 name_tables(spark, warehouse, config, progress, said)
                 validations.run_if_due(spark, warehouse, progress)
-                stop.wait(poll_seconds)
+                if passes is None:
+                    stop.wait(poll_seconds)
+                else:
+                    passes.finished(running)
+                    passes.pause(stop, poll_seconds)
         except BaseException:
             running.stop()
             raise
-        progress("stopping after the running micro-batches (signal again to stop at once)")
-        interrupted = running.stop_between_batches(
-            spark, trigger.interval_seconds, drain_seconds, at_once
-        )
-        if interrupted:
-            progress(
-                f"stopped {', '.join(interrupted)} during a micro-batch: the next run does "
-                "that batch again"
-            )
+        _drain(spark, running, trigger, drain_seconds, at_once, progress, signals)
         if lost.is_set():
             raise LeaseLostError(lost_line(spark, warehouse))
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _drain(
+    spark: SparkSession,
+    running: RunningQueries,
+    trigger: Trigger,
+    drain_seconds: float,
+    at_once: threading.Event,
+    progress: Progress,
+    signals: bool,
+) -> None:
+    """Stop the run's queries after their running micro-batches, saying so (``signals``: a
+    second signal stops them at once, through ``at_once``)."""
+    again = " (signal again to stop at once)" if signals else ""
+    progress(f"stopping after the running micro-batches{again}")
+    interrupted = running.stop_between_batches(
+        spark, trigger.interval_seconds, drain_seconds, at_once
+    )
+    if interrupted:
+        progress(
+            f"stopped {', '.join(interrupted)} during a micro-batch: the next run does "
+            "that batch again"
+        )
 
 
 def _refresh_due_models(

@@ -93,6 +93,7 @@ def test_a_session_from_the_factory_names_the_tables_without_a_helper(
     assert fresh.sql("SELECT count(*) FROM system.event_log").first()[0] > 0
     spark.sql("DROP TABLE gold.revenue_per_minute")
     notebook = Lakehouse(root / "warehouse", spark=spark)
+    notebook.register_tables()  # the getter names nothing: registering is explicit
     assert notebook.spark.sql("SELECT * FROM gold.revenue_per_minute").count() == want
 
 
