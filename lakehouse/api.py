@@ -210,7 +210,6 @@ class Lakehouse:
         else:
             self.config = config if isinstance(config, PipelineConfig) else load_config(config)
         self._spark = spark
-        self._registered = False
         self._spark_mode: SparkMode = spark_mode
         self._master = master
 
