@@ -72,7 +72,8 @@ def test_a_pipeline_declared_in_python_runs(spark: SparkSession, tmp_path: Path)
 
     lh.run(f"files:{tmp_path / 'source'}")
 
-    gold_tables = {row.tableName for row in lh.sql("SHOW TABLES IN gold").collect()}
+    # The warehouse's own gold tables (the session's catalog may name other tests' tables).
+    gold_tables = set(lh.warehouse.table_names("gold", spark))
     assert {"revenue", "orders_by_tier", "visits"} <= gold_tables
     assert "revenue_per_minute" not in gold_tables  # no demo declaration sneaked in
     assert "customers_history" in {r.tableName for r in lh.sql("SHOW TABLES IN silver").collect()}

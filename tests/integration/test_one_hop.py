@@ -19,7 +19,6 @@ from cdc.generator import WorkloadConfig, generate, write_files
 from cdc.records import Record
 from cdc.sources import SourceSpec, read_source
 from core import checkpoints
-from core.config import PipelineConfig
 from core.delta_io import current_version, table_exists
 from core.errors import LakehouseError
 from core.identifiers import table_name_for_topic
@@ -28,13 +27,14 @@ from core.streaming import Trigger, await_query
 from lakehouse.ops.audit import verify_warehouse
 from lakehouse.run.pipeline import run_from_bronze, run_once, start_one_hop
 from lakehouse.run.summary import RunSummary
+from lakehouse.shop import SHOP_CONFIG
 from tests.faults import GUARDED_DML, CommitFaults
 from tests.helpers import customer_change, deliver, pg_key
 from tests.warehouses import assert_same_tables
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 
-CONFIG = PipelineConfig()
+CONFIG = SHOP_CONFIG  # the shop workload's settings: its clickstream is declared
 TOPIC = "pg.public.customers"
 
 
