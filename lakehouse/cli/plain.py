@@ -31,8 +31,9 @@ def table_lines(
     (``None`` shown as ``-``). Stacked, the rule is one run of dashes under all headers.
 
     Columns are left out, highest ``drop_rank`` first, until a row fits; if it still does not,
-    each name cell goes on a line of its own (indented under the one before) and the other
-    cells on the line below. A cell is never cut or broken: a name longer than the whole
+    name cells go on lines of their own (indented under the one before), the widest names
+    first and no more of them than the rest of the row needs to fit, and the other cells on
+    the line below. A cell is never cut or broken: a name longer than the whole
     width is the one thing that makes a line longer than ``width``.
     """
     cells = [["-" if value is None else str(value) for value in row] for row in rows]
@@ -53,9 +54,14 @@ def table_lines(
         kept.remove(i)
     sizes = widths(kept)
     stacked = line_width(kept) > width
-    names = [i for i in kept if columns[i].name] if stacked else []
+    chosen: list[int] = []  # the name columns that go on lines of their own, widest first
+    for i in sorted((i for i in kept if columns[i].name), key=lambda i: -sizes[i]):
+        if not stacked or (chosen and _fits(kept, chosen, sizes, width)):
+            break
+        chosen.append(i)
+    names = [i for i in kept if i in chosen]
     inline = [i for i in kept if i not in names]
-    depth = len(names) * INDENT if stacked else 0
+    depth = len(names) * INDENT
 
     def joined(values: dict[int, str], indent: int) -> str:
         parts = [
@@ -78,6 +84,13 @@ def table_lines(
     for row in cells:
         lines += stacked_lines(row)
     return lines
+
+
+def _fits(kept: list[int], stacked: list[int], sizes: dict[int, int], width: int) -> bool:
+    """Whether the cells of ``kept`` not in ``stacked`` fit ``width`` on the line below the
+    stacked names (indented under the last of them)."""
+    rest = [sizes[i] for i in kept if i not in stacked]
+    return GAP + INDENT * len(stacked) + sum(rest) + GAP * max(0, len(rest) - 1) <= width
 
 
 def is_number(text: str) -> bool:

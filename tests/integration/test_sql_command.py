@@ -87,12 +87,12 @@ def test_sql_reads_by_default_and_never_changes_bronze(spark: SparkSession, tmp_
             {"id": 2, "text": "b", "note": "x"},
             {"id": 3, "text": "c", "note": "y"},
         ]
-        # Row 1 is wider than the terminal: its text cells go whole on lines of their own,
-        # the number on the line below; the rows that fit are one line each.
+        # Row 1 is wider than the terminal: the widest text column goes whole on lines of
+        # its own, each row's other cells on the line below.
         table = [line.strip() for line in outputs["table"].stdout.splitlines()]
         rule = next(i for i, line in enumerate(table) if line and set(line) == {"-"})
         body = table[rule + 1 : table.index("")]
-        assert body == [LONG, "NULL", "1", "b", "x", "2", "c", "y", "3"], table
+        assert body == [LONG, "1  NULL", "b", "2  x", "c", "3  y"], table
 
         literal = run_cli("sql", "--warehouse", tmp_path, "SELECT '${spark.app.name}' AS v")
         assert literal.stdout == "v\n${spark.app.name}\n", literal  # as checked: no ${...}
