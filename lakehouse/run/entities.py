@@ -46,12 +46,27 @@ def bronze_topics(
         if (
             topic not in declared
             and not table_exists(spark, warehouse.table("silver", spec.name))
-            and holds_plain_events(spark.read.format("delta").load(path))
+            and _holds_plain_events(spark, path)
         ):
             undeclared.append(topic)
         else:
             specs.append(spec)
     return BronzeTopics(specs, undeclared)
+
+
+#: Bronze tables found to hold plain events: a verdict that does not change (a topic of events
+#: stays one), so a continuous run that lists its topics at every poll reads each sample once.
+_PLAIN_EVENT_TABLES: set[str] = set()
+
+
+def _holds_plain_events(spark: SparkSession, path: str) -> bool:
+    """:func:`silver.topic_kind.holds_plain_events` of the bronze table at ``path``, read once
+    per process when it says yes."""
+    if path not in _PLAIN_EVENT_TABLES:
+        if not holds_plain_events(spark.read.format("delta").load(path)):
+            return False
+        _PLAIN_EVENT_TABLES.add(path)
+    return True
 
 
 def undeclared_line(topic: str) -> str:
