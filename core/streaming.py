@@ -46,20 +46,23 @@ class Trigger:
 
     @staticmethod
     def parse(text: str | None) -> Trigger:
-        """``None`` for availableNow, or a duration like ``10s``, ``500ms`` or ``1 minute``."""
+        """``None`` for availableNow, or a duration like ``10s``, ``500ms``, ``1 minute`` or
+        ``1 day`` (any case; days become hours, Spark's largest unit)."""
         if text is None:
             return Trigger()
-        match = _DURATION.fullmatch(text.strip())
+        match = _DURATION.fullmatch(text.strip().lower())
         if match is None:
             raise ConfigError(
                 f"Invalid processing time {text!r}: write a duration such as '10s', '2m' or "
                 "'1 minute'."
             )
         amount, unit = match.groups()
+        if unit in ("d", "day", "days"):
+            return Trigger(processing_time=f"{int(amount) * 24} hours")
         return Trigger(processing_time=f"{amount} {_UNITS.get(unit, unit)}")
 
 
-_DURATION = re.compile(r"(\d+)\s*(ms|s|m|h|milliseconds?|seconds?|minutes?|hours?)")
+_DURATION = re.compile(r"(\d+)\s*(ms|s|m|h|d|milliseconds?|seconds?|minutes?|hours?|days?)")
 _UNITS = {"ms": "milliseconds", "s": "seconds", "m": "minutes", "h": "hours"}
 _SECONDS = {"millisecond": 0.001, "second": 1.0, "minute": 60.0, "hour": 3600.0}
 

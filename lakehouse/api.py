@@ -18,7 +18,6 @@ mistakes raise :class:`core.errors.LakehouseError` subclasses with one clear mes
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Mapping, Sequence
 from contextlib import suppress
@@ -565,19 +564,12 @@ def parse_trigger(trigger: str) -> Trigger:
     if text == AVAILABLE_NOW:
         return Trigger()
     if text:
-        days = _DAYS.fullmatch(text)
-        if days is not None:
-            text = f"{int(days.group(1)) * 24} hours"
         with suppress(ConfigError):
             return Trigger.parse(text)
     raise ConfigError(
         f"Invalid trigger {trigger!r}: write 'available_now' (process what has arrived, then "
         "stop) or a processing time such as '10 seconds', '10s' or '1 minute'."
     )
-
-
-#: A duration in days, which Spark's processing time takes as so many hours.
-_DAYS = re.compile(r"(\d+)\s*(?:d|days?)")
 
 
 def _layer(name: str) -> Layer:
