@@ -31,7 +31,6 @@ from benchmarks.baseline import baseline_applier
 from benchmarks.kafka_bench import kafka_results
 from benchmarks.recording import write_results
 from bronze.job import start_bronze
-from cdc.generator import WorkloadConfig
 from cdc.sources import SourceSpec, read_source
 from core.config import QualitySpec, TableSpec
 from core.identifiers import table_name_for_topic
@@ -39,11 +38,12 @@ from core.layout import Warehouse
 from core.spark import get_spark
 from core.streaming import Trigger, await_query
 from expectations.checks import load_checks
-from lakehouse.demo import write_workload
+from lakehouse.demo.generator import WorkloadConfig
+from lakehouse.demo.job import write_workload
+from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.ops.maintenance import maintain
 from lakehouse.ops.replay import replay
 from lakehouse.run.entities import entity_specs
-from lakehouse.shop import SHOP_CONFIG
 from silver.job import start_silver
 
 WORK = Path(__file__).parent / "work"

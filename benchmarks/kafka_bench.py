@@ -26,25 +26,25 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from bronze.job import start_bronze
-from cdc.generator import WorkloadConfig, generate
-from cdc.producer import (
-    ProduceReport,
-    client_settings,
-    end_offsets,
-    ensure_topics,
-    send_workload,
-)
-from cdc.producer import produce as send_records
 from cdc.records import Record
 from cdc.sources import SourceSpec, read_source
 from core.config import TableSpec
 from core.identifiers import table_name_for_topic
 from core.layout import Warehouse
 from core.streaming import Trigger, await_query
-from lakehouse.demo import workload_source
+from lakehouse.demo.generator import WorkloadConfig, generate
+from lakehouse.demo.job import workload_source
+from lakehouse.demo.producer import (
+    ProduceReport,
+    client_settings,
+    end_offsets,
+    ensure_topics,
+    send_workload,
+)
+from lakehouse.demo.producer import produce as send_records
+from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.local.broker import LocalBroker, free_port
 from lakehouse.run.pipeline import start_one_hop
-from lakehouse.shop import SHOP_CONFIG
 from silver.job import start_silver
 
 #: Records sent before the freshness measurement starts.

@@ -42,10 +42,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cdc.generator import write_files
 from cdc.records import Record
-from cdc.shop import iso_millis
 from core.errors import ConfigError
+from lakehouse.demo.generator import write_files
+from lakehouse.demo.shop import iso_millis
 
 PERSON, AUCTION, BID = "person", "auction", "bid"
 #: The topic of each stream.

@@ -28,7 +28,6 @@ from pathlib import Path
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 
-from cdc.generator import WorkloadConfig
 from cdc.sources import SourceSpec
 from core.alerting import AlertSpec
 from core.catalog import register_tables
@@ -52,7 +51,8 @@ from core.streaming import Trigger
 from gold.alerts import Fit
 from gold.alerts import fit as fit_alert
 from lakehouse.declare import pipeline_config
-from lakehouse.demo import DEMO_CONFIG, write_workload
+from lakehouse.demo.generator import WorkloadConfig
+from lakehouse.demo.job import DEMO_CONFIG, write_workload
 from lakehouse.handle import Pipeline, refuse_if_running
 from lakehouse.ops.audit import verify_warehouse
 from lakehouse.ops.forget import DEFAULT_REASON, ForgetReport

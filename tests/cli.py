@@ -15,7 +15,7 @@ from lakehouse.cli import main
 from lakehouse.cli.common import console
 
 LAKEHOUSE = Path(sys.executable).parent / "lakehouse"
-#: The demo shop's settings (``lakehouse.shop.SHOP_CONFIG`` as TOML), for ``--config``.
+#: The demo shop's settings (``lakehouse.demo.settings.SHOP_CONFIG`` as TOML), for ``--config``.
 SHOP_TOML = Path(__file__).resolve().parent.parent / "examples" / "shop.toml"
 COMMAND_TIMEOUT = 900
 WIDE = 250  # columns: rich does not wrap the tables it prints

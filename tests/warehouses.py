@@ -19,12 +19,12 @@ import pytest
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 
-from cdc.generator import WorkloadConfig, generate, write_files
 from cdc.sources import SourceSpec
 from core.gold_tables import FINALIZED_AT, LATE_EVENTS
 from core.layout import QUARANTINE_TABLE, Warehouse
+from lakehouse.demo.generator import WorkloadConfig, generate, write_files
+from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.run.pipeline import run_once
-from lakehouse.shop import SHOP_CONFIG
 from silver.verify import canonical_rows
 
 EVENTS = 1500

@@ -65,7 +65,7 @@ def demo(
     master: str | None,
 ) -> None:
     """Generate a shop workload and run it through every layer, then query gold."""
-    from lakehouse.demo import run_demo
+    from lakehouse.demo.job import run_demo
     from lakehouse.local.broker import LocalBroker, default_home, free_port
 
     if bootstrap and not use_kafka:
@@ -118,7 +118,7 @@ def demo(
 
 def _postgres_demo(root: Path, spark_mode: str, master: str | None) -> None:
     """``demo --postgres``: print how silver compares with PostgreSQL; exit 1 if it differs."""
-    from lakehouse.demo import run_postgres_demo
+    from lakehouse.demo.job import run_postgres_demo
     from lakehouse.local.real_cdc import capture_postgres
 
     captured = capture_postgres(root, progress)  # stops PostgreSQL and Debezium when done

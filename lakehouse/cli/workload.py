@@ -58,8 +58,8 @@ def generate(
     parts: int | None,
 ) -> None:
     """Write a shop workload (customers and orders CDC, clickstream) as JSON-lines files."""
-    from cdc.generator import WorkloadConfig
-    from lakehouse.demo import write_workload
+    from lakehouse.demo.generator import WorkloadConfig
+    from lakehouse.demo.job import write_workload
 
     workload = WorkloadConfig(
         events=events, seed=seed, malformed_rate=malformed_rate, late_rate=late_rate
@@ -102,8 +102,8 @@ def produce(
     kafka_settings: Path | None,
 ) -> None:
     """Send a shop workload to Kafka (<server>.public.customers, .orders, <server>.clickstream)."""
-    from cdc.generator import WorkloadConfig
-    from cdc.producer import send_workload
+    from lakehouse.demo.generator import WorkloadConfig
+    from lakehouse.demo.producer import send_workload
 
     settings = _librdkafka_settings(kafka_options(kafka_option, kafka_settings))
     workload = WorkloadConfig(

@@ -11,15 +11,15 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from bronze.job import start_bronze
-from cdc.generator import WorkloadConfig, generate_workload, write_files
 from cdc.sources import SourceSpec, read_source
 from core.alerting import AlertSpec
 from core.layout import Warehouse
 from core.streaming import Trigger, run_to_end
 from gold.alerts import ALERTS_TABLE, fit, start_alerts
+from lakehouse.demo.generator import WorkloadConfig, generate_workload, write_files
+from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.ops.replay import replay
 from lakehouse.run.pipeline import run_from_bronze
-from lakehouse.shop import SHOP_CONFIG
 
 pytestmark = pytest.mark.integration
 

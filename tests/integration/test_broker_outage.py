@@ -29,12 +29,12 @@ from cdc.kafka_source import read_kafka_stream
 from cdc.sources import SourceSpec
 from core.errors import SourceUnavailableError
 from core.layout import Warehouse
+from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.local.broker import LocalBroker, free_port
 from lakehouse.ops.source_check import partition_gaps
 from lakehouse.run.pipeline import run_once
 from lakehouse.run.queries import Backoff, RunningQueries, SourceGoneError
 from lakehouse.run.summary import RunSummary
-from lakehouse.shop import SHOP_CONFIG
 from tests.cli import SHOP_TOML, run_cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka]

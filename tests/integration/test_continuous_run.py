@@ -12,13 +12,13 @@ import pytest
 from pyspark.sql import SparkSession
 
 from bronze.table import ensure_bronze_table
-from cdc.generator import WorkloadConfig, generate, write_files
 from cdc.records import Record
 from core.config import PipelineConfig
 from core.identifiers import table_name_for_topic
 from core.layout import QUARANTINE_TABLE, Warehouse
 from core.spark import mute_jvm_stderr
 from core.streaming import Trigger
+from lakehouse.demo.generator import WorkloadConfig, generate, write_files
 from lakehouse.run.pipeline import RunningQueries, start_ready
 from tests.cli import LAKEHOUSE, SHOP_TOML, run_cli
 from tests.helpers import bronze_frame, customer_change

@@ -19,12 +19,12 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from cdc.generator import WorkloadConfig, generate, write_files
 from cdc.sources import SourceSpec
 from core.gold_tables import LATE_EVENTS
 from core.layout import Warehouse
+from lakehouse.demo.generator import WorkloadConfig, generate, write_files
+from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.run.pipeline import run_once
-from lakehouse.shop import SHOP_CONFIG
 from tests.cli import SHOP_TOML, run_cli
 from tests.warehouses import assert_same_tables, comparable, rows
 

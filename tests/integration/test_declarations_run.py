@@ -10,7 +10,6 @@ import pytest
 from chispa import assert_df_equality
 from pyspark.sql import SparkSession
 
-from cdc.generator import WorkloadConfig, generate, write_files
 from core.config import PipelineConfig
 from lakehouse import (
     Lakehouse,
@@ -22,6 +21,7 @@ from lakehouse import (
     session,
     tumbling,
 )
+from lakehouse.demo.generator import WorkloadConfig, generate, write_files
 
 pytestmark = pytest.mark.integration
 

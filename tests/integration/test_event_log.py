@@ -15,13 +15,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from bronze.job import start_bronze
-from cdc.generator import WorkloadConfig, generate, write_files
 from cdc.sources import SourceSpec, read_source
 from core.layout import Warehouse
 from core.streaming import Trigger, run_to_end
+from lakehouse.demo.generator import WorkloadConfig, generate, write_files
+from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.ops.status import pipeline_status
 from lakehouse.run.event_log import recording
-from lakehouse.shop import SHOP_CONFIG
 from tests.cli import SHOP_TOML, run_cli
 
 pytestmark = pytest.mark.integration

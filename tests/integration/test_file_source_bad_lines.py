@@ -14,8 +14,8 @@ from cdc.records import Record
 from cdc.sources import SourceSpec
 from core.identifiers import table_name_for_topic
 from core.layout import Warehouse
+from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.run.pipeline import run_once
-from lakehouse.shop import SHOP_CONFIG
 from tests.helpers import customer_change
 
 pytestmark = pytest.mark.integration

@@ -28,10 +28,10 @@ from core.errors import ConfigError, TableNotFoundError
 from core.gold_tables import LATE_EVENTS, GoldTable, Measure, Window
 from core.identifiers import table_name_for_topic
 from core.layout import LAYERS, Warehouse
+from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.ops.forget import ForgetReport, forget
 from lakehouse.ops.replay import replay
 from lakehouse.run.pipeline import run_from_bronze
-from lakehouse.shop import SHOP_CONFIG
 from tests.cli import SHOP_TOML, run_cli
 from tests.helpers import bronze_frame, customer_change
 from tests.warehouses import assert_same_tables, copy_warehouse, incremental_warehouse, load

@@ -21,16 +21,16 @@ from confluent_kafka import Producer
 from pyspark.sql import SparkSession
 
 from cdc.files import UNREADABLE_TOPIC
-from cdc.generator import WorkloadConfig, generate
-from cdc.producer import client_settings, ensure_topics
 from cdc.records import Record
 from cdc.sources import SourceSpec
 from core.config import PipelineConfig, TableSpec
 from core.identifiers import table_name_for_topic
 from core.layout import Warehouse
+from lakehouse.demo.generator import WorkloadConfig, generate
+from lakehouse.demo.producer import client_settings, ensure_topics
+from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.ops.audit import verify_warehouse
 from lakehouse.run.pipeline import run_once
-from lakehouse.shop import SHOP_CONFIG
 from tests.fuzz import mutated_lines, mutated_records
 from tests.runs import described, load
 

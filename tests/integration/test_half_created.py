@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from cdc.generator import WorkloadConfig, generate, write_files
 from cdc.sources import SourceSpec
 from core.delta_io import committed_log, half_created
 from core.layout import Warehouse
+from lakehouse.demo.generator import WorkloadConfig, generate, write_files
+from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.run.pipeline import run_once
 from lakehouse.run.state_check import table_dirs
-from lakehouse.shop import SHOP_CONFIG
 from tests.warehouses import assert_same_tables
 
 #: A run per state after the reference run: minutes each on a loaded machine.

@@ -21,15 +21,21 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from cdc.generator import WorkloadConfig, generate, write_files
-from cdc.producer import ProduceReport, end_offsets, ensure_topics, produce, send_workload
 from cdc.records import Record
 from cdc.sources import SourceSpec
 from core.layout import LAYERS, QUARANTINE_TABLE, Warehouse
-from lakehouse.demo import workload_source
+from lakehouse.demo.generator import WorkloadConfig, generate, write_files
+from lakehouse.demo.job import workload_source
+from lakehouse.demo.producer import (
+    ProduceReport,
+    end_offsets,
+    ensure_topics,
+    produce,
+    send_workload,
+)
+from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.ops.audit import verify_warehouse
 from lakehouse.run.pipeline import run_once
-from lakehouse.shop import SHOP_CONFIG
 from tests.cli import LAKEHOUSE, run_cli
 from tests.runs import Run, assert_same_rows, described, load
 

@@ -17,11 +17,11 @@ from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 
 from bronze.job import append_batch_by_topic
-from cdc.generator import WorkloadConfig, generate, write_files
 from cdc.records import Record
 from core.delta_io import note_query_start
 from core.identifiers import table_name_for_topic
 from core.layout import Warehouse
+from lakehouse.demo.generator import WorkloadConfig, generate, write_files
 from lakehouse.ops.audit import check_bronze_coordinates
 from lakehouse.run.lease import (
     Holder,

@@ -14,7 +14,6 @@ from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from cdc.generator import write_files
 from cdc.records import Record
 from cdc.sources import SourceSpec
 from core.config import MaintenanceSpec, PipelineConfig, TableSpec, load_config
@@ -23,6 +22,8 @@ from core.errors import ConfigError
 from core.gold_tables import GoldTable, Measure, Window
 from core.layout import Warehouse
 from gold.verify import check_gold
+from lakehouse.demo.generator import write_files
+from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.ops.maintenance import (
     MaintenanceReport,
     Trimmed,
@@ -32,7 +33,6 @@ from lakehouse.ops.maintenance import (
 )
 from lakehouse.ops.replay import replay
 from lakehouse.run.pipeline import run_from_bronze, run_once
-from lakehouse.shop import SHOP_CONFIG
 from tests.helpers import pg_envelope, pg_key
 from tests.warehouses import (
     assert_same_tables,

@@ -13,16 +13,16 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from cdc.generator import WorkloadConfig, generate, write_files
 from cdc.sources import SourceSpec, read_source
 from core.config import PipelineConfig, load_config
 from core.gold_tables import FINALIZED_AT
 from core.layout import Layer, Warehouse
 from core.streaming import Trigger, await_query
 from lakehouse import Lakehouse
-from lakehouse.demo import DEMO_CONFIG
+from lakehouse.demo.generator import WorkloadConfig, generate, write_files
+from lakehouse.demo.job import DEMO_CONFIG
+from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.run.pipeline import run_once, start_one_hop
-from lakehouse.shop import SHOP_CONFIG
 from silver.topic_kind import holds_plain_events
 from tests.cli import SHOP_TOML, run_cli
 from tests.helpers import table_rows

@@ -15,7 +15,6 @@ from pyspark.sql import SparkSession
 import core.quarantine
 import silver.job
 import silver.one_hop
-from cdc.generator import WorkloadConfig, generate, write_files
 from cdc.records import Record
 from cdc.sources import SourceSpec, read_source
 from core import checkpoints
@@ -24,10 +23,11 @@ from core.errors import LakehouseError
 from core.identifiers import table_name_for_topic
 from core.layout import Warehouse
 from core.streaming import Trigger, await_query
+from lakehouse.demo.generator import WorkloadConfig, generate, write_files
+from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.ops.audit import verify_warehouse
 from lakehouse.run.pipeline import run_from_bronze, run_once, start_one_hop
 from lakehouse.run.summary import RunSummary
-from lakehouse.shop import SHOP_CONFIG
 from tests.faults import GUARDED_DML, CommitFaults
 from tests.helpers import customer_change, deliver, pg_key
 from tests.warehouses import assert_same_tables

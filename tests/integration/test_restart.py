@@ -26,12 +26,12 @@ import pytest
 from pyspark.sql import SparkSession
 
 import gold.jobs
-from cdc.generator import WorkloadConfig, generate, write_files
 from cdc.sources import SourceSpec
 from core.errors import LakehouseError
 from core.layout import LAYERS, QUARANTINE_TABLE, Warehouse
+from lakehouse.demo.generator import WorkloadConfig, generate, write_files
+from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.run.pipeline import run_once
-from lakehouse.shop import SHOP_CONFIG
 from tests.cli import LAKEHOUSE, SHOP_TOML, run_cli
 from tests.faults import GUARDED_DML, CommitFaults
 from tests.objstore import objstore_uri

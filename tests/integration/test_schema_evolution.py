@@ -35,8 +35,8 @@ from core.layout import Warehouse
 from core.streaming import Trigger, run_to_end
 from core.widening import TYPE_WIDENING_MODES, TypeWidening
 from gold.jobs import query_name, start_gold
+from lakehouse.demo.settings import ShopGoldSpec, shop_gold_tables
 from lakehouse.run.pipeline import RunningQueries, start_ready
-from lakehouse.shop import ShopGoldSpec, shop_gold_tables
 from silver.job import QueryState, apply_batch, entity_tables, start_silver
 from silver.verify import check_table
 from tests.delta_rs import assert_delta_rs_reads_same_rows

@@ -13,8 +13,8 @@ import psutil
 import pytest
 from pyspark.sql import SparkSession
 
-from cdc.generator import WorkloadConfig, generate, write_files
 from core.layout import Warehouse
+from lakehouse.demo.generator import WorkloadConfig, generate, write_files
 from lakehouse.local.broker import free_port
 from tests import sessions
 from tests.cli import LAKEHOUSE, SHOP_TOML, run_cli

@@ -30,7 +30,7 @@ from core.identifiers import (
     require_identifier,
     table_name_for_topic,
 )
-from lakehouse.shop import SHOP_CONFIG, ShopGoldSpec
+from lakehouse.demo.settings import SHOP_CONFIG, ShopGoldSpec
 from silver.parse import RowLayout, as_text, discover_layout, parse_changes
 from silver.reference import FoldSpec, fold
 from silver.verify import canonical_rows

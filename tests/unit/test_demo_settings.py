@@ -14,7 +14,7 @@ import pytest
 
 from core.config import PipelineConfig, load_config
 from core.errors import ConfigError
-from lakehouse.shop import SHOP_CONFIG, ShopGoldSpec, shop_gold_tables
+from lakehouse.demo.settings import SHOP_CONFIG, ShopGoldSpec, shop_gold_tables
 from tests.cli import SHOP_TOML
 
 pytestmark = pytest.mark.unit
@@ -71,7 +71,7 @@ def test_a_product_import_of_the_demo_breaks_the_contract(tmp_path: Path) -> Non
         c for c in contracts["tool"]["importlinter"]["contracts"] if c["name"].startswith(CONTRACT)
     ]
     assert demo["type"] == "forbidden" and set(PRODUCT) <= set(demo["source_modules"])
-    assert {"lakehouse.shop", "lakehouse.demo"} <= set(demo["forbidden_modules"])
+    assert demo["forbidden_modules"] == ["lakehouse.demo"]
     copy = tmp_path / "tree"
     for package in (*PRODUCT, "lakehouse"):
         shutil.copytree(ROOT / package, copy / package, ignore=shutil.ignore_patterns("*.pyc"))
@@ -79,11 +79,9 @@ def test_a_product_import_of_the_demo_breaks_the_contract(tmp_path: Path) -> Non
     kept = lint_imports(copy)
     assert kept.returncode == 0, kept.stdout + kept.stderr
     wrong = copy / "gold" / "verify.py"
-    wrong.write_text(
-        wrong.read_text(encoding="utf-8") + "\nfrom lakehouse.shop import SHOP_CONFIG  # noqa\n",
-        encoding="utf-8",
-    )
+    line = "\nfrom lakehouse.demo.settings import SHOP_CONFIG  # noqa\n"
+    wrong.write_text(wrong.read_text(encoding="utf-8") + line, encoding="utf-8")
     broken = lint_imports(copy)
     assert broken.returncode != 0, broken.stdout
-    assert f"{CONTRACT} (its settings live in lakehouse.shop) BROKEN" in broken.stdout
-    assert "gold.verify -> lakehouse.shop" in broken.stdout, broken.stdout
+    assert f"{CONTRACT} (lakehouse.demo) BROKEN" in broken.stdout
+    assert "gold.verify -> lakehouse.demo.settings" in broken.stdout, broken.stdout

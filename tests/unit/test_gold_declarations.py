@@ -10,7 +10,7 @@ import pytest
 from core.config import load_config
 from core.errors import ConfigError
 from core.gold_tables import GoldTable, Join, Measure, StreamJoin, TopN, Window
-from lakehouse.shop import SHOP_CONFIG, ShopGoldSpec, shop_gold_tables
+from lakehouse.demo.settings import SHOP_CONFIG, ShopGoldSpec, shop_gold_tables
 from tests.cli import run_cli
 
 pytestmark = pytest.mark.unit

@@ -13,7 +13,7 @@ from core.conditions import MAX_OPERATORS, parse_condition
 from core.config import load_config
 from core.errors import ConfigError
 from core.streaming import failure_cause
-from lakehouse.shop import ShopGoldSpec
+from lakehouse.demo.settings import ShopGoldSpec
 from tests.cli import run_cli
 
 

@@ -10,8 +10,6 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from cdc.generator import WorkloadConfig, generate, write_files
-from cdc.producer import ProduceReport, send_workload
 from cdc.sources import SourceSpec
 from core.alerting import AlertSpec
 from core.catalog import run_sql
@@ -23,12 +21,14 @@ from core.patterns import Absent, Pattern, PatternMeasure, Step
 from core.streaming import Trigger, run_to_end
 from expectations.metrics import quality_summary
 from gold.alerts import alert_jobs, fit
+from lakehouse.demo.generator import WorkloadConfig, generate, write_files
+from lakehouse.demo.producer import ProduceReport, send_workload
+from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.local.pg_compare import differences, silver_tables
 from lakehouse.local.pg_workload import QUARANTINED
 from lakehouse.local.real_cdc import TABLE_TOPIC_PREFIX, CapturedWorkload
 from lakehouse.ops.audit import verify_warehouse
 from lakehouse.run.pipeline import Progress, run_once
-from lakehouse.shop import SHOP_CONFIG
 
 #: Orders far above or below their customer's usual amount.
 DEMO_ALERT = AlertSpec(

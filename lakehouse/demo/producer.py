@@ -19,9 +19,9 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from cdc.generator import WorkloadConfig, generate
 from cdc.records import Record
 from core.errors import ConfigError, SourceUnavailableError
+from lakehouse.demo.generator import WorkloadConfig, generate
 
 #: librdkafka's own log lines go here (the command line keeps them quiet unless debugging).
 KAFKA_LOG = logging.getLogger("cdc.kafka")
