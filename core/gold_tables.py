@@ -18,6 +18,7 @@ from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from typing import Any, Literal, get_args
 
 from core.conditions import Condition, Expr, condition_columns, parse_condition, parse_expression
+from core.durations import duration_micros, require_duration
 from core.errors import ConfigError
 from core.identifiers import require_identifier
 
@@ -58,36 +59,6 @@ LATE_EVENTS = "late_events"
 BY_FNS = ("max_by", "min_by")
 #: What an enrichment join's entity row is taken as of (see :class:`Join`).
 JOIN_AS_OF = ("event_time", "current")
-
-_DURATION_UNITS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
-
-
-def require_duration(text: object, what: str = "duration") -> str:
-    """``text`` if it reads ``'<number> <unit>'`` (a whole number above 0; second, minute,
-    hour or day, singular or plural).
-
-    Raises:
-        ConfigError: anything else, with the expected form.
-    """
-    amount, _, unit = str(text).partition(" ")
-    if (
-        not isinstance(text, str)
-        or not amount.isdigit()
-        or int(amount) == 0
-        or unit.rstrip("s") not in _DURATION_UNITS
-    ):
-        raise ConfigError(
-            f"Invalid {what} {text!r}: write '<number> <unit>' with a whole number above 0 "
-            f"and unit one of {', '.join(_DURATION_UNITS)} (e.g. '10 minutes')."
-        )
-    return text
-
-
-def duration_micros(text: str) -> int:
-    """Microseconds of a duration checked by :func:`require_duration`."""
-    amount, _, unit = require_duration(text).partition(" ")
-    return int(amount) * _DURATION_UNITS[unit.rstrip("s")] * 1_000_000
-
 
 @dataclass(frozen=True)
 class Window:

@@ -26,7 +26,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from core.gold_tables import FINAL, FINALIZED_AT, GoldTable, duration_micros
+from core.durations import duration_micros
+from core.gold_tables import FINAL, FINALIZED_AT, GoldTable
 from gold.aggregates import ROW_IMAGES, counted_rows
 
 #: Silver's record of where a row's current value was read in bronze.

@@ -32,7 +32,8 @@ from pyspark.sql import SparkSession
 from cdc.records import Record
 from cdc.sources import SourceSpec
 from core.config import PipelineConfig, TableSpec
-from core.gold_tables import FINAL, FINALIZED_AT, LATE_EVENTS, duration_micros
+from core.durations import duration_micros
+from core.gold_tables import FINAL, FINALIZED_AT, LATE_EVENTS
 from core.layout import Warehouse
 from core.patterns import Absent, Pattern, PatternMeasure, Step
 from lakehouse.run.pipeline import run_once
