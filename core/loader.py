@@ -177,8 +177,7 @@ class TopNShape(Shape):
     where = "the top_n of {parent}"
     missing = f"The top_n of {{parent}} needs {{required!r}}, e.g. {_literal(_TOP_N_EXAMPLE)}."
     messages = {
-        "partition_by": "'partition_by' of the top_n of {parent} must be a list of column "
-        "names.",
+        "partition_by": "'partition_by' of the top_n of {parent} must be a list of column names.",
         "order_by": lambda value, _: (
             f'top_n order_by must be a string like "bids DESC", not {value!r}.'
         ),
@@ -400,7 +399,7 @@ def _allowed(shape: type[Shape]) -> list[str]:
     return sorted(field.alias or name for name, field in shape.model_fields.items())
 
 
-def _nested_shape(shape: type[Shape], setting: str) -> type[Shape] | None:
+def nested_shape(shape: type[Shape], setting: str) -> type[Shape] | None:
     """The shape of the tables setting ``setting`` of ``shape`` holds (one, or a list of
     them), or None for a setting of plain values."""
     field = next(
@@ -440,7 +439,7 @@ class _Located:
                 continue  # the member of a union pydantic tried: not in the document
             self.path.append(segment)
             if self.setting is not None and isinstance(segment, str):
-                nested = _nested_shape(self.shape, self.setting)
+                nested = nested_shape(self.shape, self.setting)
                 if nested is not None:  # a setting of a table inside the setting's value
                     self.parent, self.shape = self.where, nested
                     self.where = nested.where_of(table, self.parent)
