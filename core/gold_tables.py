@@ -21,6 +21,7 @@ from core.conditions import Condition, Expr, condition_columns, parse_condition,
 from core.durations import duration_micros, require_duration
 from core.errors import ConfigError
 from core.identifiers import require_identifier
+from core.layout import LATE_EVENTS
 
 WindowKind = Literal["tumbling", "hopping", "session", "sliding", "count", "row"]
 WINDOW_KINDS: tuple[WindowKind, ...] = get_args(WindowKind)
@@ -49,16 +50,11 @@ MeasureFn = Literal[
 MEASURE_FNS: tuple[MeasureFn, ...] = get_args(MeasureFn)
 #: The columns a gold table has besides its group-by columns and measures.
 WINDOW_INDEX = "window_index"
-#: Finality columns of every gold table: whether the window ended at or before the table's
-#: watermark, and when it took its final values (see docs/gold.md).
-FINAL = "_final"
-FINALIZED_AT = "_finalized_at"
-#: The table (``gold.late_events``) that records each change landing in an already final window.
-LATE_EVENTS = "late_events"
 #: Measures that take their ``column`` from the row with the greatest (least) ``by``.
 BY_FNS = ("max_by", "min_by")
 #: What an enrichment join's entity row is taken as of (see :class:`Join`).
 JOIN_AS_OF = ("event_time", "current")
+
 
 @dataclass(frozen=True)
 class Window:
@@ -537,8 +533,8 @@ class GoldTable:
 
     @property
     def columns(self) -> tuple[str, ...]:
-        """The gold table's declared columns, in order (the table also has :data:`FINAL` and
-        :data:`FINALIZED_AT`)."""
+        """The gold table's declared columns, in order (the table also has the finality columns
+        of :mod:`gold.finality`)."""
         return (*self.group_by, *self.window.columns, *(m.name for m in self.measures))
 
     @property

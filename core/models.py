@@ -24,8 +24,8 @@ from sqlglot.errors import SqlglotError
 
 from core.alerting import AlertSpec
 from core.errors import ConfigError
-from core.gold_tables import LATE_EVENTS
 from core.identifiers import is_plain_identifier, require_identifier
+from core.layout import LATE_EVENTS
 from core.sql_guard import DIALECT, Kind, classify
 
 #: The schemas a model may read, as it names them.

@@ -233,7 +233,7 @@ class Pattern:
 
     @property
     def columns(self) -> tuple[str, ...]:
-        """The table's columns, without :data:`FINAL` and :data:`FINALIZED_AT`."""
+        """The table's columns, without the finality columns (:mod:`gold.finality`)."""
         return (*self.partition_by, *MATCH_COLUMNS, *(m.name for m in self.measures))
 
     @property

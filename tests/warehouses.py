@@ -21,8 +21,8 @@ from pyspark.sql import DataFrame, SparkSession
 
 from cdc.generator import WorkloadConfig, generate, write_files
 from cdc.sources import SourceSpec
-from core.gold_tables import FINALIZED_AT, LATE_EVENTS
-from core.layout import QUARANTINE_TABLE, Warehouse
+from core.layout import LATE_EVENTS, QUARANTINE_TABLE, Warehouse
+from gold.finality import FINALIZED_AT
 from lakehouse.run.pipeline import run_once
 from lakehouse.shop import SHOP_CONFIG
 from silver.verify import canonical_rows

@@ -21,8 +21,7 @@ from pyspark.sql import SparkSession
 
 from cdc.generator import WorkloadConfig, generate, write_files
 from cdc.sources import SourceSpec
-from core.gold_tables import LATE_EVENTS
-from core.layout import Warehouse
+from core.layout import LATE_EVENTS, Warehouse
 from lakehouse.run.pipeline import run_once
 from lakehouse.shop import SHOP_CONFIG
 from tests.cli import SHOP_TOML, run_cli
