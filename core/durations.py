@@ -1,10 +1,11 @@
 """The one duration grammar of the project: gold windows, watermark delays, pattern bounds,
 ``validate_every`` and processing-time triggers all read a duration with :func:`parse_duration`.
 
-A duration is a whole number and a unit, with or without a space, in any letter case, the unit
-singular, plural or abbreviated: ``"1 hour"``, ``"1h"``, ``"90 minutes"``, ``"10s"``,
-``"500 ms"``, ``"2d"``. Its canonical text (:attr:`Duration.text`, ``"<n> <unit>"`` with the
-unit spelled out) is what Spark's interval parser reads too.
+A duration is a whole number and a unit, with one space or none between, in any letter case,
+the unit spelled out (singular or plural) or short (ms, s, m, h, d): ``"1 hour"``, ``"1h"``,
+``"90 minutes"``, ``"10s"``, ``"500 ms"``, ``"2d"``. Its canonical text
+(:attr:`Duration.text`, ``"<n> <unit>"`` with the unit spelled out) is what Spark's interval
+parser reads too.
 """
 
 from __future__ import annotations
@@ -22,17 +23,19 @@ UNIT_MICROS = {
     "hour": 3_600_000_000,
     "day": 86_400_000_000,
 }
-#: Every accepted spelling of a unit (lower case), to its singular name.
+#: Every accepted spelling of a unit (lower case), to its singular name: the short form, the
+#: singular and the plural.
 _SPELLINGS = {
-    **{spelling: "millisecond" for spelling in ("ms", "msec", "msecs", "milli", "millis")},
-    **{spelling: "second" for spelling in ("s", "sec", "secs")},
-    **{spelling: "minute" for spelling in ("m", "min", "mins")},
-    **{spelling: "hour" for spelling in ("h", "hr", "hrs")},
+    "ms": "millisecond",
+    "s": "second",
+    "m": "minute",
+    "h": "hour",
     "d": "day",
     **{unit: unit for unit in UNIT_MICROS},
     **{f"{unit}s": unit for unit in UNIT_MICROS},
 }
-_DURATION = re.compile(r"\s*(\d+)\s*([a-z]+)\s*")
+#: A whole number, at most one space, a unit (spaces around the whole are ignored).
+_DURATION = re.compile(r"\s*(\d+) ?([a-z]+)\s*")
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,9 @@ pytestmark = pytest.mark.unit
 #: Each unit's spellings, as a user may write them.
 SPELLINGS = {
     "millisecond": ("ms", "millisecond", "milliseconds"),
-    "second": ("s", "sec", "secs", "second", "seconds"),
-    "minute": ("m", "min", "mins", "minute", "minutes"),
-    "hour": ("h", "hr", "hrs", "hour", "hours"),
+    "second": ("s", "second", "seconds"),
+    "minute": ("m", "minute", "minutes"),
+    "hour": ("h", "hour", "hours"),
     "day": ("d", "day", "days"),
 }
 
@@ -33,7 +33,7 @@ def _cased(text: str, upper: list[bool]) -> str:
     st.integers(1, 10_000),
     st.sampled_from(sorted(SPELLINGS)),
     st.data(),
-    st.sampled_from(("", " ", "  ")),
+    st.sampled_from(("", " ")),
     st.lists(st.booleans(), max_size=12),
 )
 def test_every_spelling_of_a_duration_reads_the_same(
@@ -70,7 +70,9 @@ def test_both_spellings_are_one_grammar(text: str, micros: int) -> None:
     assert Trigger.parse(text).interval_seconds == micros / 1_000_000
 
 
-@pytest.mark.parametrize("text", ["10 parsecs", "-1s", "1.5 hours", "hour", "10", "", "1 week"])
+@pytest.mark.parametrize(
+    "text", ["10 parsecs", "-1s", "1.5 hours", "hour", "10", "", "1 week", "5 mins", "10  minutes"]
+)
 def test_anything_else_is_one_line_naming_the_form(text: str) -> None:
     with pytest.raises(ConfigError) as raised:
         parse_duration(text, "window size")
