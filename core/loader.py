@@ -504,11 +504,13 @@ def checked(shape: type[Shape], table: object, parent: str = "") -> dict[str, An
         ConfigError: an unknown setting, a missing one or a value of the wrong type, one line
             naming the first (``parent``: where the table is, for the message).
     """
+    if not isinstance(table, Mapping):
+        where = shape.where_of(table, parent)
+        raise ConfigError(f"{where[:1].upper()}{where[1:]} must be a table, not {table!r}.")
     try:
         shape.model_validate(table)
     except ValidationError as error:
         raise ConfigError(_message(shape, table, parent, error)) from None
-    assert isinstance(table, Mapping)
     return dict(table)
 
 
