@@ -5,10 +5,10 @@ group-by columns, the :class:`Measure` s, an optional filter in the safe conditi
 (:mod:`core.conditions`, never SQL text), an optional enrichment :class:`Join` with another
 silver table, or a time-bounded :class:`StreamJoin` (a ``row`` window: one gold row per
 source row, measuring another silver table's rows in a lookback before it). The same
-declaration comes from a ``[[gold]]`` entry
-of the pipeline TOML (:func:`gold_table_from`) or from Python. Every mistake found at load
-raises one :class:`~core.errors.ConfigError` naming it and the fix; columns are checked
-against the source's schema once it is known (:meth:`GoldTable.check_columns`).
+declaration comes from a ``[[gold]]`` entry of the pipeline TOML
+(:func:`core.loader.gold_table_from`) or from Python. Every mistake found at load raises one
+:class:`~core.errors.ConfigError` naming it and the fix; columns are checked against the
+source's schema once it is known (:meth:`GoldTable.check_columns`).
 """
 
 from __future__ import annotations
@@ -18,8 +18,10 @@ from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from typing import Any, Literal, get_args
 
 from core.conditions import Condition, Expr, condition_columns, parse_condition, parse_expression
+from core.durations import duration_micros, require_duration
 from core.errors import ConfigError
 from core.identifiers import require_identifier
+from core.layout import LATE_EVENTS
 
 WindowKind = Literal["tumbling", "hopping", "session", "sliding", "count", "row"]
 WINDOW_KINDS: tuple[WindowKind, ...] = get_args(WindowKind)
@@ -48,45 +50,10 @@ MeasureFn = Literal[
 MEASURE_FNS: tuple[MeasureFn, ...] = get_args(MeasureFn)
 #: The columns a gold table has besides its group-by columns and measures.
 WINDOW_INDEX = "window_index"
-#: Finality columns of every gold table: whether the window ended at or before the table's
-#: watermark, and when it took its final values (see docs/gold.md).
-FINAL = "_final"
-FINALIZED_AT = "_finalized_at"
-#: The table (``gold.late_events``) that records each change landing in an already final window.
-LATE_EVENTS = "late_events"
 #: Measures that take their ``column`` from the row with the greatest (least) ``by``.
 BY_FNS = ("max_by", "min_by")
 #: What an enrichment join's entity row is taken as of (see :class:`Join`).
 JOIN_AS_OF = ("event_time", "current")
-
-_DURATION_UNITS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
-
-
-def require_duration(text: object, what: str = "duration") -> str:
-    """``text`` if it reads ``'<number> <unit>'`` (a whole number above 0; second, minute,
-    hour or day, singular or plural).
-
-    Raises:
-        ConfigError: anything else, with the expected form.
-    """
-    amount, _, unit = str(text).partition(" ")
-    if (
-        not isinstance(text, str)
-        or not amount.isdigit()
-        or int(amount) == 0
-        or unit.rstrip("s") not in _DURATION_UNITS
-    ):
-        raise ConfigError(
-            f"Invalid {what} {text!r}: write '<number> <unit>' with a whole number above 0 "
-            f"and unit one of {', '.join(_DURATION_UNITS)} (e.g. '10 minutes')."
-        )
-    return text
-
-
-def duration_micros(text: str) -> int:
-    """Microseconds of a duration checked by :func:`require_duration`."""
-    amount, _, unit = require_duration(text).partition(" ")
-    return int(amount) * _DURATION_UNITS[unit.rstrip("s")] * 1_000_000
 
 
 @dataclass(frozen=True)
@@ -566,8 +533,8 @@ class GoldTable:
 
     @property
     def columns(self) -> tuple[str, ...]:
-        """The gold table's declared columns, in order (the table also has :data:`FINAL` and
-        :data:`FINALIZED_AT`)."""
+        """The gold table's declared columns, in order (the table also has the finality columns
+        of :mod:`gold.finality`)."""
         return (*self.group_by, *self.window.columns, *(m.name for m in self.measures))
 
     @property
@@ -652,171 +619,6 @@ class GoldTable:
                 )
 
 
-_GOLD_KEYS = {
-    "name",
-    "source",
-    "event_time",
-    "window",
-    "group_by",
-    "measures",
-    "filter",
-    "watermark_delay",
-    "join",
-    "stream_join",
-    "columns",
-    "top_n",
-}
-_TOP_N_KEYS = {"n", "order_by", "partition_by"}
-_STREAM_JOIN_KEYS = {"source", "on", "event_time", "within"}
-_JOIN_KEYS = {"entity", "on", "columns", "prefix", "as_of"}
-_WINDOW_KEYS = {"kind", "size", "slide", "gap", "lookback", "count", "start_as", "end_as"}
-_MEASURE_KEYS = {"name", "fn", "column", "percentile", "filter", "by"}
-
-
-def gold_table_from(entry: Mapping[str, Any]) -> GoldTable:
-    """The declaration of one ``[[gold]]`` TOML entry (a mapping of plain values).
-
-    Raises:
-        ConfigError: a missing, unknown or invalid setting.
-    """
-    where = f"[[gold]] {entry.get('name', '')!r}".replace(" ''", "")
-    known_settings(entry, _GOLD_KEYS, where)
-    for required in ("name", "source", "event_time", "window", "measures"):
-        if required not in entry and not (required == "window" and "stream_join" in entry):
-            raise ConfigError(
-                f"{where} needs {required!r}; a gold table names name, source, event_time, "
-                "window and measures (group_by, columns, filter, top_n, join, stream_join, "
-                "watermark_delay are optional; with stream_join, window is too)."
-            )
-    window = entry.get("window", {"kind": "row"})
-    if not isinstance(window, Mapping):
-        raise ConfigError(
-            f"'window' of {where} must be a table, e.g. "
-            'window = { kind = "tumbling", size = "1 minute" }.'
-        )
-    known_settings(window, _WINDOW_KEYS, f"the window of {where}")
-    if "kind" not in window:
-        raise ConfigError(f"The window of {where} needs a kind: one of {', '.join(WINDOW_KINDS)}.")
-    measures = entry["measures"]
-    if not isinstance(measures, list) or not all(isinstance(m, Mapping) for m in measures):
-        raise ConfigError(
-            f"'measures' of {where} must be a list of tables, e.g. "
-            'measures = [{ name = "revenue", fn = "sum", column = "total" }].'
-        )
-    for measure in measures:
-        known_settings(measure, _MEASURE_KEYS, f"a measure of {where}")
-        if "name" not in measure or "fn" not in measure:
-            raise ConfigError(f"Each measure of {where} needs name and fn (and most a column).")
-    group_by = entry.get("group_by", [])
-    if not isinstance(group_by, list) or not all(isinstance(c, str) for c in group_by):
-        raise ConfigError(f"'group_by' of {where} must be a list of column names.")
-    return GoldTable(
-        name=text_setting(entry, "name", where),
-        source=text_setting(entry, "source", where),
-        event_time=text_setting(entry, "event_time", where),
-        window=Window(**dict(window)),
-        measures=tuple(Measure(**dict(m)) for m in measures),
-        group_by=tuple(group_by),
-        filter=text_setting(entry, "filter", where) if "filter" in entry else None,
-        watermark_delay=text_setting(entry, "watermark_delay", where)
-        if "watermark_delay" in entry
-        else "10 minutes",
-        join=join_from(entry["join"], where) if "join" in entry else None,
-        stream_join=stream_join_from(entry["stream_join"], where)
-        if "stream_join" in entry
-        else None,
-        computed=_computed_from(entry.get("columns", {}), where),
-        top_n=top_n_from(entry["top_n"], where) if "top_n" in entry else None,
-    )
-
-
-def _computed_from(columns: object, where: str) -> tuple[tuple[str, str], ...]:
-    """The (name, expression) pairs of a ``columns = { name = "expression" }`` table."""
-    if not isinstance(columns, Mapping) or not all(isinstance(e, str) for e in columns.values()):
-        raise ConfigError(
-            f"'columns' of {where} must be a table of column name = Spark SQL expression, e.g. "
-            'columns = { price_eur = "price * 0.908", bid_hour = "hour(dateTime)" }.'
-        )
-    return tuple((str(name), text) for name, text in columns.items())
-
-
-def top_n_from(top: object, where: str) -> TopN:
-    """The :class:`TopN` of a ``top_n = { n, order_by, partition_by }`` table."""
-    example = 'top_n = { n = 3, order_by = "bids DESC" }'
-    if not isinstance(top, Mapping):
-        raise ConfigError(f"'top_n' of {where} must be a table, e.g. {example}.")
-    known_settings(top, _TOP_N_KEYS, f"the top_n of {where}")
-    for required in ("n", "order_by"):
-        if required not in top:
-            raise ConfigError(f"The top_n of {where} needs {required!r}, e.g. {example}.")
-    partition_by = top.get("partition_by", [])
-    if not isinstance(partition_by, list) or not all(isinstance(c, str) for c in partition_by):
-        raise ConfigError(f"'partition_by' of the top_n of {where} must be a list of column names.")
-    return TopN(top["n"], order_by_from(top["order_by"]), tuple(partition_by))
-
-
-def stream_join_from(joined: object, where: str) -> StreamJoin:
-    """The :class:`StreamJoin` of a ``[gold.stream_join]`` table."""
-    example = (
-        'stream_join = { source = "clickstream", on = { customer_id = "user_id" }, '
-        'event_time = "ts", within = "30 minutes" }'
-    )
-    if not isinstance(joined, Mapping):
-        raise ConfigError(f"'stream_join' of {where} must be a table, e.g. {example}.")
-    what = f"the stream join of {where}"
-    known_settings(joined, _STREAM_JOIN_KEYS, what)
-    for required in ("source", "on", "event_time", "within"):
-        if required not in joined:
-            raise ConfigError(f"The stream join of {where} needs {required!r}, e.g. {example}.")
-    on = joined["on"]
-    if isinstance(on, list) and all(isinstance(c, str) for c in on):
-        pairs = tuple((c, c) for c in on)
-    elif isinstance(on, Mapping) and all(isinstance(c, str) for c in on.values()):
-        pairs = tuple((str(s), o) for s, o in on.items())
-    else:
-        raise ConfigError(
-            f"'on' of {what} must map each source column to the other table's column, e.g. "
-            'on = { customer_id = "user_id" } (or list names both sides share).'
-        )
-    return StreamJoin(
-        source=text_setting(joined, "source", what),
-        on=pairs,
-        event_time=text_setting(joined, "event_time", what),
-        within=text_setting(joined, "within", what),
-    )
-
-
-def join_from(join: object, where: str) -> Join:
-    """The :class:`Join` of a ``join = { entity, on, columns, prefix }`` setting."""
-    example = 'join = { entity = "customers", on = { customer_id = "id" }, columns = ["tier"] }'
-    if not isinstance(join, Mapping):
-        raise ConfigError(f"'join' of {where} must be a table, e.g. {example}.")
-    known_settings(join, _JOIN_KEYS, f"the join of {where}")
-    for required in ("entity", "on", "columns"):
-        if required not in join:
-            raise ConfigError(f"The join of {where} needs {required!r}, e.g. {example}.")
-    on = join["on"]
-    if isinstance(on, list) and all(isinstance(c, str) for c in on):
-        pairs = tuple((c, c) for c in on)  # the same name on both sides
-    elif isinstance(on, Mapping) and all(isinstance(c, str) for c in on.values()):
-        pairs = tuple((str(s), e) for s, e in on.items())
-    else:
-        raise ConfigError(
-            f"'on' of the join of {where} must map each source column to the entity's key "
-            f'column, e.g. on = {{ customer_id = "id" }} (or list names both sides share).'
-        )
-    columns = join["columns"]
-    if not isinstance(columns, list) or not all(isinstance(c, str) for c in columns):
-        raise ConfigError(f"'columns' of the join of {where} must be a list of column names.")
-    return Join(
-        entity=text_setting(join, "entity", f"the join of {where}"),
-        on=pairs,
-        columns=tuple(columns),
-        prefix=text_setting(join, "prefix", f"the join of {where}") if "prefix" in join else "",
-        as_of=text_setting(join, "as_of", f"the join of {where}") if "as_of" in join else None,
-    )
-
-
 def check_gold_tables(tables: Sequence[GoldTable]) -> None:
     """Raise ConfigError if two declarations share a name."""
     names = [table.name for table in tables]
@@ -825,26 +627,10 @@ def check_gold_tables(tables: Sequence[GoldTable]) -> None:
         raise ConfigError(f"Gold table names must be unique; repeated: {', '.join(repeated)}.")
 
 
-def text_setting(entry: Mapping[str, Any], setting: str, where: str) -> str:
-    value = entry[setting]
-    if not isinstance(value, str):
-        raise ConfigError(f"Setting {setting!r} in {where} must be a string, not {value!r}.")
-    return value
-
-
-def known_settings(settings: Mapping[str, Any], allowed: set[str], where: str) -> None:
-    unknown = sorted(set(settings) - allowed)
-    if unknown:
-        raise ConfigError(
-            f"Unknown setting(s) {', '.join(unknown)} in {where}. "
-            f"Allowed: {', '.join(sorted(allowed))}."
-        )
-
-
 def settings_of(spec: Any) -> dict[str, Any]:
     """The settings of a frozen spec as its TOML entry holds them: each init field whose value
     is neither None nor its default, tuples as lists and nested specs as tables (the inverse of
-    the ``*_from`` readers for specs whose fields are plain values)."""
+    the readers of :mod:`core.loader` for specs whose fields are plain values)."""
     settings: dict[str, Any] = {}
     for spec_field in fields(spec):
         value = getattr(spec, spec_field.name)
@@ -873,8 +659,8 @@ def order_by_text(order_by: Sequence[tuple[str, bool]]) -> str:
 
 
 def gold_table_to_mapping(table: GoldTable) -> dict[str, Any]:
-    """``table`` as its ``[[gold]]`` entry (what :func:`gold_table_from` reads back to an equal
-    declaration): settings left at their defaults are left out."""
+    """``table`` as its ``[[gold]]`` entry (what :func:`core.loader.gold_table_from` reads back
+    to an equal declaration): settings left at their defaults are left out."""
     entry: dict[str, Any] = {
         "name": table.name,
         "source": table.source,

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from core import storage
-from core.gold_tables import LATE_EVENTS
 from core.identifiers import require_identifier, table_name_for_topic
 
 if TYPE_CHECKING:
@@ -28,6 +27,9 @@ LAYERS: tuple[Layer, ...] = ("bronze", "silver", "gold")
 
 #: The silver table that holds records no entity could read.
 QUARANTINE_TABLE = "quarantine"
+#: The table (``gold.late_events``) that records each change landing in an already final window
+#: of a gold table; no declaration may take its name.
+LATE_EVENTS = "late_events"
 #: Suffix of an entity's SCD type 2 history table (``silver/<entity>_history``).
 HISTORY_SUFFIX = "_history"
 

@@ -24,8 +24,8 @@ from sqlglot.errors import SqlglotError
 
 from core.alerting import AlertSpec
 from core.errors import ConfigError
-from core.gold_tables import LATE_EVENTS
 from core.identifiers import is_plain_identifier, require_identifier
+from core.layout import LATE_EVENTS
 from core.sql_guard import DIALECT, Kind, classify
 
 #: The schemas a model may read, as it names them.
@@ -33,7 +33,6 @@ MODEL_SCHEMAS = ("bronze", "silver", "gold")
 #: The gold table of the alerts (:mod:`gold.alerts`; the ground cannot import it).
 ALERTS_TABLE = "alerts"
 _ALLOWED = "bronze.<table>, silver.<table> or gold.<table>"
-_KEYS = {"name", "sql", "key"}
 
 
 @dataclass(frozen=True)
@@ -281,39 +280,8 @@ def _ordered(models: Sequence[SqlModel]) -> tuple[SqlModel, ...]:
     return tuple(done)
 
 
-def model_from(entry: Mapping[str, Any]) -> SqlModel:
-    """A ``[[models]]`` entry of a config file as a :class:`SqlModel`.
-
-    Raises:
-        ConfigError: unknown or missing settings, wrong types, or what :class:`SqlModel`
-            refuses.
-    """
-    unknown = sorted(set(entry) - _KEYS)
-    if unknown:
-        raise ConfigError(
-            f"Unknown setting(s) {', '.join(unknown)} in [[models]]. "
-            f"Allowed: {', '.join(sorted(_KEYS))}."
-        )
-    missing = [setting for setting in ("name", "sql") if setting not in entry]
-    if missing:
-        raise ConfigError(f"A [[models]] entry lacks {' and '.join(missing)}: set it.")
-    for setting in ("name", "sql"):
-        if not isinstance(entry[setting], str):
-            raise ConfigError(
-                f"Setting {setting!r} in [[models]] must be a string, not {entry[setting]!r}."
-            )
-    key = entry.get("key", [])
-    if isinstance(key, str):
-        key = [key]
-    if not isinstance(key, list) or not all(isinstance(column, str) for column in key):
-        raise ConfigError(
-            f"Setting 'key' in [[models]] must be a list of column names, not {key!r}."
-        )
-    return SqlModel(name=entry["name"], sql=entry["sql"], key=tuple(key))
-
-
 def models_to_toml(models: Iterable[SqlModel]) -> list[dict[str, Any]]:
-    """``models`` as ``[[models]]`` entries (what :func:`model_from` reads back)."""
+    """``models`` as ``[[models]]`` entries (what :func:`core.loader.model_from` reads back)."""
     return [
         {"name": m.name, "sql": m.sql, **({"key": list(m.key)} if m.key else {})} for m in models
     ]

@@ -14,14 +14,9 @@ from decimal import Decimal
 from typing import Any, Literal, get_args
 
 from core.conditions import Condition, condition_columns, parse_condition
+from core.durations import duration_micros, require_duration
 from core.errors import ConfigError
-from core.gold_tables import (
-    duration_micros,
-    known_settings,
-    require_duration,
-    settings_of,
-    text_setting,
-)
+from core.gold_tables import settings_of
 from core.identifiers import require_identifier
 
 AfterMatch = Literal["skip_past_last", "skip_to_next"]
@@ -238,7 +233,7 @@ class Pattern:
 
     @property
     def columns(self) -> tuple[str, ...]:
-        """The table's columns, without :data:`FINAL` and :data:`FINALIZED_AT`."""
+        """The table's columns, without the finality columns (:mod:`gold.finality`)."""
         return (*self.partition_by, *MATCH_COLUMNS, *(m.name for m in self.measures))
 
     @property
@@ -306,101 +301,10 @@ def _epoch_micros(moment: datetime) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
-_PATTERN_KEYS = {
-    "name",
-    "source",
-    "event_time",
-    "partition_by",
-    "steps",
-    "within",
-    "absent",
-    "after_match",
-    "measures",
-    "watermark_delay",
-    "alert",
-}
-_STEP_KEYS = {"name", "condition", "times"}
-_ABSENT_KEYS = {"condition", "within"}
-_MEASURE_KEYS = {"name", "fn", "column", "step"}
-
-
-def pattern_from(entry: Mapping[str, Any]) -> Pattern:
-    """The declaration of one ``[[patterns]]`` TOML entry.
-
-    Raises:
-        ConfigError: a missing, unknown or invalid setting.
-    """
-    where = f"[[patterns]] {entry.get('name', '')!r}".replace(" ''", "")
-    known_settings(entry, _PATTERN_KEYS, where)
-    for required in ("name", "source", "event_time", "steps", "within"):
-        if required not in entry:
-            raise ConfigError(
-                f"{where} needs {required!r}; a pattern names name, source, event_time, steps "
-                "and within (partition_by, absent, after_match, measures, watermark_delay and "
-                "alert are optional)."
-            )
-    steps = _tables(entry["steps"], "steps", where, '[{ name = "first", condition = "..." }]')
-    for step in steps:
-        known_settings(step, _STEP_KEYS, f"a step of {where}")
-        if "name" not in step:
-            raise ConfigError(f"Each step of {where} needs a name.")
-    measures = _tables(
-        entry.get("measures", []), "measures", where, '[{ name = "events", fn = "count" }]'
-    )
-    for measure in measures:
-        known_settings(measure, _MEASURE_KEYS, f"a measure of {where}")
-        if "name" not in measure or "fn" not in measure:
-            raise ConfigError(f"Each measure of {where} needs name and fn.")
-    absent = entry.get("absent")
-    if absent is not None:
-        if not isinstance(absent, Mapping):
-            raise ConfigError(
-                f"'absent' of {where} must be a table, e.g. "
-                'absent = { condition = "...", within = "30 minutes" }.'
-            )
-        known_settings(absent, _ABSENT_KEYS, f"the absent step of {where}")
-        if set(absent) != _ABSENT_KEYS:
-            raise ConfigError(f"The absent step of {where} needs condition and within.")
-    partition_by = entry.get("partition_by", [])
-    if not isinstance(partition_by, list) or not all(isinstance(c, str) for c in partition_by):
-        raise ConfigError(f"'partition_by' of {where} must be a list of column names.")
-    texts = {
-        s: text_setting(entry, s, where)
-        for s in ("name", "source", "event_time", "within", "after_match", "watermark_delay")
-        if s in entry
-    }
-    return Pattern(
-        **texts,  # type: ignore[arg-type]
-        steps=tuple(
-            Step(**{k: v if k == "times" else text_setting(s, k, where) for k, v in s.items()})
-            for s in steps
-        ),
-        partition_by=tuple(partition_by),
-        absent=None
-        if absent is None
-        else Absent(
-            text_setting(absent, "condition", where), text_setting(absent, "within", where)
-        ),
-        measures=tuple(
-            PatternMeasure(**{k: text_setting(m, k, where) for k in m})  # type: ignore[arg-type]
-            for m in measures
-        ),
-        alert=entry.get("alert", False),
-    )
-
-
 def pattern_to_mapping(pattern: Pattern) -> dict[str, Any]:
-    """``pattern`` as its ``[[patterns]]`` entry (what :func:`pattern_from` reads back to an
-    equal declaration): settings left at their defaults are left out."""
+    """``pattern`` as its ``[[patterns]]`` entry (what :func:`core.loader.pattern_from` reads
+    back to an equal declaration): settings left at their defaults are left out."""
     return settings_of(pattern)
-
-
-def _tables(value: object, setting: str, where: str, example: str) -> list[Mapping[str, Any]]:
-    if not isinstance(value, list) or not all(isinstance(v, Mapping) for v in value):
-        raise ConfigError(
-            f"{setting!r} of {where} must be a list of tables, e.g. {setting} = {example}."
-        )
-    return value
 
 
 def check_patterns(patterns: Sequence[Pattern], taken: Mapping[str, str]) -> None:

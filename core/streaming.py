@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -15,7 +14,8 @@ from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 from core import failures, storage
 from core.delta_io import note_query_start
-from core.errors import ConfigError, LakehouseError
+from core.durations import Duration, parse_duration
+from core.errors import LakehouseError
 from core.failures import Failure
 
 APP_ID_FILE = "_lakehouse_app_id"
@@ -36,8 +36,7 @@ class Trigger:
         """Seconds between two triggers (0 for ``once``)."""
         if self.processing_time is None:
             return 0.0
-        amount, _, unit = self.processing_time.partition(" ")
-        return int(amount) * _SECONDS[unit.rstrip("s")]
+        return parse_duration(self.processing_time, minimum=0).seconds
 
     def apply(self, writer: DataStreamWriter) -> DataStreamWriter:
         if self.processing_time is None:
@@ -46,25 +45,20 @@ class Trigger:
 
     @staticmethod
     def parse(text: str | None) -> Trigger:
-        """``None`` for availableNow, or a duration like ``10s``, ``500ms``, ``1 minute`` or
-        ``1 day`` (any case; days become hours, Spark's largest unit)."""
+        """``None`` for availableNow, or a duration of :func:`core.durations.parse_duration`
+        (``10s``, ``500ms``, ``1 minute``, ``1 day``; any case; 0 or more) as its canonical text
+        (days become hours, Spark's largest unit).
+
+        Raises:
+            ConfigError: ``text`` is not such a duration.
+        """
         if text is None:
             return Trigger()
-        match = _DURATION.fullmatch(text.strip().lower())
-        if match is None:
-            raise ConfigError(
-                f"Invalid processing time {text!r}: write a duration such as '10s', '2m' or "
-                "'1 minute'."
-            )
-        amount, unit = match.groups()
-        if unit in ("d", "day", "days"):
-            return Trigger(processing_time=f"{int(amount) * 24} hours")
-        return Trigger(processing_time=f"{amount} {_UNITS.get(unit, unit)}")
+        duration = parse_duration(text, "processing time", minimum=0)
+        if duration.unit == "day":
+            duration = Duration(duration.amount * 24, "hour")
+        return Trigger(processing_time=duration.text)
 
-
-_DURATION = re.compile(r"(\d+)\s*(ms|s|m|h|d|milliseconds?|seconds?|minutes?|hours?|days?)")
-_UNITS = {"ms": "milliseconds", "s": "seconds", "m": "minutes", "h": "hours"}
-_SECONDS = {"millisecond": 0.001, "second": 1.0, "minute": 60.0, "hour": 3600.0}
 
 #: A query whose next processing-time trigger is due within this many seconds (or a quarter
 #: of its interval, if that is shorter) is about to start a micro-batch.

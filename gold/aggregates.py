@@ -16,7 +16,9 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType
 
-from core.gold_tables import WINDOW_INDEX, GoldTable, Measure, duration_micros
+from core.durations import duration_micros, parse_duration
+from core.gold_tables import WINDOW_INDEX, GoldTable, Measure
+from core.gold_tables import Window as GoldWindow
 from silver.settings import condition_column, expression_column
 
 #: Change-feed row kinds: every image of a row, before and after a change.
@@ -165,12 +167,20 @@ def _first_rows(frame: DataFrame, table: GoldTable) -> DataFrame:
     return frame.withColumn("_rank", F.row_number().over(ranking)).where(F.col("_rank") <= top.n)
 
 
+def _spark_intervals(window: GoldWindow) -> tuple[str, str]:
+    """The size and slide of a tumbling or hopping window as Spark's interval texts (the
+    canonical spelling of :func:`core.durations.parse_duration`: ``"1h"`` is ``"1 hour"``)."""
+    assert window.size is not None
+    size = parse_duration(window.size).text
+    return size, parse_duration(window.slide).text if window.slide else size
+
+
 def _time_windows(rows: DataFrame, table: GoldTable) -> DataFrame:
     window, time = table.window, F.col(table.event_time)
     if window.kind == "session":
         return _session_windows(rows, table)
     assert window.size is not None
-    bucket = F.window(time, window.size, window.slide or window.size)
+    bucket = F.window(time, *_spark_intervals(window))
     return (
         rows.groupBy(*table.group_by, bucket.alias(_WINDOW))
         .agg(*(measure_column(m, table.event_time) for m in table.measures))
@@ -277,7 +287,7 @@ def affected(changes: DataFrame, table: GoldTable) -> DataFrame:
         return images.select(*table.group_by or (F.lit(True).alias("_all"),)).distinct()
     window = table.window
     assert window.size is not None
-    bucket = F.window(F.col(table.event_time), window.size, window.slide or window.size)
+    bucket = F.window(F.col(table.event_time), *_spark_intervals(window))
     return (
         images.where(F.col(table.event_time).isNotNull())
         .select(*scope_groups(table), bucket.getField("start").alias(window.key_column))

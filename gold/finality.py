@@ -26,8 +26,14 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from core.gold_tables import FINAL, FINALIZED_AT, GoldTable, duration_micros
+from core.durations import duration_micros
+from core.gold_tables import GoldTable
 from gold.aggregates import ROW_IMAGES, counted_rows
+
+#: Finality columns of every gold table: whether the window ended at or before the table's
+#: watermark, and when it took its final values (see docs/gold.md).
+FINAL = "_final"
+FINALIZED_AT = "_finalized_at"
 
 #: Silver's record of where a row's current value was read in bronze.
 BRONZE_COORDINATES = ("_bronze_topic", "_bronze_partition", "_bronze_offset")

@@ -47,8 +47,8 @@ from core.delta_io import (
 from core.errors import ConfigError
 from core.failures import Failure, guarded
 from core.frames import kept_with_totals
-from core.gold_tables import FINAL, FINALIZED_AT, LATE_EVENTS, GoldTable, Join
-from core.layout import HISTORY_SUFFIX, Warehouse
+from core.gold_tables import GoldTable, Join
+from core.layout import HISTORY_SUFFIX, LATE_EVENTS, Warehouse
 from core.parallel import run_side_by_side
 from core.streaming import Trigger, query_app_id
 from core.widening import TypeWidening
@@ -81,6 +81,8 @@ from gold.enrichment import (
     scope_rows,
 )
 from gold.finality import (
+    FINAL,
+    FINALIZED_AT,
     LATE_EVENTS_SCHEMA,
     earliest_end,
     late_events,

@@ -44,13 +44,12 @@ from core.config import PipelineConfig
 from core.delta_io import EnsuredTables, append, dml_once, ensure_table, merge_materialized
 from core.errors import ConfigError
 from core.frames import kept_with_totals
-from core.gold_tables import FINAL, FINALIZED_AT, LATE_EVENTS
-from core.layout import Warehouse
+from core.layout import LATE_EVENTS, Warehouse
 from core.models import ALERTS_TABLE
 from core.patterns import MATCH_END, MATCH_ID, MATCH_START, Pattern, match_id
 from core.streaming import Trigger
 from gold.aggregates import ADDS, PRESENT, ROW_IMAGES
-from gold.finality import LATE_EVENTS_SCHEMA, at_micros
+from gold.finality import FINAL, FINALIZED_AT, LATE_EVENTS_SCHEMA, at_micros
 from gold.jobs import GOLD_WIDENING, GoldJob, start_on_changes
 from gold.patterns import Matcher, match_row, ordered
 from gold.watermarks import RecordedSeen, watermark_of

@@ -19,9 +19,8 @@ from pyspark.sql import functions as F
 
 from core import storage
 from core.delta_io import table_exists
-from core.gold_tables import FINAL, FINALIZED_AT
 from core.layout import Warehouse
-from gold.finality import at_micros
+from gold.finality import FINAL, FINALIZED_AT, at_micros
 
 SEEN = "max_event_micros"
 #: The micro-batch that wrote the state, and the latest event time before it.

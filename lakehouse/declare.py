@@ -15,10 +15,9 @@ settings a pipeline TOML declares, as keyword arguments with the names Databrick
 >>> print(lh.config.to_toml())   # the same pipeline as TOML
 
 One validation path: each constructor builds the TOML entry of its arguments and reads it with
-the loader of the config file (:mod:`core.config`, :mod:`core.gold_tables`,
-:mod:`core.patterns`, :mod:`core.models`), so a declaration is the same frozen spec its TOML
-gives and a mistake raises, on construction, the :class:`~core.errors.ConfigError` line its
-TOML raises.
+the loader of the config file (:mod:`core.loader`), so a declaration is the same frozen spec
+its TOML gives and a mistake raises, on construction, the :class:`~core.errors.ConfigError`
+line its TOML raises.
 """
 
 from __future__ import annotations
@@ -29,19 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from core.alerting import AlertSpec
-from core.config import (
-    CatalogSpec,
-    MaintenanceSpec,
-    PipelineConfig,
-    QualitySpec,
-    TableSpec,
-    alerts_from,
-    catalog_from,
-    config_from_mapping,
-    maintenance_from,
-    quality_from,
-    table_from,
-)
+from core.config import CatalogSpec, MaintenanceSpec, PipelineConfig, QualitySpec, TableSpec
 from core.errors import ConfigError
 from core.gold_tables import (
     GoldTable,
@@ -50,16 +37,26 @@ from core.gold_tables import (
     StreamJoin,
     TopN,
     Window,
-    gold_table_from,
     gold_table_to_mapping,
-    join_from,
     part_to_mapping,
     settings_of,
+)
+from core.loader import (
+    alerts_from,
+    catalog_from,
+    config_from_mapping,
+    gold_table_from,
+    join_from,
+    maintenance_from,
+    model_from,
+    pattern_from,
+    quality_from,
     stream_join_from,
+    table_from,
     top_n_from,
 )
-from core.models import SqlModel, model_from
-from core.patterns import Absent, Pattern, PatternMeasure, Step, pattern_from
+from core.models import SqlModel
+from core.patterns import Absent, Pattern, PatternMeasure, Step
 
 __all__ = [
     "Absent",

@@ -19,7 +19,8 @@ from functools import cmp_to_key
 from typing import Any
 
 from core.conditions import Condition
-from core.gold_tables import GoldTable, Measure, duration_micros
+from core.durations import duration_micros
+from core.gold_tables import GoldTable, Measure
 from silver.reference import holds as reference_holds
 from silver.reference import value_of
 

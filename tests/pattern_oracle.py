@@ -18,7 +18,7 @@ from decimal import Decimal
 from typing import Any
 
 from core.conditions import Condition, parse_condition
-from core.gold_tables import duration_micros
+from core.durations import duration_micros
 from silver.reference import holds
 
 Row = dict[str, Any]

@@ -20,8 +20,8 @@ from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 
 from cdc.sources import SourceSpec
-from core.gold_tables import FINALIZED_AT, LATE_EVENTS
-from core.layout import QUARANTINE_TABLE, Warehouse
+from core.layout import LATE_EVENTS, QUARANTINE_TABLE, Warehouse
+from gold.finality import FINALIZED_AT
 from lakehouse.demo.generator import WorkloadConfig, generate, write_files
 from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.run.pipeline import run_once

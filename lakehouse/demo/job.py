@@ -15,8 +15,8 @@ from core.alerting import AlertSpec
 from core.catalog import run_sql
 from core.config import PipelineConfig, QualitySpec
 from core.delta_io import table_exists
-from core.gold_tables import LATE_EVENTS, GoldTable, Join, Measure, StreamJoin, Window
-from core.layout import LAYERS, Warehouse
+from core.gold_tables import GoldTable, Join, Measure, StreamJoin, Window
+from core.layout import LATE_EVENTS, LAYERS, Warehouse
 from core.patterns import Absent, Pattern, PatternMeasure, Step
 from core.streaming import Trigger, run_to_end
 from expectations.metrics import quality_summary

@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from core.config import PipelineConfig, TableSpec
-from core.gold_tables import GoldTable, Measure, Window, require_duration
+from core.durations import require_duration
+from core.gold_tables import GoldTable, Measure, Window
 from core.identifiers import require_identifier
 
 

@@ -30,8 +30,7 @@ from pyspark.sql import functions as F
 
 from core.config import PipelineConfig
 from core.delta_io import forget_cached_logs, table_exists
-from core.gold_tables import LATE_EVENTS
-from core.layout import QUARANTINE_TABLE, Warehouse, is_uri
+from core.layout import LATE_EVENTS, QUARANTINE_TABLE, Warehouse, is_uri
 from core.storage import delete_tree
 from gold.models import refresh_models
 from gold.pattern_jobs import final_from

@@ -34,9 +34,8 @@ from bronze.table import TOPIC_PROPERTY
 from core import checkpoints
 from core.config import PipelineConfig
 from core.errors import ConfigError
-from core.gold_tables import LATE_EVENTS
 from core.identifiers import table_name_for_topic
-from core.layout import QUARANTINE_TABLE, Warehouse, is_uri
+from core.layout import LATE_EVENTS, QUARANTINE_TABLE, Warehouse, is_uri
 from gold.progress import Applied, applied_location
 from gold.watermarks import SEEN, Delayed, watermark_of
 

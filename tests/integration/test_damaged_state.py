@@ -20,8 +20,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from cdc.sources import SourceSpec
-from core.gold_tables import LATE_EVENTS
-from core.layout import Warehouse
+from core.layout import LATE_EVENTS, Warehouse
 from lakehouse.demo.generator import WorkloadConfig, generate, write_files
 from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.run.pipeline import run_once

@@ -25,9 +25,9 @@ from cdc.records import Record
 from core.config import PipelineConfig, TableSpec
 from core.delta_io import versions
 from core.errors import ConfigError, TableNotFoundError
-from core.gold_tables import LATE_EVENTS, GoldTable, Measure, Window
+from core.gold_tables import GoldTable, Measure, Window
 from core.identifiers import table_name_for_topic
-from core.layout import LAYERS, Warehouse
+from core.layout import LATE_EVENTS, LAYERS, Warehouse
 from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.ops.forget import ForgetReport, forget
 from lakehouse.ops.replay import replay

@@ -23,8 +23,9 @@ from pyspark.sql import SparkSession
 
 from cdc.sources import SourceSpec
 from core.config import PipelineConfig
-from core.gold_tables import FINAL, LATE_EVENTS, GoldTable, Measure, TopN, Window
-from core.layout import Warehouse
+from core.gold_tables import GoldTable, Measure, TopN, Window
+from core.layout import LATE_EVENTS, Warehouse
+from gold.finality import FINAL
 from lakehouse.ops.audit import verify_warehouse
 from lakehouse.run.pipeline import run_once
 from tests import gold_oracle

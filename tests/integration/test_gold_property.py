@@ -34,9 +34,10 @@ from pyspark.sql import functions as F
 from cdc.records import Record
 from cdc.sources import SourceSpec
 from core.config import PipelineConfig, TableSpec
-from core.gold_tables import FINAL, FINALIZED_AT, LATE_EVENTS, GoldTable, Measure, Window
-from core.layout import Warehouse
+from core.gold_tables import GoldTable, Measure, Window
+from core.layout import LATE_EVENTS, Warehouse
 from gold.aggregates import evaluate
+from gold.finality import FINAL, FINALIZED_AT
 from lakehouse.ops.audit import verify_warehouse
 from lakehouse.ops.replay import replay
 from lakehouse.run.pipeline import run_once

@@ -27,8 +27,8 @@ from pyspark.sql import functions as F
 import gold.jobs
 from core import storage
 from core.delta_io import ensure_table
-from core.gold_tables import LATE_EVENTS, GoldTable, Measure, Window
-from core.layout import Warehouse
+from core.gold_tables import GoldTable, Measure, Window
+from core.layout import LATE_EVENTS, Warehouse
 from core.streaming import Trigger, run_to_end
 from gold.jobs import GoldIsolation, query_name, shared_query_name, start_shared
 from gold.progress import applied_location, read_applied

@@ -32,9 +32,10 @@ from cdc.records import Record
 from cdc.sources import SourceSpec
 from core.config import PipelineConfig, TableSpec
 from core.errors import ConfigError
-from core.gold_tables import FINAL, LATE_EVENTS, GoldTable, Measure, StreamJoin, Window
-from core.layout import Warehouse
+from core.gold_tables import GoldTable, Measure, StreamJoin, Window
+from core.layout import LATE_EVENTS, Warehouse
 from core.streaming import Trigger
+from gold.finality import FINAL
 from gold.jobs import start_gold
 from lakehouse.ops.audit import verify_warehouse
 from lakehouse.ops.replay import replay

@@ -27,8 +27,7 @@ from pyspark.sql import SparkSession
 from benchmarks.nexmark import NexmarkConfig, deliver, generate, records
 from cdc.sources import SourceSpec
 from core.config import load_config
-from core.gold_tables import LATE_EVENTS
-from core.layout import Warehouse
+from core.layout import LATE_EVENTS, Warehouse
 from lakehouse.run.pipeline import run_once
 from tests import nexmark_oracle
 from tests.helpers import deliver as deliver_file

@@ -15,9 +15,9 @@ from pyspark.sql import SparkSession
 
 from cdc.sources import SourceSpec, read_source
 from core.config import PipelineConfig, load_config
-from core.gold_tables import FINALIZED_AT
 from core.layout import Layer, Warehouse
 from core.streaming import Trigger, await_query
+from gold.finality import FINALIZED_AT
 from lakehouse import Lakehouse
 from lakehouse.demo.generator import WorkloadConfig, generate, write_files
 from lakehouse.demo.job import DEMO_CONFIG

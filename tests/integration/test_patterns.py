@@ -18,10 +18,10 @@ from pyspark.sql import functions as F
 from cdc.records import Record
 from cdc.sources import SourceSpec
 from core.config import PipelineConfig, TableSpec
-from core.gold_tables import FINAL, LATE_EVENTS
-from core.layout import Warehouse
+from core.layout import LATE_EVENTS, Warehouse
 from core.models import ALERTS_TABLE
 from core.patterns import Absent, Pattern, PatternMeasure, Step, match_id
+from gold.finality import FINAL
 from lakehouse.ops.audit import verify_warehouse
 from lakehouse.ops.forget import forget
 from lakehouse.ops.replay import replay

@@ -32,9 +32,10 @@ from pyspark.sql import SparkSession
 from cdc.records import Record
 from cdc.sources import SourceSpec
 from core.config import PipelineConfig, TableSpec
-from core.gold_tables import FINAL, FINALIZED_AT, LATE_EVENTS, duration_micros
-from core.layout import Warehouse
+from core.durations import duration_micros
+from core.layout import LATE_EVENTS, Warehouse
 from core.patterns import Absent, Pattern, PatternMeasure, Step
+from gold.finality import FINAL, FINALIZED_AT
 from lakehouse.run.pipeline import run_once
 from tests import pattern_oracle
 from tests.draws import (
