@@ -8,7 +8,7 @@ import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from lakehouse.cli.common import PACKAGES
+from lakehouse import LOGGERS
 
 
 class _Told(logging.Handler):
@@ -25,7 +25,7 @@ class _Told(logging.Handler):
 
 @contextmanager
 def logged(told: Callable[[str], None] | None = None) -> Iterator[list[str]]:
-    """The messages the loggers of :data:`lakehouse.cli.common.PACKAGES` log at INFO and above
+    """The messages the loggers of :data:`lakehouse.LOGGERS` log at INFO and above
     while the block runs (from any thread), in order; each is handed to ``told`` first, if
     given. The loggers' levels are as before afterwards."""
     lines: list[str] = []
@@ -36,7 +36,7 @@ def logged(told: Callable[[str], None] | None = None) -> Iterator[list[str]]:
         lines.append(message)
 
     handler = _Told(tell)
-    loggers = [logging.getLogger(name) for name in PACKAGES]
+    loggers = [logging.getLogger(name) for name in LOGGERS]
     levels = [logger.level for logger in loggers]
     for logger in loggers:
         logger.setLevel(logging.INFO)

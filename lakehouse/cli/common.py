@@ -15,6 +15,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from rich.text import Text
 
 from core.errors import LakehouseError
+from lakehouse import LOGGERS
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -182,10 +183,6 @@ class RunningStep:
 running_step = RunningStep()
 
 
-#: The packages whose log records a command prints (:func:`showing_steps`).
-PACKAGES = ("core", "cdc", "expectations", "bronze", "silver", "gold", "lakehouse")
-
-
 class StepLines(logging.Handler):
     """Prints log records as a command's lines: below WARNING as ``- layer: what`` (dim, the
     record's message), shown on a terminal as the running step too (:data:`running_step`);
@@ -205,12 +202,12 @@ class StepLines(logging.Handler):
 
 @contextmanager
 def showing_steps(level: int = logging.INFO) -> Iterator[StepLines]:
-    """While the block runs, the loggers of :data:`PACKAGES` print their records of ``level``
-    and above through a :class:`StepLines` handler (and only there: they do not propagate to
-    the root logger's handlers); yields that handler. Their levels, handlers and propagation
-    are as before afterwards. Other loggers (py4j, sqlglot, ...) are left alone."""
+    """While the block runs, the loggers of :data:`lakehouse.LOGGERS` print their records of
+    ``level`` and above through a :class:`StepLines` handler (and only there: they do not
+    propagate to the root logger's handlers); yields that handler. Their levels, handlers and
+    propagation are as before afterwards. Other loggers (py4j, sqlglot, ...) are left alone."""
     handler = StepLines(level)
-    loggers = [logging.getLogger(name) for name in PACKAGES]
+    loggers = [logging.getLogger(name) for name in LOGGERS]
     before = [(logger.level, logger.propagate) for logger in loggers]
     for logger in loggers:
         logger.setLevel(level)

@@ -15,6 +15,7 @@ from rich.console import Console
 from core.failures import Failure
 from gold.jobs import GoldIsolation
 from gold.models import Outcome, Refreshed, _say
+from lakehouse import LOGGERS
 from lakehouse.cli import common
 from lakehouse.run.pipeline import _gold_failures
 from lakehouse.run.queries import Backoff, RunningQueries
@@ -64,10 +65,10 @@ def test_the_command_lines_handler_is_gone_after_the_command(
 ) -> None:
     """The loggers are as they were (a library leaves their configuration to the
     application: no level, no handler but at most a NullHandler, propagating)."""
-    before = {name: _configured(name) for name in common.PACKAGES}
+    before = {name: _configured(name) for name in LOGGERS}
     shown(False, monkeypatch)
-    assert {name: _configured(name) for name in common.PACKAGES} == before
-    for name in common.PACKAGES:
+    assert {name: _configured(name) for name in LOGGERS} == before
+    for name in LOGGERS:
         level, handlers, propagate = _configured(name)
         assert (level, propagate) == (logging.NOTSET, True), name
         assert all(kind is logging.NullHandler for kind in handlers), (name, handlers)
