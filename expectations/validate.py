@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,8 @@ from core.errors import ExpectationFailedError
 from core.layout import LAYERS, Warehouse
 from expectations.offline_docs import assets_root, make_offline
 from expectations.suites import default_name, read_suite, suite_names, suite_path
+
+log = logging.getLogger(__name__)
 
 #: Where GX's file context keeps the HTML Data Docs, under the ``--docs`` directory.
 DOCS_INDEX = Path("gx", "uncommitted", "data_docs", "local_site", "index.html")
@@ -143,10 +144,8 @@ class PeriodicValidation:
         self.every = quality.validate_seconds
         self.due = None if self.every is None else time.monotonic() + self.every
 
-    def run_if_due(
-        self, spark: SparkSession, warehouse: Warehouse, progress: Callable[[str], None]
-    ) -> Validation | None:
-        """Validate the tables if the interval has passed, saying in one ``progress`` line how
+    def run_if_due(self, spark: SparkSession, warehouse: Warehouse) -> Validation | None:
+        """Validate the tables if the interval has passed, saying in one INFO log line how
         many expectations held; the validation (None if it was not due).
 
         Raises:
@@ -159,7 +158,7 @@ class PeriodicValidation:
         self.due = time.monotonic() + self.every
         broke = [v for v in validation.verdicts if not v.success]
         listed = ", ".join(f"{v.table}.{v.expectation} ({v.action})" for v in broke)
-        progress(
+        log.info(
             f"validate: {len(validation.verdicts) - len(broke)} of {len(validation.verdicts)} "
             f"expectations hold{'; broke: ' + listed if broke else ''}"
         )

@@ -27,6 +27,7 @@ The pure parts (:func:`pinned_query`, :func:`is_current`, :func:`versions_behind
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -60,7 +61,7 @@ from core.models import SqlModel, check_models
 from core.sql_guard import DIALECT
 from silver.verify import MAX_REPORTED, TableCheck
 
-Progress = Callable[[str], None]
+log = logging.getLogger(__name__)
 #: An input table as a model names it (``silver.auctions``), and its (table id, version).
 InputVersions = dict[str, tuple[str, int]]
 #: The marker column of :func:`changed_rows`: ``upsert`` or ``delete``.
@@ -413,13 +414,13 @@ def refresh_models(
     spark: SparkSession,
     warehouse: Warehouse,
     config: PipelineConfig,
-    progress: Progress = lambda _: None,
     said: set[str] | None = None,
     only: Iterable[str] | None = None,
 ) -> list[TableFailure]:
     """Refresh every model of ``config`` (of ``only``, if given) in dependency order; a model
     that fails is one :class:`TableFailure` (``gold.<name>``) and the others go on. A model
-    whose inputs do not exist yet waits (said once per ``said``)."""
+    whose inputs do not exist yet waits (said once per ``said``). What each model did is logged at
+    INFO (logger ``gold.models``)."""
     failures = []
     wanted = None if only is None else set(only)
     said = set() if said is None else said
@@ -434,19 +435,19 @@ def refresh_models(
             )
             failures.append(failed)
             continue
-        _say(done, progress, said)
+        _say(done, said)
     return failures
 
 
-def _say(done: Refreshed, progress: Progress, said: set[str]) -> None:
+def _say(done: Refreshed, said: set[str]) -> None:
     if done.outcome is Outcome.WAITING:
         line = f"gold: model {done.model} waits for {', '.join(done.missing)}"
         if line not in said:
             said.add(line)
-            progress(line)
+            log.info(line)
     elif done.outcome is Outcome.WRITTEN:
         rows = "" if done.rows_changed is None else f" ({done.rows_changed} rows changed)"
-        progress(f"gold: model {done.model} refreshed{rows}")
+        log.info(f"gold: model {done.model} refreshed{rows}")
 
 
 @dataclass

@@ -72,8 +72,17 @@ if TYPE_CHECKING:
     )
 
 __version__ = "0.1.0"
+#: The loggers of the project's packages: each module logs what it does under its own name
+#: (``lakehouse.run.pipeline``, ``gold.models``, ...), at INFO one line per step. Nothing here
+#: configures them; a notebook or script shows the lines with, e.g.::
+#:
+#:     logging.basicConfig(format="- %(message)s")
+#:     for name in LOGGERS:
+#:         logging.getLogger(name).setLevel(logging.INFO)
+LOGGERS = ("core", "cdc", "expectations", "bronze", "silver", "gold", "lakehouse")
 
 __all__ = [
+    "LOGGERS",
     "Absent",
     "AlertSpec",
     "CatalogSpec",

@@ -14,6 +14,12 @@ Each method calls the operation the command line runs (``lakehouse run``, ``veri
 ``replay``, ``forget``, ``maintain``, ``fit``, ``sql``, ``status``) and returns its report, a small
 dataclass; :meth:`Lakehouse.start` returns a :class:`~lakehouse.handle.Pipeline` handle. User
 mistakes raise :class:`core.errors.LakehouseError` subclasses with one clear message.
+
+What the operations do (a query starting, a table failing, a replay's steps) is logged at INFO
+through :mod:`logging`, each module under its own name (``lakehouse.run.pipeline``,
+``gold.models``, ...): lines such as ``silver: applying shop.public.orders to silver.orders``.
+Nothing here configures a handler; in a notebook or script
+``logging.basicConfig(level=logging.INFO, format="- %(message)s")`` shows them.
 """
 
 from __future__ import annotations
@@ -63,7 +69,7 @@ from lakehouse.ops.replay import ReplayReport
 from lakehouse.ops.replay import replay as replay_tables
 from lakehouse.ops.status import PipelineStatus, pipeline_status
 from lakehouse.ops.table_list import TableInfo, warehouse_tables
-from lakehouse.run.pipeline import Progress, RunReport, run_continuously, run_once
+from lakehouse.run.pipeline import RunReport, run_continuously, run_once
 from lakehouse.run.queries import RETRY_BACKOFF, Backoff
 from lakehouse.run.summary import RunSummary
 from lakehouse.sql.session import run_checked, spark_errors
@@ -239,7 +245,6 @@ class Lakehouse:
         source: str | SourceSpec,
         trigger: str = AVAILABLE_NOW,
         kafka_options: Mapping[str, str] | None = None,
-        progress: Progress = lambda _: None,
         one_hop: bool = True,
     ) -> RunReport:
         """Run the pipeline source -> bronze -> silver -> gold to its end, like
@@ -253,8 +258,8 @@ class Lakehouse:
         notebook's interrupt, SIGTERM: call it from the main thread), stopping each query
         after its running micro-batch; each bronze micro-batch then also applies its records
         to silver, unless ``one_hop=False`` (a silver query per table, on the trigger).
-        ``progress`` is told what starts (``print`` shows it). The tables get their SQL names
-        (:meth:`register_tables`).
+        What starts is logged (see the module's note on logging). The tables get their SQL
+        names (:meth:`register_tables`).
 
         Raises:
             ConfigError: a bad source or trigger, ``one_hop=False`` with ``available_now``, or
@@ -280,7 +285,7 @@ class Lakehouse:
         refuse_if_running(self.warehouse, "lh.run")
         self.register_tables()
         if parsed.once:
-            return run_once(self.spark, spec, self.warehouse, self.config, progress)
+            return run_once(self.spark, spec, self.warehouse, self.config)
         report = RunReport(summary=RunSummary())
         run_continuously(
             self.spark,
@@ -288,7 +293,6 @@ class Lakehouse:
             self.warehouse,
             self.config,
             parsed,
-            progress,
             summary=report.summary,
             one_hop=one_hop,
         )
@@ -299,7 +303,6 @@ class Lakehouse:
         source: str | SourceSpec,
         trigger: str = "10 seconds",
         kafka_options: Mapping[str, str] | None = None,
-        progress: Progress = lambda _: None,
         one_hop: bool = True,
         *,
         backoff: Backoff = RETRY_BACKOFF,
@@ -313,7 +316,7 @@ class Lakehouse:
             p.status(); p.last_batches().show()
             p.stop()                    # after the running micro-batches
 
-        ``source``, ``kafka_options``, ``progress`` and ``one_hop`` as for :meth:`run`;
+        ``source``, ``kafka_options`` and ``one_hop`` as for :meth:`run`;
         ``backoff``: the delays before a failed table starts again; ``poll_seconds``: how
         often the run looks for new tables to start queries on. The tables get their SQL
         names (:meth:`register_tables`), new ones as they appear.
@@ -340,7 +343,6 @@ class Lakehouse:
             self.warehouse,
             self.config,
             parsed,
-            progress,
             one_hop=one_hop,
             backoff=backoff,
             poll_seconds=poll_seconds,
@@ -465,7 +467,7 @@ class Lakehouse:
             )
         return Verification(tuple(checks))
 
-    def replay(self, table: str | None = None, progress: Progress = lambda _: None) -> ReplayReport:
+    def replay(self, table: str | None = None) -> ReplayReport:
         """Rebuild silver and gold (or only silver ``table`` and the gold tables that read it)
         from bronze, then swap the rebuilt tables in (``lakehouse replay``). Stop the pipeline
         first.
@@ -474,14 +476,13 @@ class Lakehouse:
             TableNotFoundError: no bronze tables, or ``table`` is not a silver entity.
         """
         refuse_if_running(self.warehouse, "lh.replay")
-        return replay_tables(self.spark, self.warehouse, self.config, table, progress)
+        return replay_tables(self.spark, self.warehouse, self.config, table)
 
     def forget(
         self,
         table: str,
         key: Mapping[str, KeyValue],
         reason: str = DEFAULT_REASON,
-        progress: Progress = lambda _: None,
     ) -> ForgetReport:
         """Remove every trace of one key (``{"id": 42}``) of silver ``table`` from bronze,
         silver and gold, then VACUUM and check (``lakehouse forget``). ``held`` in the report
@@ -492,16 +493,14 @@ class Lakehouse:
             ConfigError: ``key`` does not name the entity's key columns or fit their types.
         """
         refuse_if_running(self.warehouse, "lh.forget")
-        return forget_key(
-            self.spark, self.warehouse, self.config, table, dict(key), reason, progress
-        )
+        return forget_key(self.spark, self.warehouse, self.config, table, dict(key), reason)
 
-    def maintain(self, progress: Progress = lambda _: None) -> MaintenanceReport:
+    def maintain(self) -> MaintenanceReport:
         """OPTIMIZE and VACUUM every table, drop expired tombstones and apply bronze retention
         under the config's ``[maintenance]`` settings (``lakehouse maintain``). Bronze
         retention that had to keep records silver still needs is listed in ``refused``."""
         refuse_if_running(self.warehouse, "lh.maintain")
-        return run_maintenance(self.spark, self.warehouse, self.config, datetime.now(UTC), progress)
+        return run_maintenance(self.spark, self.warehouse, self.config, datetime.now(UTC))
 
     def fit(self) -> list[Fit]:
         """Fit the per-key baseline of every ``[[alerts]]`` entry from its silver table's

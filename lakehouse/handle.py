@@ -32,7 +32,7 @@ from core.streaming import MAX_SCHEMA_RESTARTS, Trigger, failure, stopped_by_sch
 from lakehouse.ops.status import PipelineStatus, pipeline_status
 from lakehouse.run.event_log import EVENT_LOG_SCHEMA, progress_row
 from lakehouse.run.lease import PipelineRunningError, holding
-from lakehouse.run.pipeline import LoopPasses, Progress, check_config, run_continuously
+from lakehouse.run.pipeline import LoopPasses, check_config, run_continuously
 from lakehouse.run.queries import RETRY_BACKOFF, Backoff, RunningQueries
 from lakehouse.run.summary import RunSummary
 
@@ -75,7 +75,6 @@ class Pipeline:
         warehouse: Warehouse,
         config: PipelineConfig,
         trigger: Trigger,
-        progress: Progress = lambda _: None,
         one_hop: bool = True,
         backoff: Backoff = RETRY_BACKOFF,
         poll_seconds: float = 5.0,
@@ -86,7 +85,6 @@ class Pipeline:
         self.config = config
         self.trigger = trigger
         self.summary = RunSummary()
-        self._progress = progress
         self._one_hop = one_hop
         self._backoff = backoff
         self._poll_seconds = poll_seconds
@@ -137,7 +135,6 @@ class Pipeline:
                 self.warehouse,
                 self.config,
                 self.trigger,
-                self._progress,
                 poll_seconds=self._poll_seconds,
                 summary=self.summary,
                 one_hop=self._one_hop,

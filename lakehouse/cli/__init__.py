@@ -14,7 +14,7 @@ import click
 
 from core.errors import LakehouseError
 from lakehouse.cli import demo, fit, ops, quality, run, serve, sql, status, ui, workload
-from lakehouse.cli.common import DEBUG, INTERNAL_ERROR_EXIT, errors, first_line
+from lakehouse.cli.common import DEBUG, INTERNAL_ERROR_EXIT, errors, first_line, showing_steps
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -41,6 +41,16 @@ for command in (
     cli.add_command(command)
 
 
+#: Loggers whose records a command never prints: Spark's query context, librdkafka's own lines
+#: (connection retries...: every failure that matters is raised as an error).
+QUIET_LOGGERS = (
+    "DataFrameQueryContextLogger",
+    "SQLQueryContextLogger",
+    "cdc.kafka",
+    "cdc.kafka_source.librdkafka",
+)
+
+
 def main(args: Sequence[str] | None = None) -> None:
     """Entry point (``args``: the command line, default ``sys.argv[1:]``): user errors become
     one line on stderr and exit status 2; an internal error (a bug) one line saying so and
@@ -48,10 +58,11 @@ def main(args: Sequence[str] | None = None) -> None:
     trace."""
     DEBUG.set(False)
     logging.getLogger("py4j").setLevel(logging.CRITICAL)
-    for name in ("DataFrameQueryContextLogger", "SQLQueryContextLogger", "cdc.kafka"):
+    for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.CRITICAL)
     try:
-        cli(args=args, standalone_mode=False)
+        with showing_steps():  # what the layers log: ``- layer: step`` lines
+            cli(args=args, standalone_mode=False)
     except click.exceptions.Abort:
         errors.print("aborted")
         sys.exit(130)

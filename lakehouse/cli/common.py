@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -14,6 +15,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from rich.text import Text
 
 from core.errors import LakehouseError
+from lakehouse import LOGGERS
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -181,10 +183,43 @@ class RunningStep:
 running_step = RunningStep()
 
 
-def progress(message: str) -> None:
-    """A progress line of a long job (``- layer: what``), and the running step on a terminal."""
-    console.print(f"- {message}", style="dim", markup=False, highlight=False)
-    running_step.show(message)
+class StepLines(logging.Handler):
+    """Prints log records as a command's lines: below WARNING as ``- layer: what`` (dim, the
+    record's message), shown on a terminal as the running step too (:data:`running_step`);
+    WARNING and above as ``warning: ...`` on stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            message = record.getMessage()
+            if record.levelno >= logging.WARNING:
+                errors.print(f"warning: {message}", markup=False, highlight=False, soft_wrap=True)
+                return
+            console.print(f"- {message}", style="dim", markup=False, highlight=False)
+            running_step.show(message)
+        except Exception:
+            self.handleError(record)
+
+
+@contextmanager
+def showing_steps(level: int = logging.INFO) -> Iterator[StepLines]:
+    """While the block runs, the loggers of :data:`lakehouse.LOGGERS` print their records of
+    ``level`` and above through a :class:`StepLines` handler (and only there: they do not
+    propagate to the root logger's handlers); yields that handler. Their levels, handlers and
+    propagation are as before afterwards. Other loggers (py4j, sqlglot, ...) are left alone."""
+    handler = StepLines(level)
+    loggers = [logging.getLogger(name) for name in LOGGERS]
+    before = [(logger.level, logger.propagate) for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(level)
+        logger.addHandler(handler)
+        logger.propagate = False
+    try:
+        yield handler
+    finally:
+        for logger, (was, propagate) in zip(loggers, before, strict=True):
+            logger.removeHandler(handler)
+            logger.setLevel(was)
+            logger.propagate = propagate
 
 
 @contextmanager
@@ -192,7 +227,7 @@ def spark_session(
     spark_mode: str, master: str | None, warehouse: str | None = None
 ) -> Iterator[SparkSession]:
     """The session a command runs in (see :func:`core.spark.get_spark`); the running step
-    shown by :func:`progress` ends with it. An error the command raises that stands for a
+    shown by :class:`StepLines` ends with it. An error the command raises that stands for a
     user's problem (:func:`translated_error`) is raised as that one line; a full disk names
     ``warehouse``."""
     from core.failures import DiskFullError, name_location
@@ -236,9 +271,9 @@ def _quiet_task_errors(spark: SparkSession) -> None:
     jvm = spark.sparkContext._jvm
     if jvm is None:
         return
-    logging = jvm.org.apache.logging.log4j
+    log4j = jvm.org.apache.logging.log4j
     for name in TASK_ERROR_LOGGERS:
-        logging.core.config.Configurator.setLevel(name, logging.Level.OFF)
+        log4j.core.config.Configurator.setLevel(name, log4j.Level.OFF)
 
 
 def translated_error(error: BaseException) -> LakehouseError | None:

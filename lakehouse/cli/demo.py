@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 import tempfile
 from contextlib import ExitStack
@@ -14,10 +15,11 @@ from lakehouse.cli.common import (
     SEED,
     console,
     print_table,
-    progress,
     spark_options,
     spark_session,
 )
+
+log = logging.getLogger(__name__)
 
 
 @click.command()
@@ -82,10 +84,10 @@ def demo(
             with console.status("starting the local Kafka broker"):
                 broker.start()
             cleanup.callback(broker.stop)
-            progress(f"local Kafka broker at {broker.bootstrap} (stopped at the end)")
+            log.info(f"local Kafka broker at {broker.bootstrap} (stopped at the end)")
             bootstrap = broker.bootstrap
         with spark_session(spark_mode, master) as spark:
-            summary = run_demo(spark, root, events, seed, progress, bootstrap)
+            summary = run_demo(spark, root, events, seed, bootstrap)
     print_table("Tables", ["table", "rows"], summary.counts)
     console.print(f"quarantined records: {summary.quarantined}")
     if summary.quality_rows:
@@ -121,9 +123,9 @@ def _postgres_demo(root: Path, spark_mode: str, master: str | None) -> None:
     from lakehouse.demo.job import run_postgres_demo
     from lakehouse.local.real_cdc import capture_postgres
 
-    captured = capture_postgres(root, progress)  # stops PostgreSQL and Debezium when done
+    captured = capture_postgres(root)  # stops PostgreSQL and Debezium when done
     with spark_session(spark_mode, master) as spark:
-        summary = run_postgres_demo(spark, root, captured, progress)
+        summary = run_postgres_demo(spark, root, captured)
     console.print(f"Debezium records captured: {summary.records}")
     columns = ["table", "rows in PostgreSQL", "rows in silver", "differences"]
     print_table("silver vs PostgreSQL", columns, summary.tables)

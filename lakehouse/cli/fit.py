@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import click
@@ -11,10 +12,11 @@ from lakehouse.cli.common import (
     CONFIG,
     EXISTING_WAREHOUSE,
     print_table,
-    progress,
     spark_options,
     spark_session,
 )
+
+log = logging.getLogger(__name__)
 
 
 @click.command()
@@ -45,7 +47,7 @@ def fit(
     with spark_session(spark_mode, master) as spark:
         fits = []
         for spec in specs:
-            progress(f"gold: fitting {spec.baseline_table} from silver.{spec.source}")
+            log.info(f"gold: fitting {spec.baseline_table} from silver.{spec.source}")
             fits.append(fit_alert(spark, Warehouse.from_path(warehouse), spec))
     print_table(
         "Baselines fitted",

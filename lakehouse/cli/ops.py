@@ -24,7 +24,6 @@ from lakehouse.cli.common import (
     console,
     kafka_options,
     print_table,
-    progress,
     spark_options,
     spark_session,
 )
@@ -129,7 +128,7 @@ def replay(
         spark_session(spark_mode, master) as spark,
         holding(spark, Warehouse.from_path(warehouse), "replay"),
     ):
-        report = replay_tables(spark, Warehouse.from_path(warehouse), config, table, progress)
+        report = replay_tables(spark, Warehouse.from_path(warehouse), config, table)
     print_table("Rebuilt from bronze", ["table", "rows"], [list(t) for t in report.tables])
     console.print(f"replayed {', '.join(report.entities)} in {report.seconds:.1f} s")
 
@@ -179,9 +178,7 @@ def forget(
         spark_session(spark_mode, master) as spark,
         holding(spark, Warehouse.from_path(warehouse), "forget"),
     ):
-        report = forget_key(
-            spark, Warehouse.from_path(warehouse), config, table, values, reason, progress
-        )
+        report = forget_key(spark, Warehouse.from_path(warehouse), config, table, values, reason)
     if not report.held:
         console.print(
             f"nothing in the warehouse holds key {report.key} of table {report.table}: "
@@ -247,9 +244,7 @@ def maintain(
         spark_session(spark_mode, master) as spark,
         holding(spark, Warehouse.from_path(warehouse), "maintain"),
     ):
-        report = run_maintenance(
-            spark, Warehouse.from_path(warehouse), config, datetime.now(UTC), progress
-        )
+        report = run_maintenance(spark, Warehouse.from_path(warehouse), config, datetime.now(UTC))
     rows = [
         [
             t.table,

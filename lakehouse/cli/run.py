@@ -20,7 +20,6 @@ from lakehouse.cli.common import (
     errors,
     kafka_options,
     print_failures,
-    progress,
     spark_options,
     spark_session,
 )
@@ -152,7 +151,6 @@ def run(
                 spec,
                 Warehouse.from_path(warehouse),
                 config,
-                progress,
                 raise_on_failure=False,
             )
             summary = report.summary
@@ -167,7 +165,6 @@ def run(
                 Warehouse.from_path(warehouse),
                 config,
                 trigger,
-                progress,
                 summary=summary,
                 one_hop=not two_hop,
                 backoff=backoff,

@@ -4,6 +4,7 @@ PostgreSQL with Debezium, run every layer and compare silver with PostgreSQL."""
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,9 @@ from lakehouse.local.pg_compare import differences, silver_tables
 from lakehouse.local.pg_workload import QUARANTINED
 from lakehouse.local.real_cdc import TABLE_TOPIC_PREFIX, CapturedWorkload
 from lakehouse.ops.audit import verify_warehouse
-from lakehouse.run.pipeline import Progress, run_once
+from lakehouse.run.pipeline import run_once
+
+log = logging.getLogger(__name__)
 
 #: Orders far above or below their customer's usual amount.
 DEMO_ALERT = AlertSpec(
@@ -199,7 +202,6 @@ def run_demo(
     root: Path,
     events: int,
     seed: int,
-    progress: Progress,
     kafka_bootstrap: str | None = None,
 ) -> DemoSummary:
     """Generate a workload into files (or send it to Kafka at ``kafka_bootstrap``), run every
@@ -212,21 +214,21 @@ def run_demo(
     config = replace(DEMO_CONFIG, alerts=())
     if kafka_bootstrap is None:
         source_dir, parts = root / "source", root / "arrivals"
-        progress(f"generating {events} records into {parts}, to arrive in {DEMO_ARRIVALS} parts")
+        log.info(f"generating {events} records into {parts}, to arrive in {DEMO_ARRIVALS} parts")
         write_workload(parts, workload, DEMO_ARRIVALS)
         files = sorted(parts.glob("part-*.jsonl"))
         source_dir.mkdir(parents=True, exist_ok=True)
         source = SourceSpec("files", str(source_dir))
         for number, part in enumerate(files, start=1):
-            progress(f"part {number} of {len(files)} arrives in {source_dir}")
+            log.info(f"part {number} of {len(files)} arrives in {source_dir}")
             part.rename(source_dir / part.name)
-            run_once(spark, source, warehouse, config, progress)
+            run_once(spark, source, warehouse, config)
     else:
-        progress(f"producing {events} records to Kafka at {kafka_bootstrap}")
+        log.info(f"producing {events} records to Kafka at {kafka_bootstrap}")
         source = workload_source(send_workload(workload, kafka_bootstrap), kafka_bootstrap)
-        run_once(spark, source, warehouse, config, progress)
-    run_alerts(spark, warehouse, DEMO_CONFIG, progress)
-    progress("verifying silver against the reference fold of bronze, gold against its declarations")
+        run_once(spark, source, warehouse, config)
+    run_alerts(spark, warehouse, DEMO_CONFIG)
+    log.info("verifying silver against the reference fold of bronze, gold against its declarations")
     checks = verify_warehouse(spark, warehouse, DEMO_CONFIG)
     counts: list[tuple[str, int]] = [
         (f"{layer}.{name}", spark.read.format("delta").load(warehouse.table(layer, name)).count())
@@ -258,16 +260,14 @@ def run_demo(
     )
 
 
-def run_alerts(
-    spark: SparkSession, warehouse: Warehouse, config: PipelineConfig, progress: Progress
-) -> None:
+def run_alerts(spark: SparkSession, warehouse: Warehouse, config: PipelineConfig) -> None:
     """Fit every alert's baseline from silver (``lakehouse fit``), then score silver's change
     feed against it (the alert jobs a pipeline run starts once a baseline exists)."""
     for spec in config.alerts:
-        progress(f"gold: fitting {spec.baseline_table} from silver.{spec.source}")
+        log.info(f"gold: fitting {spec.baseline_table} from silver.{spec.source}")
         fit(spark, warehouse, spec)
     for job in alert_jobs(config):
-        progress(f"gold: {job.what} from silver.{job.input}")
+        log.info(f"gold: {job.what} from silver.{job.input}")
         run_to_end(lambda job=job: job.start(spark, warehouse, Trigger()))  # type: ignore[misc]
 
 
@@ -281,14 +281,14 @@ class PostgresDemoSummary:
 
 
 def run_postgres_demo(
-    spark: SparkSession, root: Path, captured: CapturedWorkload, progress: Progress
+    spark: SparkSession, root: Path, captured: CapturedWorkload
 ) -> PostgresDemoSummary:
     """Run every layer on the events of a real capture (:func:`capture_postgres`) into
     ``root/warehouse`` and compare silver with PostgreSQL's final tables."""
     warehouse = Warehouse.from_path(root / "warehouse")
     source = SourceSpec("files", str(captured.source_dir))
-    run_once(spark, source, warehouse, PipelineConfig(), progress)
-    progress("comparing silver with PostgreSQL's final tables")
+    run_once(spark, source, warehouse, PipelineConfig())
+    log.info("comparing silver with PostgreSQL's final tables")
     silver = silver_tables(spark, warehouse, captured.postgres, TABLE_TOPIC_PREFIX)
     found = differences(captured.postgres, silver, QUARANTINED)
     tables = [

@@ -11,8 +11,8 @@ process it started, also on errors and Ctrl-C.
 from __future__ import annotations
 
 import importlib.util
+import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +22,8 @@ from lakehouse.local.debezium_capture import OUTPUT_FILE, TOPIC_PREFIX, start_ca
 from lakehouse.local.pg_compare import TableContents, postgres_tables
 from lakehouse.local.pg_workload import TABLES, create_schema, run_workload
 from lakehouse.local.postgres import DATABASE, HOST, USER, LocalPostgres
+
+log = logging.getLogger(__name__)
 
 #: Topic prefix of the captured tables (``pg.public.<table>``).
 TABLE_TOPIC_PREFIX = f"{TOPIC_PREFIX}.public"
@@ -64,9 +66,7 @@ class CapturedWorkload:
         return self.source_dir / OUTPUT_FILE
 
 
-def capture_postgres(
-    root: Path, progress: Callable[[str], None] = lambda _: None
-) -> CapturedWorkload:
+def capture_postgres(root: Path) -> CapturedWorkload:
     """Run the workload on a new local PostgreSQL under Debezium; the events go to
     ``root/source``, the engine's offsets and logs to ``root/capture``.
 
@@ -78,21 +78,21 @@ def capture_postgres(
     started = time.monotonic()
     server = LocalPostgres.in_new_folder(free_port())
     try:
-        progress(f"starting PostgreSQL on {HOST}:{server.port} ({server.home})")
+        log.info(f"starting PostgreSQL on {HOST}:{server.port} ({server.home})")
         server.start()
         create_schema(server.conninfo)
-        progress("starting Debezium (PostgreSQL connector, pgoutput): snapshot, then streaming")
+        log.info("starting Debezium (PostgreSQL connector, pgoutput): snapshot, then streaming")
         conninfo = {"host": HOST, "port": server.port, "user": USER, "dbname": DATABASE}
         capture = start_capture(
             conninfo, root / "source", root / "capture", timeout_s=CAPTURE_TIMEOUT_S
         )
         try:
-            progress(f"running the workload on {', '.join(TABLES)}")
+            log.info(f"running the workload on {', '.join(TABLES)}")
             run_workload(server.conninfo)
             records = capture.finish(CAPTURE_TIMEOUT_S)
         finally:
             capture.stop()
-        progress(f"captured {records} records; reading PostgreSQL's final tables")
+        log.info(f"captured {records} records; reading PostgreSQL's final tables")
         final = postgres_tables(server.conninfo, TABLES)
     finally:
         server.remove()

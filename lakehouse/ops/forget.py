@@ -32,6 +32,7 @@ Delta's log retention (``delta.logRetentionDuration``, 30 days by default) expir
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -58,8 +59,10 @@ from core.layout import QUARANTINE_TABLE, KeyRows, Warehouse
 from expectations.enforce import DROPPED_PREFIX
 from lakehouse.ops.replay import recover
 from lakehouse.run.entities import dependent_gold, resolve_entities
-from lakehouse.run.pipeline import Progress, run_from_bronze
+from lakehouse.run.pipeline import run_from_bronze
 from silver.keys import EntityKey, KeyValue, coordinates_condition, entity_key, records_of_key
+
+log = logging.getLogger(__name__)
 
 DEFAULT_REASON = "privacy request"
 CHANGE_FEED = "delta.enableChangeDataFeed"
@@ -106,7 +109,6 @@ def forget(
     table: str,
     values: Mapping[str, KeyValue],
     reason: str = DEFAULT_REASON,
-    progress: Progress = lambda _: None,
 ) -> ForgetReport:
     """Remove the key ``values`` of entity ``table`` from every layer, then VACUUM and check.
 
@@ -125,7 +127,7 @@ def forget(
     report = ForgetReport(table=table, key=shown, reason=reason)
     message = f"forget key {shown} of table {table}: {reason}"
 
-    progress(f"forget: looking for key {shown} in the tables of {table}")
+    log.info(f"forget: looking for key {shown} in the tables of {table}")
     # Only the bronze job writes bronze, so the key's records are the same after the catch-up.
     bronze_records = _coordinates(records_of_key(_load(spark, bronze_path), spec, key))
     dropped = _dropped_at_bronze(spark, warehouse, spec, bronze_path)
@@ -135,9 +137,9 @@ def forget(
         report.held = False
         return report
 
-    progress(f"forget: bringing silver.{table} and its gold tables up to date with bronze")
-    run_from_bronze(spark, warehouse, config, progress, [table])
-    progress(f"forget: {len(coordinates)} records hold key {shown}")
+    log.info(f"forget: bringing silver.{table} and its gold tables up to date with bronze")
+    run_from_bronze(spark, warehouse, config, [table])
+    log.info(f"forget: {len(coordinates)} records hold key {shown}")
     bronze = next(target for target in targets if target.path == bronze_path)
     # Rows about the key's records go once gold is recomputed: retracting a row can add one.
     about = [target for target in targets if target.match == "record_refs"]
@@ -151,21 +153,21 @@ def forget(
     touched = [(target.name, target.path) for target in targets]
     jobs = dependent_gold(config, [table])
     if jobs:
-        progress("forget: recomputing gold from the silver change feed")
-        run_from_bronze(spark, warehouse, config, progress, [table])
+        log.info("forget: recomputing gold from the silver change feed")
+        run_from_bronze(spark, warehouse, config, [table])
         report.recomputed = [f"gold.{job.table}" for job in jobs]
         touched += [(f"gold.{job.table}", warehouse.table("gold", job.table)) for job in jobs]
     _delete_all(spark, about, message, report)
     for name, path in touched:
         if table_exists(spark, path):
             if has_deletion_vectors(spark, path):
-                progress(f"forget: purge deleted rows from the files of {name}")
+                log.info(f"forget: purge deleted rows from the files of {name}")
                 purge_deletion_vectors(spark, path)
-            progress(f"forget: vacuum {name} (retention 0)")
+            log.info(f"forget: vacuum {name} (retention 0)")
             vacuum(spark, path, 0)
             report.vacuumed.append(name)
 
-    progress("forget: checking every version still in the logs")
+    log.info("forget: checking every version still in the logs")
     found = _check(spark, targets, report)
     if found:
         raise PipelineError(f"Key {shown} is still readable in {', '.join(found)}.")

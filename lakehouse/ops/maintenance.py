@@ -23,6 +23,7 @@ Run it between pipeline runs, not while a pipeline writes to the warehouse.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -48,8 +49,10 @@ from core.identifiers import table_name_for_topic
 from core.layout import LAYERS, Warehouse
 from lakehouse.ops.replay import recover
 from lakehouse.run.entities import entity_specs
-from lakehouse.run.pipeline import Progress, run_from_bronze
+from lakehouse.run.pipeline import run_from_bronze
 from silver.retention import REASONS, marked_events, retention_conflicts
+
+log = logging.getLogger(__name__)
 
 #: ``_system`` tables that streaming MERGEs write and maintenance compacts.
 SYSTEM_TABLES = ("tombstones", "truncations")
@@ -79,7 +82,6 @@ def maintain(
     warehouse: Warehouse,
     config: PipelineConfig,
     now: datetime,
-    progress: Progress = lambda _: None,
 ) -> MaintenanceReport:
     """Run every maintenance step on every table of ``warehouse``; ``now`` is the reference
     time for the retention settings (timezone-aware)."""
@@ -95,7 +97,7 @@ def maintain(
     if settings.bronze_retention_days is not None:
         cutoff = now - timedelta(days=settings.bronze_retention_days)
         for spec in specs:
-            trimmed = trim_bronze(spark, warehouse, config, spec, cutoff, progress)
+            trimmed = trim_bronze(spark, warehouse, config, spec, cutoff)
             by_name[trimmed.table].rows_removed += trimmed.dropped
             report.refused += [trimmed.refusal] if trimmed.refusal else []
             report.notes += [trimmed.note] if trimmed.note else []
@@ -112,7 +114,7 @@ def maintain(
             "streams and time travel further back than that cannot read their files any more."
         )
     for table in report.tables:
-        progress(f"maintain: OPTIMIZE and VACUUM ({hours} h) {table.table}")
+        log.info(f"maintain: OPTIMIZE and VACUUM ({hours} h) {table.table}")
         optimize(spark, table.path)
         vacuum(spark, table.path, hours)
         table.after = file_stats(spark, table.path)
@@ -196,7 +198,6 @@ def trim_bronze(
     config: PipelineConfig,
     spec: TableSpec,
     cutoff: datetime,
-    progress: Progress = lambda _: None,
 ) -> Trimmed:
     """Drop the entity's bronze records ingested before ``cutoff`` if silver does not need
     them to be rebuilt; otherwise drop nothing and say why (``refusal``)."""
@@ -205,8 +206,8 @@ def trim_bronze(
     old = F.col("_ingested_at") < F.lit(cutoff)
     if spark.read.format("delta").load(path).where(old).isEmpty():
         return Trimmed(name)
-    progress(f"maintain: bringing silver.{spec.name} up to date before trimming {name}")
-    run_from_bronze(spark, warehouse, config, progress, [spec.name])
+    log.info(f"maintain: bringing silver.{spec.name} up to date before trimming {name}")
+    run_from_bronze(spark, warehouse, config, [spec.name])
     events, keys = marked_events(spark.read.format("delta").load(path), spec, old)
     events = events.localCheckpoint()
     counts = events.agg(
@@ -240,7 +241,7 @@ def trim_bronze(
         F.col("_bronze_partition").alias("partition"), F.col("_bronze_offset").alias("offset")
     )
     reason = f"bronze retention: drop records ingested before {cutoff.isoformat()}"
-    progress(f"maintain: dropping {counts.dropped} records from {name}")
+    log.info(f"maintain: dropping {counts.dropped} records from {name}")
     with rewritable(spark, path, reason):
         (
             DeltaTable.forPath(spark, path)

@@ -20,6 +20,7 @@ Do not run a replay while a pipeline writes to the same warehouse.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -43,7 +44,9 @@ from lakehouse.run.entities import (
     entity_specs,
     rebuilt_together,
 )
-from lakehouse.run.pipeline import Progress, run_from_bronze
+from lakehouse.run.pipeline import run_from_bronze
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -60,7 +63,6 @@ def replay(
     warehouse: Warehouse,
     config: PipelineConfig,
     table: str | None = None,
-    progress: Progress = lambda _: None,
 ) -> ReplayReport:
     """Rebuild every silver entity (or only ``table``, with the entities a gold table reads
     together with it) and the gold tables that read them.
@@ -71,26 +73,26 @@ def replay(
     """
     started = time.monotonic()
     on_object_store = is_uri(warehouse.root)
-    recovery.recover_and_say(spark, warehouse.root, progress)
+    recovery.recover_and_say(spark, warehouse.root)
     specs = entity_specs(spark, warehouse, config)
     present = [spec.name for spec in specs]
     chosen = [spec.name for spec in chosen_entities(specs, warehouse, table)]
     entities = rebuilt_together(config, chosen, present)
     if entities != chosen:
         joined = ", ".join(name for name in entities if name not in chosen)
-        progress(f"replay: rebuilding {joined} too: a gold table reads it with {table}")
+        log.info(f"replay: rebuilding {joined} too: a gold table reads it with {table}")
     report = ReplayReport(entities=entities)
     if on_object_store:
         staging = commit_swap.prepare(spark, warehouse.root)
     else:
         staging = str(swap.prepare(warehouse.root))
     staged = warehouse.staging(staging)
-    progress(f"replay: rebuilding {', '.join(entities)} from bronze into {staging}")
+    log.info(f"replay: rebuilding {', '.join(entities)} from bronze into {staging}")
     _seed_quarantine(spark, warehouse, staged, entities)
-    run_from_bronze(spark, staged, config, progress, entities)
+    run_from_bronze(spark, staged, config, entities)
     _keep_event_time_history(spark, warehouse, staged, config, entities)
     retire = derived_paths(warehouse, config, entities)
-    progress("replay: swapping the rebuilt tables in")
+    log.info("replay: swapping the rebuilt tables in")
     if on_object_store:
         commit_swap.seal(spark, staging, retire, gold_inputs(warehouse, config, entities))
         installed = commit_swap.swap(spark, warehouse.root)
@@ -98,7 +100,7 @@ def replay(
         swap.seal(Path(staging), retire)
         installed = swap.swap(warehouse.root)
     forget_cached_logs(spark)
-    _refresh_models(spark, warehouse, config, progress)
+    _refresh_models(spark, warehouse, config)
     for relative in installed:
         layer, _, name = relative.partition("/")
         if layer in ("silver", "gold"):
@@ -130,15 +132,13 @@ def _keep_event_time_history(
     delete_tree(spark, staged.table("gold", LATE_EVENTS))
 
 
-def _refresh_models(
-    spark: SparkSession, warehouse: Warehouse, config: PipelineConfig, progress: Progress
-) -> None:
+def _refresh_models(spark: SparkSession, warehouse: Warehouse, config: PipelineConfig) -> None:
     """After the swap: refresh the SQL models the staging run could not (an input was not
     rebuilt) or whose inputs the swap replaced; those the rebuild installed are current. A
     model that fails is said, not raised: the rebuilt tables are in, and the next run retries
     it."""
-    for failed in refresh_models(spark, warehouse, config, progress):
-        progress(f"replay: {failed.table} failed to refresh ({failed.failure.line})")
+    for failed in refresh_models(spark, warehouse, config):
+        log.info(f"replay: {failed.table} failed to refresh ({failed.failure.line})")
 
 
 def recover(spark: SparkSession, root: str) -> bool:

@@ -1,7 +1,9 @@
-"""Wires the layers into one pipeline run: source -> bronze -> silver -> gold."""
+"""Wires the layers into one pipeline run: source -> bronze -> silver -> gold, saying what starts
+and what fails in INFO lines of its logger (``lakehouse.run.pipeline``)."""
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 import time
@@ -39,7 +41,7 @@ from silver.job import ensure_shared_tables, has_unread_bronze, start_silver
 from silver.one_hop import Isolation, SilverHop, keep_redo_for_silver
 from silver.parse import check_declared_schemas
 
-Progress = Callable[[str], None]
+log = logging.getLogger(__name__)
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 #: How long a stopping run waits for its running micro-batches to finish.
 DRAIN_SECONDS = 600.0
@@ -71,7 +73,6 @@ def run_once(
     source: SourceSpec,
     warehouse: Warehouse,
     config: PipelineConfig,
-    progress: Progress = lambda _: None,
     raise_on_failure: bool = True,
 ) -> RunReport:
     """Process everything available now through every layer, then return; each micro-batch
@@ -88,11 +89,11 @@ def run_once(
             naming several (see :func:`core.failures.raise_failures`).
     """
     started = time.monotonic()
-    recover_and_say(spark, warehouse.root, progress)
+    recover_and_say(spark, warehouse.root)
     check_damage(spark, warehouse.root)
     report = RunReport()
     with recording(spark, warehouse, report.summary, "once"):
-        progress(f"bronze: ingesting {source.describe()}")
+        log.info(f"bronze: ingesting {source.describe()}")
         bronze = partial(
             start_bronze,
             read_source(spark, source),
@@ -101,9 +102,9 @@ def run_once(
             report.summary.bronze_batch,
             config.quality,
         )
-        _finish_all([Job(BRONZE_QUERY, "bronze", bronze)], report, progress)
-        _silver_and_gold(spark, warehouse, config, progress, report)
-    name_tables(spark, warehouse, config, progress)
+        _finish_all([Job(BRONZE_QUERY, "bronze", bronze)], report)
+        _silver_and_gold(spark, warehouse, config, report)
+    name_tables(spark, warehouse, config)
     report.seconds = time.monotonic() - started
     if raise_on_failure:
         raise_failures(report.failures)
@@ -114,17 +115,16 @@ def name_tables(
     spark: SparkSession,
     warehouse: Warehouse,
     config: PipelineConfig,
-    progress: Progress,
     said: set[str] | None = None,
 ) -> None:
     """Give the warehouse's tables (new ones too) their SQL names in the session's catalog
     (:func:`core.catalog.register_tables`). A name held by someone else's table is reported
-    through ``progress`` (once per message in ``said``) and does not stop the pipeline."""
+    in a log line (once per message in ``said``) and does not stop the pipeline."""
     try:
         register_tables(spark, warehouse, config.catalog)
     except ConfigError as error:
         if said is None or str(error) not in said:
-            progress(f"catalog: {error}")
+            log.info(f"catalog: {error}")
         if said is not None:
             said.add(str(error))
 
@@ -133,7 +133,6 @@ def run_from_bronze(
     spark: SparkSession,
     warehouse: Warehouse,
     config: PipelineConfig,
-    progress: Progress = lambda _: None,
     entities: Collection[str] | None = None,
     summary: RunSummary | None = None,
 ) -> RunReport:
@@ -149,7 +148,7 @@ def run_from_bronze(
     """
     started = time.monotonic()
     report = RunReport() if summary is None else RunReport(summary=summary)
-    _silver_and_gold(spark, warehouse, config, progress, report, entities)
+    _silver_and_gold(spark, warehouse, config, report, entities)
     report.seconds = time.monotonic() - started
     raise_failures(report.failures)
     return report
@@ -159,7 +158,6 @@ def _silver_and_gold(
     spark: SparkSession,
     warehouse: Warehouse,
     config: PipelineConfig,
-    progress: Progress,
     report: RunReport,
     entities: Collection[str] | None = None,
 ) -> None:
@@ -168,23 +166,22 @@ def _silver_and_gold(
     into ``report``."""
     check_overrides(config.quality)
     ordered_models(config)
-    _apply_bronze(spark, warehouse, config, progress, report, entities)
+    _apply_bronze(spark, warehouse, config, report, entities)
     isolation = GoldIsolation()  # a declaration that fails is tried again by the next run
-    gold = _gold_jobs(spark, warehouse, config, Trigger(), progress, set(), entities, isolation)
-    _finish_all(gold, report, progress)
-    for failed in _gold_failures(isolation, report.summary, progress):
+    gold = _gold_jobs(spark, warehouse, config, Trigger(), set(), entities, isolation)
+    _finish_all(gold, report)
+    for failed in _gold_failures(isolation, report.summary):
         report.failures.append(failed)
-    for failed in refresh_models(spark, warehouse, config, progress):
+    for failed in refresh_models(spark, warehouse, config):
         report.failures.append(failed)
         report.summary.failing(failed, logged=False)
-        progress(f"{failed.table}: failed ({failed.failure.line})")
+        log.info(f"{failed.table}: failed ({failed.failure.line})")
 
 
 def _apply_bronze(
     spark: SparkSession,
     warehouse: Warehouse,
     config: PipelineConfig,
-    progress: Progress,
     report: RunReport,
     entities: Collection[str] | None = None,
     through_batch: int | None = None,
@@ -196,19 +193,19 @@ def _apply_bronze(
     jobs: list[Job] = []
     topics = bronze_topics(spark, warehouse, config)
     for topic in topics.undeclared:
-        progress(f"silver: {undeclared_line(topic)}")
+        log.info(f"silver: {undeclared_line(topic)}")
     report.undeclared_topics = topics.undeclared
     for spec in topics.specs:
         wanted = (entities is None or spec.name in entities) and spec.name not in leave_out
         if wanted and has_unread_bronze(spark, warehouse, spec):
-            progress(f"silver: applying {spec.topic} to silver.{spec.name}")
+            log.info(f"silver: applying {spec.topic} to silver.{spec.name}")
             report.summary.add_table(spec.name)
             jobs.append(
                 silver_job(spark, warehouse, config, spec, Trigger(), report.summary, through_batch)
             )
     if len(jobs) > 1:
         ensure_shared_tables(spark, warehouse)
-    _finish_all(jobs, report, progress)
+    _finish_all(jobs, report)
 
 
 def silver_job(
@@ -235,7 +232,6 @@ def run_continuously(
     warehouse: Warehouse,
     config: PipelineConfig,
     trigger: Trigger,
-    progress: Progress = lambda _: None,
     poll_seconds: float = 5.0,
     drain_seconds: float = DRAIN_SECONDS,
     summary: RunSummary | None = None,
@@ -270,7 +266,6 @@ def run_continuously(
             warehouse,
             config,
             trigger,
-            progress,
             poll_seconds,
             drain_seconds,
             summary,
@@ -338,7 +333,6 @@ def _run_continuously(
     warehouse: Warehouse,
     config: PipelineConfig,
     trigger: Trigger,
-    progress: Progress,
     poll_seconds: float,
     drain_seconds: float,
     summary: RunSummary,
@@ -348,7 +342,7 @@ def _run_continuously(
     passes: LoopPasses | None,
 ) -> None:
     ordered_models(config)
-    recover_and_say(spark, warehouse.root, progress)
+    recover_and_say(spark, warehouse.root)
     check_damage(spark, warehouse.root)
     signals = stop is None and threading.current_thread() is threading.main_thread()
     stop = threading.Event() if stop is None else stop
@@ -358,7 +352,7 @@ def _run_continuously(
         (at_once if stop.is_set() else stop).set()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS} if signals else {}
-    running = RunningQueries(progress, summary, backoff)
+    running = RunningQueries(summary, backoff)
     isolation = Isolation()
     gold_isolation = GoldIsolation(backoff.delay)
     said: set[str] = set()
@@ -373,14 +367,13 @@ def _run_continuously(
                 warehouse,
                 config,
                 trigger,
-                progress,
                 summary,
                 isolation,
             )
             running.start(BRONZE_QUERY, bronze, "bronze")
             into = " and on into silver" if one_hop else ""
             stops = " (Ctrl-C stops)" if signals else ""
-            progress(f"bronze: streaming from {source.describe()}{into}{stops}")
+            log.info(f"bronze: streaming from {source.describe()}{into}{stops}")
             validations = PeriodicValidation(config.quality)
             lost = lost_lease(warehouse)
             while not stop.is_set() and not lost.is_set():
@@ -394,18 +387,15 @@ def _run_continuously(
                     config,
                     trigger,
                     running,
-                    progress,
                     summary,
                     silver=not one_hop,
                     gold_isolation=gold_isolation,
                 )
-                _gold_failures(gold_isolation, summary, progress)
+                _gold_failures(gold_isolation, summary)
                 running.check()
-                _refresh_due_models(
-                    spark, warehouse, config, progress, summary, model_retries, said
-                )
-                name_tables(spark, warehouse, config, progress, said)
-                validations.run_if_due(spark, warehouse, progress)
+                _refresh_due_models(spark, warehouse, config, summary, model_retries, said)
+                name_tables(spark, warehouse, config, said)
+                validations.run_if_due(spark, warehouse)
                 if passes is None:
                     stop.wait(poll_seconds)
                 else:
@@ -414,7 +404,7 @@ def _run_continuously(
         except BaseException:
             running.stop()
             raise
-        _drain(spark, running, trigger, drain_seconds, at_once, progress, signals)
+        _drain(spark, running, trigger, drain_seconds, at_once, signals)
         if lost.is_set():
             raise LeaseLostError(lost_line(spark, warehouse))
     finally:
@@ -428,18 +418,17 @@ def _drain(
     trigger: Trigger,
     drain_seconds: float,
     at_once: threading.Event,
-    progress: Progress,
     signals: bool,
 ) -> None:
     """Stop the run's queries after their running micro-batches, saying so (``signals``: a
     second signal stops them at once, through ``at_once``)."""
     again = " (signal again to stop at once)" if signals else ""
-    progress(f"stopping after the running micro-batches{again}")
+    log.info(f"stopping after the running micro-batches{again}")
     interrupted = running.stop_between_batches(
         spark, trigger.interval_seconds, drain_seconds, at_once
     )
     if interrupted:
-        progress(
+        log.info(
             f"stopped {', '.join(interrupted)} during a micro-batch: the next run does "
             "that batch again"
         )
@@ -449,7 +438,6 @@ def _refresh_due_models(
     spark: SparkSession,
     warehouse: Warehouse,
     config: PipelineConfig,
-    progress: Progress,
     summary: RunSummary,
     retries: ModelRetries,
     said: set[str],
@@ -460,12 +448,12 @@ def _refresh_due_models(
     due = retries.due((model.name for model in config.models), now)
     if not due:
         return
-    failures = refresh_models(spark, warehouse, config, progress, said, only=due)
+    failures = refresh_models(spark, warehouse, config, said, only=due)
     for failure in failures:
         noted = retries.failed(failure, now)
         summary.failing(noted, logged=False)
         wait = (noted.retry_at - noted.at).total_seconds() if noted.retry_at else 0.0
-        progress(
+        log.info(
             f"{noted.table}: failed ({noted.failure.line}); the other tables go on; "
             f"attempt {noted.attempts + 1} in {wait:g} s"
         )
@@ -473,7 +461,7 @@ def _refresh_due_models(
     for name in due:
         if model_query(name) not in failed and retries.succeeded(name) is not None:
             summary.recovered(model_query(name))
-            progress(f"gold.{name}: refreshing again")
+            log.info(f"gold.{name}: refreshing again")
 
 
 def start_one_hop(
@@ -482,7 +470,6 @@ def start_one_hop(
     warehouse: Warehouse,
     config: PipelineConfig,
     trigger: Trigger,
-    progress: Progress = lambda _: None,
     summary: RunSummary | None = None,
     isolation: Isolation | None = None,
 ) -> StreamingQuery:
@@ -505,7 +492,7 @@ def start_one_hop(
     report = RunReport(summary=summary)
     through = -1 if committed is None else committed
     left = set() if isolation is None else isolation.entities()
-    _apply_bronze(spark, warehouse, config, progress, report, None, through, left)
+    _apply_bronze(spark, warehouse, config, report, None, through, left)
     if isolation is None:
         raise_failures(report.failures)
     else:
@@ -526,7 +513,6 @@ def _start_bronze(
     warehouse: Warehouse,
     config: PipelineConfig,
     trigger: Trigger,
-    progress: Progress,
     summary: RunSummary,
     isolation: Isolation,
 ) -> StreamingQuery:
@@ -547,7 +533,6 @@ def start_ready(
     config: PipelineConfig,
     trigger: Trigger,
     running: RunningQueries,
-    progress: Progress = lambda _: None,
     summary: RunSummary | None = None,
     silver: bool = True,
     gold_isolation: GoldIsolation | None = None,
@@ -571,10 +556,10 @@ def start_ready(
         if summary is not None:
             summary.add_table(spec.name)
         job = silver_job(spark, warehouse, config, spec, trigger, summary)
-        progress(f"silver: streaming {spec.topic} into silver.{spec.name}")
+        log.info(f"silver: streaming {spec.topic} into silver.{spec.name}")
         running.start(job.name, job.start, job.table)
     names = running.names()
-    for job in _gold_jobs(spark, warehouse, config, trigger, progress, names, None, gold_isolation):
+    for job in _gold_jobs(spark, warehouse, config, trigger, names, None, gold_isolation):
         running.start(job.name, job.start, job.table)
 
 
@@ -583,7 +568,6 @@ def _gold_jobs(
     warehouse: Warehouse,
     config: PipelineConfig,
     trigger: Trigger,
-    progress: Progress,
     running: set[str],
     inputs: Collection[str] | None = None,
     isolation: GoldIsolation | None = None,
@@ -598,7 +582,7 @@ def _gold_jobs(
         wanted = inputs is None or job.reads_any(inputs)
         joined = all(entity in silver for entity in job.joins)
         if wanted and job.input in silver and joined and job.query not in running:
-            progress(f"gold: {job.what} from silver.{job.input}")
+            log.info(f"gold: {job.what} from silver.{job.input}")
             if job.query in tables:
                 tables[job.query].append(f"gold.{job.table}")
                 continue
@@ -608,7 +592,7 @@ def _gold_jobs(
                 start = partial(start, isolation=isolation)
             ready.append(Job(job.query, f"gold.{job.table}", start))
     ready = [job._replace(table=", ".join(tables[job.name])) for job in ready]
-    return ready + _alert_jobs(spark, warehouse, config, trigger, progress, running, inputs)
+    return ready + _alert_jobs(spark, warehouse, config, trigger, running, inputs)
 
 
 def _alert_jobs(
@@ -616,7 +600,6 @@ def _alert_jobs(
     warehouse: Warehouse,
     config: PipelineConfig,
     trigger: Trigger,
-    progress: Progress,
     running: set[str],
     inputs: Collection[str] | None = None,
 ) -> list[Job]:
@@ -628,17 +611,15 @@ def _alert_jobs(
     for job in alert_jobs(config):
         if (inputs is None or job.input in inputs) and job.query not in running:
             if job.input in silver and job.baseline in gold:
-                progress(f"gold: {job.what} from silver.{job.input}")
+                log.info(f"gold: {job.what} from silver.{job.input}")
                 start = partial(job.start, spark, warehouse, trigger)
                 ready.append(Job(job.query, f"gold.{ALERTS_TABLE} ({job.what})", start))
             elif job.input in silver and trigger.once:
-                progress(f"gold: {job.what} waits for a baseline: run 'lakehouse fit'")
+                log.info(f"gold: {job.what} waits for a baseline: run 'lakehouse fit'")
     return ready
 
 
-def _gold_failures(
-    isolation: GoldIsolation, summary: RunSummary, progress: Progress
-) -> list[TableFailure]:
+def _gold_failures(isolation: GoldIsolation, summary: RunSummary) -> list[TableFailure]:
     """Tell ``summary`` (and so the event log and ``lakehouse status``) the declarations of
     shared gold queries that failed or recovered since the last call; returns the failures."""
     failed_now = []
@@ -650,19 +631,19 @@ def _gold_failures(
         summary.failing(failed, logged=False)
         failed_now.append(failed)
         again = "" if delay is None else f"; attempt {attempts + 1} in {delay:g} s"
-        progress(f"gold.{name}: failed ({failure.line}); the other tables go on{again}")
+        log.info(f"gold.{name}: failed ({failure.line}); the other tables go on{again}")
     for name in recovered:
         summary.recovered(f"gold_{name}")
-        progress(f"gold.{name}: running again")
+        log.info(f"gold.{name}: running again")
     return failed_now
 
 
-def _finish_all(jobs: Sequence[Job], report: RunReport, progress: Progress) -> None:
+def _finish_all(jobs: Sequence[Job], report: RunReport) -> None:
     """Run independent queries together to their end (:func:`core.streaming.finish_all`):
     one that fails leaves the others to their work; its failure goes into ``report``."""
 
     def restarted(query: StreamingQuery) -> None:
-        progress(f"{query.name}: its input changed schema; continuing from its checkpoint")
+        log.info(f"{query.name}: its input changed schema; continuing from its checkpoint")
 
     for job, ended in zip(jobs, finish_all([job.start for job in jobs], restarted), strict=True):
         if ended.query is not None:
@@ -672,4 +653,4 @@ def _finish_all(jobs: Sequence[Job], report: RunReport, progress: Progress) -> N
             report.failures.append(failed)
             # A query that did not start has no end for the event log to record.
             report.summary.failing(failed, logged=ended.query is not None)
-            progress(f"{job.table}: failed ({ended.failure.line})")
+            log.info(f"{job.table}: failed ({ended.failure.line})")

@@ -31,7 +31,7 @@ from core.streaming import (
 )
 from lakehouse.run.summary import RunSummary
 
-Progress = Callable[[str], None]
+log = logging.getLogger(__name__)
 #: How often a stopping run looks whether a query is between micro-batches.
 PAUSE_POLL_SECONDS = 0.1
 #: How long a continuous run waits for an unreachable source before it stops (30 minutes).
@@ -113,7 +113,6 @@ class RunningQueries:
 
     def __init__(
         self,
-        progress: Progress = lambda _: None,
         summary: RunSummary | None = None,
         backoff: Backoff | None = None,
     ) -> None:
@@ -122,7 +121,6 @@ class RunningQueries:
         self._failing: dict[str, TableFailure] = {}
         self._due: dict[str, float] = {}  # a failed query's next start (time.monotonic)
         self._unreachable_since: dict[str, float] = {}  # source unreachable (time.monotonic)
-        self._progress = progress
         self._summary = summary
         self._backoff = RETRY_BACKOFF if backoff is None else backoff
 
@@ -255,7 +253,7 @@ class RunningQueries:
             self._fail(name, Failure.of(error), logged=False)
 
     def _restart(self, name: str) -> None:
-        self._progress(f"{name}: its input changed schema; continuing from its checkpoint")
+        log.info(f"{name}: its input changed schema; continuing from its checkpoint")
         self._launch(name)
 
     def _fail(self, name: str, failure: Failure, logged: bool = True) -> TableFailure:
@@ -275,7 +273,7 @@ class RunningQueries:
         if isinstance(failure.error, SourceUnavailableError):
             self._wait_for_source(noted, delay)
         else:
-            self._progress(
+            log.info(
                 f"{noted.table}: failed ({failure.line}); the other tables go on; "
                 f"attempt {attempts + 1} in {delay:g} s"
             )
@@ -299,7 +297,7 @@ class RunningQueries:
                 "Start the run again once it is back: it continues from its checkpoint."
             )
         left = "" if give_up is None else f", giving up in {give_up - (now - since):.0f} s"
-        self._progress(
+        log.info(
             f"{noted.table}: the source is unreachable ({reason}); waiting for it: attempt "
             f"{noted.attempts + 1} in {delay:g} s{left}"
         )
@@ -310,7 +308,7 @@ class RunningQueries:
         if self._summary is not None:
             self._summary.recovered(name)
         times = "once" if noted.attempts == 1 else f"{noted.attempts} times"
-        self._progress(f"{noted.table}: running again (it failed {times})")
+        log.info(f"{noted.table}: running again (it failed {times})")
 
 
 def _silence(spark: SparkSession) -> None:

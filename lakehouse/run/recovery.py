@@ -10,7 +10,7 @@ left half created is then deleted, to be created again.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
 from pathlib import Path
 from typing import Literal
 
@@ -20,6 +20,8 @@ from core import storage
 from core.layout import is_uri
 from lakehouse.run import commit_swap, swap
 from lakehouse.run.state_check import discard_half_created_tables
+
+log = logging.getLogger(__name__)
 
 #: What :func:`recover` found: no interrupted replay, one it installed, or one it discarded.
 Outcome = Literal["none", "finished", "discarded"]
@@ -44,15 +46,15 @@ def recover(spark: SparkSession, root: str) -> Outcome:
     return "discarded" if pending else "none"
 
 
-def recover_and_say(spark: SparkSession, root: str, progress: Callable[[str], None]) -> Outcome:
-    """:func:`recover`, saying in one ``progress`` line what it did (nothing if nothing); then
+def recover_and_say(spark: SparkSession, root: str) -> Outcome:
+    """:func:`recover`, saying in one INFO log line what it did (nothing if nothing); then
     delete the tables a kill left half created (one line for each), so they are created
     again (:func:`lakehouse.run.state_check.discard_half_created_tables`)."""
     outcome = recover(spark, root)
     if outcome != "none":
-        progress(MESSAGES[outcome])
+        log.info(MESSAGES[outcome])
     for table in discard_half_created_tables(spark, root):
-        progress(
+        log.info(
             f"{table}: a kill interrupted its creation (nothing was committed); creating it again"
         )
     return outcome

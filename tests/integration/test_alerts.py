@@ -20,6 +20,7 @@ from lakehouse.demo.generator import WorkloadConfig, generate_workload, write_fi
 from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.ops.replay import replay
 from lakehouse.run.pipeline import run_from_bronze
+from tests.logs import logged
 
 pytestmark = pytest.mark.integration
 
@@ -45,14 +46,14 @@ def test_alerts_find_injected_anomalies(spark: SparkSession, tmp_path: Path) -> 
     config = replace(SHOP_CONFIG, alerts=(SPEC,))
     source = SourceSpec("files", str(tmp_path / "source"))
     run_to_end(lambda: start_bronze(read_source(spark, source), warehouse, Trigger()))
-    lines: list[str] = []
-    run_from_bronze(spark, warehouse, config, lines.append, entities={"orders"})
+    with logged() as lines:
+        run_from_bronze(spark, warehouse, config, entities={"orders"})
     assert "gold: alerts big_orders waits for a baseline: run 'lakehouse fit'" in lines
 
     fitted = fit(spark, warehouse, SPEC)
     assert (fitted.version, fitted.table) == (1, "gold.big_orders_baseline")
-    lines.clear()
-    run_from_bronze(spark, warehouse, config, lines.append, entities={"orders"})
+    with logged() as lines:
+        run_from_bronze(spark, warehouse, config, entities={"orders"})
     assert "gold: alerts big_orders from silver.orders" in lines
 
     alerts_path = warehouse.table("gold", ALERTS_TABLE)

@@ -36,6 +36,7 @@ from lakehouse.run.pipeline import run_once
 from lakehouse.run.queries import Backoff, RunningQueries, SourceGoneError
 from lakehouse.run.summary import RunSummary
 from tests.cli import SHOP_TOML, run_cli
+from tests.logs import logged
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka]
 
@@ -150,34 +151,36 @@ def test_a_continuous_run_waits_for_the_broker_and_goes_on_exactly_once(
                 .start()
             )
 
-        lines: list[str] = []
         summary = RunSummary()
         backoff = Backoff(first_seconds=1.0, max_seconds=2.0, give_up_seconds=600.0)
-        running = RunningQueries(lines.append, summary, backoff)
-        running.start("bronze", start)  # type: ignore[arg-type]
-        try:
-            wait_until(lambda: len(seen) >= CAP, 300, "a first batch", running)
-            broker.stop()
-            wait_until(lambda: summary.failing_now(), 300, "the outage", running)
-            waiting = [line for line in lines if "the source is unreachable" in line]
-            assert waiting[0].startswith("bronze: the source is unreachable"), lines
-            assert "waiting for it: attempt 2 in 1 s, giving up in" in waiting[0], waiting[0]
-            failing = summary.failing_now()
-            assert [f.table for f in failing] == ["bronze"]
-            assert isinstance(failing[0].failure.error, SourceUnavailableError)
-            wait_until(  # attempts go on while it is down: one line each
-                lambda: len([ln for ln in lines if "the source is unreachable" in ln]) >= 2,
-                300,
-                "a second attempt",
-                running,
-            )
+        running = RunningQueries(summary, backoff)
+        with logged() as lines:
+            running.start("bronze", start)  # type: ignore[arg-type]
+            try:
+                wait_until(lambda: len(seen) >= CAP, 300, "a first batch", running)
+                broker.stop()
+                wait_until(lambda: summary.failing_now(), 300, "the outage", running)
+                waiting = [line for line in lines if "the source is unreachable" in line]
+                assert waiting[0].startswith("bronze: the source is unreachable"), lines
+                assert "waiting for it: attempt 2 in 1 s, giving up in" in waiting[0], waiting[0]
+                failing = summary.failing_now()
+                assert [f.table for f in failing] == ["bronze"]
+                assert isinstance(failing[0].failure.error, SourceUnavailableError)
+                wait_until(  # attempts go on while it is down: one line each
+                    lambda: len([ln for ln in lines if "the source is unreachable" in ln]) >= 2,
+                    300,
+                    "a second attempt",
+                    running,
+                )
 
-            broker.start()  # the same folder: the same data
-            wait_until(lambda: any("running again" in ln for ln in lines), 300, "recovery", running)
-            assert not summary.failing_now()
-            running.catch_up()
-        finally:
-            running.stop()
+                broker.start()  # the same folder: the same data
+                wait_until(
+                    lambda: any("running again" in ln for ln in lines), 300, "recovery", running
+                )
+                assert not summary.failing_now()
+                running.catch_up()
+            finally:
+                running.stop()
         assert sorted(seen) == sorted({(i % 3, i // 3) for i in range(RECORDS)})  # once each
 
         broker.stop()  # and it does not come back: the run gives up
@@ -188,7 +191,7 @@ def test_a_continuous_run_waits_for_the_broker_and_goes_on_exactly_once(
 
 def gives_up(start: object) -> None:
     """A run whose source stays unreachable longer than its give-up time stops, one line."""
-    quick = RunningQueries(progress=lambda _: None, backoff=Backoff(1.0, 1.0, 3.0))
+    quick = RunningQueries(backoff=Backoff(1.0, 1.0, 3.0))
     quick.start("bronze", start)  # type: ignore[arg-type]
     try:
         with pytest.raises(SourceGoneError) as raised:

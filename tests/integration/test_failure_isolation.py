@@ -38,6 +38,7 @@ from lakehouse.ops.status import Failing, running
 from lakehouse.run.pipeline import Backoff, run_continuously
 from lakehouse.run.summary import RunSummary
 from tests.cli import run_cli
+from tests.logs import logged
 
 pytestmark = pytest.mark.integration
 
@@ -262,22 +263,21 @@ def test_a_continuous_run_retries_a_failed_table_with_backoff_while_the_others_g
     release = threading.Event()
     raised = failing_payments(monkeypatch, (silver.job, silver.one_hop), release)
     monkeypatch.setattr(lakehouse.run.event_log, "HEARTBEAT_SECONDS", 0.2)
-    said: list[str] = []
     summary = RunSummary()
     watcher = Watcher(spark, warehouse, release)
     watcher.start()
     try:
-        run_continuously(
-            spark,
-            SourceSpec("files", str(source)),
-            warehouse,
-            load_config(config_file),
-            Trigger("1 second"),
-            said.append,
-            poll_seconds=0.2,
-            summary=summary,
-            backoff=Backoff(first_seconds=0.5, max_seconds=1.0),
-        )
+        with logged() as said:
+            run_continuously(
+                spark,
+                SourceSpec("files", str(source)),
+                warehouse,
+                load_config(config_file),
+                Trigger("1 second"),
+                poll_seconds=0.2,
+                summary=summary,
+                backoff=Backoff(first_seconds=0.5, max_seconds=1.0),
+            )
     finally:
         release.set()
         watcher.join(timeout=CONTINUOUS_BUDGET_SECONDS)

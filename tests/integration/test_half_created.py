@@ -22,6 +22,7 @@ from lakehouse.demo.generator import WorkloadConfig, generate, write_files
 from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.run.pipeline import run_once
 from lakehouse.run.state_check import table_dirs
+from tests.logs import logged
 from tests.warehouses import assert_same_tables
 
 #: A run per state after the reference run: minutes each on a loaded machine.
@@ -79,8 +80,8 @@ def test_every_table_half_created_is_created_again(
     if state != "empty_dir":
         assert all(half_created(spark, f"{warehouse.root}/{t}") for t in tables)
 
-    lines: list[str] = []
-    run_once(spark, SourceSpec("files", str(workload)), warehouse, SHOP_CONFIG, lines.append)
+    with logged() as lines:
+        run_once(spark, SourceSpec("files", str(workload)), warehouse, SHOP_CONFIG)
 
     for table in tables:
         assert committed_log(spark, f"{warehouse.root}/{table}"), table

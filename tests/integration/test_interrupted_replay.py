@@ -29,6 +29,7 @@ from lakehouse.run import commit_swap
 from lakehouse.run.recovery import MESSAGES
 from tests.cli import SHOP_TOML, run_cli
 from tests.faults import CommitFaults, InjectedCrash
+from tests.logs import logged
 from tests.objstore import objstore_uri
 from tests.warehouses import assert_same_tables
 
@@ -83,11 +84,10 @@ def replay_until_its_rebuild(
     """Start a replay of the warehouse in ``folder`` and stop it where its rebuild would begin
     (once its staging root is prepared: the earlier replay's install is done by then); what it
     said."""
-    said: list[str] = []
     prepare = commit_swap.prepare
     CommitFaults(monkeypatch, [(commit_swap, "prepare")], crash_after=1)
-    with pytest.raises(InjectedCrash):
-        replay(spark, Warehouse.from_path(objstore_uri(folder)), SHOP_CONFIG, progress=said.append)
+    with pytest.raises(InjectedCrash), logged() as said:
+        replay(spark, Warehouse.from_path(objstore_uri(folder)), SHOP_CONFIG)
     monkeypatch.setattr(commit_swap, "prepare", prepare)
     return said
 

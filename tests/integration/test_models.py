@@ -50,6 +50,7 @@ from lakehouse.ops.audit import verify_warehouse
 from lakehouse.ops.replay import replay
 from lakehouse.run.pipeline import run_once
 from tests.helpers import deliver, table_rows
+from tests.logs import logged
 
 pytestmark = pytest.mark.integration
 
@@ -188,12 +189,12 @@ def test_models_follow_their_inputs_exactly_once(spark: SparkSession, tmp_path: 
     source.mkdir()
     warehouse = Warehouse(str(tmp_path / "warehouse"))
     spec = SourceSpec.parse(f"files:{source}")
-    lines: list[str] = []
     delivered = batches(random.Random(SEED))
-    for number, records in enumerate(delivered):
-        deliver(source, number, records)
-        run_once(spark, spec, warehouse, CONFIG, progress=lines.append)
-        assert_models_equal_python(spark, warehouse, f"after run {number}")
+    with logged() as lines:
+        for number, records in enumerate(delivered):
+            deliver(source, number, records)
+            run_once(spark, spec, warehouse, CONFIG)
+            assert_models_equal_python(spark, warehouse, f"after run {number}")
     assert any("model avg_price refreshed" in line for line in lines), lines
     assert len(stored(spark, warehouse, "top_categories")) >= 1
 
@@ -218,12 +219,12 @@ def test_models_follow_their_inputs_exactly_once(spark: SparkSession, tmp_path: 
     broken = SqlModel("broken", "SELECT no_such_column AS x FROM silver.auctions")
     later = SqlModel("later", "SELECT id FROM silver.not_yet")
     wider = replace(CONFIG, models=(*CONFIG.models, broken, later))
-    said: list[str] = []
     once: set[str] = set()  # a continuous run's: the wait is said once per run
-    for _ in range(2):
-        failures = refresh_models(spark, warehouse, wider, said.append, once)
-        assert [(f.query, f.table) for f in failures] == [("model_broken", "gold.broken")]
-        assert "no_such_column" in failures[0].failure.message
+    with logged() as said:
+        for _ in range(2):
+            failures = refresh_models(spark, warehouse, wider, once)
+            assert [(f.query, f.table) for f in failures] == [("model_broken", "gold.broken")]
+            assert "no_such_column" in failures[0].failure.message
     assert said == ["gold: model later waits for silver.not_yet"]
     assert model_versions(spark, warehouse) == settled
 

@@ -48,6 +48,7 @@ from silver.job import apply_batch, ensure_shared_tables, entity_tables
 from tests.browser import Browser, dump_dom, screenshot
 from tests.cli import run_cli, table_cells
 from tests.helpers import bronze_frame, source_frame
+from tests.logs import logged
 
 pytestmark = pytest.mark.integration
 
@@ -534,19 +535,17 @@ def test_a_continuous_run_validates_every_interval_and_stops_on_a_broken_fail(
     lake.arrive(user(0, 1, 30, "a@example.com"), user(1, 2, 31, "b@example.com"))
     config = lake.config()
     config = replace(config, quality=replace(config.quality, validate_every="2 seconds"))
-    said: list[str] = []
     # A run that never stops by itself would hang the test: stop it as a user would.
     stopper = threading.Timer(CONTINUOUS_BUDGET_SECONDS, os.kill, (os.getpid(), signal.SIGTERM))
     stopper.start()
     try:
-        with pytest.raises(ExpectationFailedError, match=BROKE_IN_VALIDATION):
+        with pytest.raises(ExpectationFailedError, match=BROKE_IN_VALIDATION), logged() as said:
             run_continuously(
                 spark,
                 SourceSpec("files", str(lake.source)),
                 lake.warehouse,
                 config,
                 Trigger("1 second"),
-                said.append,
                 poll_seconds=1,
             )
     finally:

@@ -34,6 +34,7 @@ from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.run.pipeline import run_once
 from tests.cli import LAKEHOUSE, SHOP_TOML, run_cli
 from tests.faults import GUARDED_DML, CommitFaults
+from tests.logs import logged
 from tests.objstore import objstore_uri
 from tests.runs import (
     PHASES,
@@ -196,7 +197,8 @@ def workload(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> W
             progress.append((time.monotonic(), phase))
 
     spec = replace(SourceSpec.parse(f"files:{source}"), max_files_per_trigger=1)
-    run_once(spark, spec, Warehouse.from_path(reference), SHOP_CONFIG, record)
+    with logged(record):
+        run_once(spark, spec, Warehouse.from_path(reference), SHOP_CONFIG)
     durations = phase_durations(progress, time.monotonic())
     for phase, occurrence, _, _ in KILL_PLAN:
         assert len(durations[phase]) >= (occurrence or 1), durations
