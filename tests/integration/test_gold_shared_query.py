@@ -308,7 +308,7 @@ def crash_sites(monkeypatch: pytest.MonkeyPatch) -> CommitFaults:
         return error
 
     monkeypatch.setattr(gold.jobs._SharedBatch, "_part", dies)
-    sites = [(gold.jobs, "dml_once"), (gold.jobs, "append"), (gold.jobs, "write_applied")]
+    sites = [(gold.batch, "dml_once"), (gold.batch, "append"), (gold.jobs, "write_applied")]
     return CommitFaults(monkeypatch, sites)
 
 
