@@ -17,7 +17,8 @@ from pyspark.sql import functions as F
 from core.columns import METADATA_COLUMNS
 from core.config import TableSpec
 from core.delta_io import ensure_table
-from silver.parse import as_text, discover_layout, parse_changes
+from silver.decode import discover_layout
+from silver.parse import as_text, parse_changes
 
 
 def baseline_applier(spec: TableSpec, path: str) -> Callable[[DataFrame, int], None]:

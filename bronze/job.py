@@ -1,8 +1,14 @@
-"""The bronze job: one streaming query from a source into one Delta table per topic."""
+"""The bronze job: one streaming query from a source into one Delta table per topic.
+
+Each micro-batch runs its stages once each, in order: read (the rows with their ingestion
+metadata, kept in memory) -> check (:func:`check`: records per topic and the bronze
+expectations, one Spark job) -> plan (:func:`plan`: quarantined rows, each topic's rows) ->
+write (:func:`write`: metrics, quarantine, the topics' appends side by side, exactly once)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from functools import partial
 
 from pyspark.sql import Column, DataFrame
@@ -81,7 +87,7 @@ def append_batch_by_topic(
     follower: BatchFollower | None = None,
 ) -> Callable[[DataFrame, int], None]:
     """A foreachBatch function appending each topic's rows to its bronze table exactly once
-    (the tables' appends run side by side).
+    (the tables' appends run side by side): :class:`BronzeBatches`.
 
     ``checks`` (by bronze table name) are enforced on the rows of their table's topic, counted
     in the job that counts the batch's records per topic: a ``fail`` expectation that breaks
@@ -91,84 +97,161 @@ def append_batch_by_topic(
     Raises:
         ExpectationFailedError: a ``fail`` expectation broke (nothing of the batch is written).
     """
-    checked: set[str] = set()  # topics whose table was created or checked by this query
-    suites = dict(checks or {})
+    return BronzeBatches(warehouse, app_id, listener, dict(checks or {}), follower)
 
-    def write_batch(batch: DataFrame, batch_id: int) -> None:
+
+@dataclass(frozen=True)
+class BronzeBatch:
+    """One micro-batch's surroundings, taken by each of its stages: the warehouse, the query's
+    exactly-once id, the batch id, the bronze suites (by table name) and the batch's rows with
+    their ingestion metadata (kept in memory while the batch runs)."""
+
+    warehouse: Warehouse
+    app_id: str
+    batch_id: int
+    suites: Mapping[str, TableChecks]
+    rows: DataFrame
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A batch counted and checked: the records of each topic less those dropped, the bronze
+    table of each topic, the checks' outcomes, and the compiled checks of each topic whose
+    rows a ``drop`` expectation caught."""
+
+    counts: dict[str, int]
+    tables: Mapping[str, str]
+    outcomes: list[Outcome]
+    dropping: dict[str, list[Check]]
+
+
+@dataclass(frozen=True)
+class TopicWrites:
+    """What a batch writes: its quarantined rows (None: none) and each topic's rows."""
+
+    quarantined: DataFrame | None
+    appended: dict[str, DataFrame]
+
+
+class BronzeBatches:
+    """The bronze query's foreachBatch function (see :func:`append_batch_by_topic`): each
+    micro-batch runs read -> check -> plan -> write once; it remembers which topics' tables it
+    created or checked."""
+
+    def __init__(
+        self,
+        warehouse: Warehouse,
+        app_id: str,
+        listener: TopicListener | None,
+        suites: Mapping[str, TableChecks],
+        follower: BatchFollower | None,
+    ) -> None:
+        self.warehouse, self.app_id, self.suites = warehouse, app_id, suites
+        self.listener, self.follower = listener, follower
+        self.ensured: set[str] = set()  # topics whose table was created or checked
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
         rows = with_ingestion_metadata(batch, batch_id).persist()
         try:
-            compiled = {table: c.compile(rows.schema) for table, c in suites.items()}
-            per_topic = {
-                r.topic: r
-                for r in rows.groupBy("topic")
-                .agg(
-                    F.count(F.lit(1)).alias("count"),
-                    *(F.struct(*TableChecks.totals(c)).alias(t) for t, c in compiled.items()),
-                )
-                .collect()
-            }
-            counts = {topic: int(r["count"]) for topic, r in per_topic.items()}
-            tables = bronze_tables_for_topics(list(counts))
-            outcomes: list[Outcome] = []
-            dropping: dict[str, list[Check]] = {}
-            for topic in sorted(counts):
-                table = tables[topic]
-                if table not in suites:
-                    continue
-                found = suites[table].judge(
-                    compiled[table],
-                    per_topic[topic][table],
-                    rows.where(F.col("topic") == topic),
-                    (),
-                    batch_id,
-                    COORDINATES,
-                )
-                outcomes += found
-                dropped = sum(o.dropped for o in found)
-                if dropped:
-                    dropping[topic] = compiled[table]
-                    counts[topic] -= dropped
-            spark = rows.sparkSession
-            if outcomes:
-                metrics = next(iter(suites.values())).metrics
-                record_outcomes(spark, metrics, outcomes, app_id, batch_id)
-            kept = rows
-            if dropping:
-                kept = rows.withColumn(REASON, _drop_reasons(dropping))
-                quarantine(
-                    kept.where(F.col(REASON).isNotNull()),
-                    _table_of(dropping, tables),
-                    REASON,
-                    COORDINATES,
-                    warehouse.table("silver", QUARANTINE_TABLE),
-                    f"{app_id}:quarantine",
-                    batch_id,
-                )
-            appended = {}
-            for topic in sorted(counts):
-                records = kept.where(F.col("topic") == topic)
-                if topic in dropping:
-                    records = records.where(F.col(REASON).isNull()).drop(REASON)
-                elif dropping:
-                    records = records.drop(REASON)
-                appended[topic] = records
-
-            def append_topic(topic: str) -> None:
-                path = warehouse.table("bronze", tables[topic])
-                if topic not in checked:
-                    ensure_bronze_table(spark, path, topic)
-                    checked.add(topic)
-                append_once(appended[topic], path, app_id, batch_id)
-
-            run_side_by_side(spark, [partial(append_topic, topic) for topic in appended])
-            if follower is not None:
-                follower(appended, app_id, batch_id)
+            ctx = BronzeBatch(self.warehouse, self.app_id, batch_id, self.suites, rows)
+            checked = check(ctx)
+            writes = plan(ctx, checked)
+            write(ctx, checked, writes, self.ensured)
+            if self.follower is not None:
+                self.follower(writes.appended, self.app_id, batch_id)
         finally:
             rows.unpersist()
-        if listener is not None:
-            listener(counts)
+        if self.listener is not None:
+            self.listener(checked.counts)
 
-    return write_batch
+
+def check(ctx: BronzeBatch) -> Checked:
+    """Count each topic's records and judge its table's checks, in one Spark job.
+
+    Raises:
+        ExpectationFailedError: a ``fail`` expectation broke.
+    """
+    rows, suites = ctx.rows, ctx.suites
+    compiled = {table: c.compile(rows.schema) for table, c in suites.items()}
+    per_topic = {
+        r.topic: r
+        for r in rows.groupBy("topic")
+        .agg(
+            F.count(F.lit(1)).alias("count"),
+            *(F.struct(*TableChecks.totals(c)).alias(t) for t, c in compiled.items()),
+        )
+        .collect()
+    }
+    counts = {topic: int(r["count"]) for topic, r in per_topic.items()}
+    tables = bronze_tables_for_topics(list(counts))
+    outcomes: list[Outcome] = []
+    dropping: dict[str, list[Check]] = {}
+    for topic in sorted(counts):
+        table = tables[topic]
+        if table not in suites:
+            continue
+        found = suites[table].judge(
+            compiled[table],
+            per_topic[topic][table],
+            rows.where(F.col("topic") == topic),
+            (),
+            ctx.batch_id,
+            COORDINATES,
+        )
+        outcomes += found
+        dropped = sum(o.dropped for o in found)
+        if dropped:
+            dropping[topic] = compiled[table]
+            counts[topic] -= dropped
+    return Checked(counts, tables, outcomes, dropping)
+
+
+def plan(ctx: BronzeBatch, checked: Checked) -> TopicWrites:
+    """Split the batch into its quarantined rows and each topic's rows to append (pure)."""
+    dropping = checked.dropping
+    kept, quarantined = ctx.rows, None
+    if dropping:
+        kept = ctx.rows.withColumn(REASON, _drop_reasons(dropping))
+        quarantined = kept.where(F.col(REASON).isNotNull())
+    appended = {}
+    for topic in sorted(checked.counts):
+        records = kept.where(F.col("topic") == topic)
+        if topic in dropping:
+            records = records.where(F.col(REASON).isNull()).drop(REASON)
+        elif dropping:
+            records = records.drop(REASON)
+        appended[topic] = records
+    return TopicWrites(quarantined, appended)
+
+
+def write(ctx: BronzeBatch, checked: Checked, writes: TopicWrites, ensured: set[str]) -> None:
+    """Write the batch, each write exactly once: the checks' metrics, the quarantined rows,
+    then each topic's rows to its bronze table, side by side (``ensured``: the topics whose
+    table this query created or checked; added to)."""
+    spark, app_id, batch_id = ctx.rows.sparkSession, ctx.app_id, ctx.batch_id
+    if checked.outcomes:
+        metrics = next(iter(ctx.suites.values())).metrics
+        record_outcomes(spark, metrics, checked.outcomes, app_id, batch_id)
+    tables = checked.tables
+    if writes.quarantined is not None:
+        quarantine(
+            writes.quarantined,
+            _table_of(checked.dropping, tables),
+            REASON,
+            COORDINATES,
+            ctx.warehouse.table("silver", QUARANTINE_TABLE),
+            f"{app_id}:quarantine",
+            batch_id,
+        )
+
+    def append_topic(topic: str) -> None:
+        path = ctx.warehouse.table("bronze", tables[topic])
+        if topic not in ensured:
+            ensure_bronze_table(spark, path, topic)
+            ensured.add(topic)
+        append_once(writes.appended[topic], path, app_id, batch_id)
+
+    run_side_by_side(spark, [partial(append_topic, topic) for topic in writes.appended])
 
 
 def append_once(frame: DataFrame, path: str, app_id: str, batch_id: int) -> None:

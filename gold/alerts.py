@@ -26,7 +26,7 @@ from core.layout import Warehouse
 from core.streaming import Trigger
 from gold.aggregates import ADDS
 from gold.baseline import alert_rows, fit_baseline, scored, with_baseline
-from gold.jobs import GOLD_WIDENING, start_on_changes
+from gold.feed import GOLD_WIDENING, start_on_changes
 
 ALERTS_TABLE = "alerts"
 

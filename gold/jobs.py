@@ -1,5 +1,6 @@
-"""The gold engine: one streaming query per declared gold table (:class:`GoldTable`) over
-its silver table's change feed, and the registry of the pipeline's gold jobs (:func:`gold_jobs`).
+"""The gold engine's queries: one streaming query per declared gold table (:class:`GoldTable`)
+over its silver table's change feed, or one shared by the declarations over one source
+(:func:`start_shared`); each micro-batch runs :mod:`gold.batch`'s stages.
 
 Each micro-batch finds the scope its changed rows affect (see :mod:`gold.aggregates`),
 recomputes the declaration over the current silver rows of that scope and makes the gold
@@ -19,55 +20,36 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from functools import partial
-from operator import itemgetter
 from typing import NamedTuple
 
 from delta.tables import DeltaTable
-from pyspark.sql import Column, DataFrame, Observation, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
-from pyspark.sql.types import BooleanType, StructField, StructType, TimestampType
 
-from core import checkpoints, storage
-from core.config import PipelineConfig, QualitySpec
+from core import checkpoints
+from core.config import QualitySpec
 from core.delta_io import (
-    EnsuredTables,
-    append,
     change_feed_complete,
-    current_version,
-    dml_once,
     ensure_table,
-    merge_materialized,
     note_query_start,
     table_exists,
 )
 from core.errors import ConfigError
-from core.failures import Failure, guarded
-from core.frames import kept_with_totals
-from core.gold_tables import GoldTable, Join
+from core.failures import Failure
+from core.gold_tables import GoldTable
 from core.layout import HISTORY_SUFFIX, LATE_EVENTS, Warehouse
 from core.parallel import run_side_by_side
-from core.streaming import Trigger, query_app_id
-from core.widening import TypeWidening
+from core.streaming import Trigger
 from expectations.checks import load_checks
 from expectations.enforce import TableChecks
-from expectations.metrics import record_outcomes
 from gold.aggregates import (
-    ADDS,
-    PRESENT,
-    ROW_IMAGES,
-    affected,
     evaluate,
-    in_scope,
-    out_of_scope,
-    recompute,
-    replacement,
-    same_key,
-    scope_columns,
 )
+from gold.batch import GoldMaintainer, GoldPaths, join_inputs
 from gold.enrichment import (
     ENTITY,
     SIDE,
@@ -76,18 +58,11 @@ from gold.enrichment import (
     enrich,
     entity_columns,
     entity_rows,
-    entity_versions,
     history_columns,
-    scope_rows,
 )
+from gold.feed import silver_changes, start_on_changes
 from gold.finality import (
-    FINAL,
-    FINALIZED_AT,
     LATE_EVENTS_SCHEMA,
-    earliest_end,
-    late_events,
-    newly_final,
-    with_finality,
 )
 from gold.progress import (
     Applied,
@@ -97,75 +72,12 @@ from gold.progress import (
     seeded,
     write_applied,
 )
-from gold.schema_log import rebase_schema_log, schema_log_location
 from gold.stream_join import (
     OTHER,
     check_stream_join,
     evaluate_joined,
-    late_matches,
-    other_changes,
     other_columns,
-    recompute_rows,
-    time_range,
 )
-from gold.stream_join import touched as touched_rows
-from gold.watermarks import RecordedSeen, watermark_of
-
-#: Gold tables are small and read by BI tools: a wider type rewrites them, so every Delta
-#: reader keeps opening them.
-GOLD_WIDENING: TypeWidening = "rewrite"
-
-
-def silver_changes(
-    spark: SparkSession,
-    path: str,
-    checkpoint: str | None = None,
-    starting_version: int = 0,
-    source: int = 0,
-) -> DataFrame:
-    """The change feed of a silver table as a stream, from ``starting_version`` (its first
-    version, unless a replay installed a gold table that already holds the earlier ones).
-
-    A new query (no batch in its ``checkpoint`` yet) of a table whose early changes can no
-    longer be read (vacuumed, or its log cleaned up: a gold table declared on a warehouse that
-    has run for a while) starts from the table's current rows instead, as inserts, and reads
-    the changes after them: what the gold engine needs, as it recomputes each scope from silver.
-
-    With the query's ``checkpoint``, the stream follows silver's schema changes: Delta keeps a
-    schema log under the checkpoint and reads each version with the schema it was written
-    with. A new column or a widened type stops the query once with Delta's
-    ``DELTA_STREAMING_METADATA_EVOLUTION``; started again from its checkpoint (the pipeline
-    does that), it reads on with the new schema. Without the log, a widened type would stop
-    the stream for good. Silver only widens types, so every type change is accepted. The log
-    is first pointed at the checkpoint's current place, in case it was moved (replay, copy).
-    ``source`` is the input's number in its query (each input has its own schema log).
-    """
-    start: int | None = starting_version
-    if starting_version > 0:
-        start = min(starting_version, current_version(spark, path))
-    elif not _has_batches(spark, checkpoint) and not change_feed_complete(spark, path):
-        start = None  # Delta's default: the current rows, then the changes after them
-    reader = spark.readStream.format("delta").option("readChangeFeed", "true")
-    if start is not None:
-        reader = reader.option("startingVersion", start)
-    if checkpoint is not None:
-        rebase_schema_log(checkpoint, source)
-        reader = reader.option(
-            "schemaTrackingLocation", schema_log_location(checkpoint, source)
-        ).option("allowSourceColumnTypeChange", "always")
-    changes = reader.load(path)
-    if start is not None and start < starting_version:
-        # A replay's pointer names the version after the one it installed, and silver has not
-        # written that one yet (Delta cannot start there): read from the installed version and
-        # leave its changes out, as the rebuilt gold table holds them.
-        changes = changes.where(F.col("_commit_version") >= starting_version)
-    return changes
-
-
-def _has_batches(spark: SparkSession, checkpoint: str | None) -> bool:
-    """Whether the query of ``checkpoint`` has planned a batch (it then ignores where a new
-    query would start)."""
-    return checkpoint is not None and bool(storage.names(spark, f"{checkpoint}/offsets"))
 
 
 def query_name(table: GoldTable) -> str:
@@ -198,7 +110,7 @@ def start_gold(
         query_name(table),
         prepared.paths.source,
         trigger,
-        lambda app_id: _maintainer(prepared.paths, table, app_id, prepared.checks),
+        lambda app_id: GoldMaintainer(prepared.paths, table, app_id, prepared.checks),
         prepared.combine,
     )
 
@@ -239,7 +151,7 @@ def _prepared(
         entity = joined.entity
         combine = partial(joined_changes, entity=joined.history or entity, table=table)
         names = warehouse.table_names("silver", spark)
-        missing = next((name for name in _joined_tables(table) if name not in names), None)
+        missing = next((name for name in joined_tables(table) if name not in names), None)
         if missing is not None:
             raise ConfigError(
                 f"Gold table {table.name!r} joins silver.{missing}, which does not exist: name "
@@ -318,35 +230,6 @@ def _second_feed(
         "_change_type", "_commit_version", "_commit_timestamp", F.struct(*columns).alias(into)
     )
     return changes, none
-
-
-def start_on_changes(
-    spark: SparkSession,
-    warehouse: Warehouse,
-    query: str,
-    source: str,
-    trigger: Trigger,
-    batch_function: Callable[[str], Callable[[DataFrame, int], None]],
-    combine: Callable[[DataFrame, SparkSession, str], DataFrame] | None = None,
-) -> StreamingQuery:
-    """Start streaming query ``query`` over the change feed of the silver table at
-    ``source``; ``batch_function(app_id)`` (the query's idempotency id) handles each batch.
-    ``combine(changes, spark, checkpoint)``, if given, makes the query's stream of that feed
-    (a gold table with a join adds its entity's, :func:`joined_changes`).
-
-    The checkpoint is the query's current one (:func:`core.checkpoints.current`: after a
-    replay on an object store, the generation its pointer names, read from the version the
-    pointer gives)."""
-    place = checkpoints.current(spark, warehouse.checkpoint(query))
-    stream = silver_changes(spark, source, place.location, place.starting_version)
-    if combine is not None:
-        stream = combine(stream, spark, place.location)
-    writer = (
-        stream.writeStream.queryName(query)
-        .option("checkpointLocation", place.location)
-        .foreachBatch(guarded(batch_function(query_app_id(spark, place.location))))
-    )
-    return trigger.apply(writer).start()
 
 
 #: Whether the declarations of a shared micro-batch apply it side by side (threads), or one
@@ -490,7 +373,7 @@ class _Member:
     def prepare(self, spark: SparkSession) -> None:
         """Check the declaration (see :func:`start_gold`) and make its batch function."""
         self.prepared = _prepared(spark, self.warehouse, self.table, self.quality)
-        self.maintain = _maintainer(self.prepared.paths, self.table, "", self.prepared.checks)
+        self.maintain = GoldMaintainer(self.prepared.paths, self.table, "", self.prepared.checks)
         self.known = False
 
     def try_prepare(self, spark: SparkSession, isolation: GoldIsolation) -> bool:
@@ -702,294 +585,18 @@ class _SharedBatch:
         return None
 
 
-class JoinInputs(NamedTuple):
-    """Where a join's entity is read: its silver table, and for a join as of event time its
-    history table and history log (None otherwise)."""
-
-    entity: str
-    history: str | None = None
-    log: str | None = None
-
-
-def join_inputs(warehouse: Warehouse, join: Join) -> JoinInputs:
-    """The tables the ``join`` reads in ``warehouse``."""
-    entity = warehouse.table("silver", join.entity)
-    if not join.at_event_time:
-        return JoinInputs(entity)
-    history = warehouse.table("silver", f"{join.entity}{HISTORY_SUFFIX}")
-    return JoinInputs(entity, history, warehouse.history_log(join.entity))
-
-
-def joined_entity(spark: SparkSession, join: Join, inputs: JoinInputs) -> DataFrame:
-    """What the join takes its columns from: the entity's current rows
-    (:func:`~gold.enrichment.entity_rows`), or as of event time its history's versions
-    (:func:`~gold.enrichment.entity_versions`)."""
-    if inputs.history is None or inputs.log is None:
-        return entity_rows(spark.read.format("delta").load(inputs.entity), join)
-    history = spark.read.format("delta").load(inputs.history).select(*history_columns(join))
-    return entity_versions(history, spark.read.format("delta").load(inputs.log), join)
-
-
-class GoldPaths(NamedTuple):
-    """Where a gold job reads and writes: its silver source, gold table, watermark state,
-    the shared ``gold.late_events`` and the joined entity's tables (if any)."""
-
-    source: str
-    gold: str
-    watermark: str
-    late_events: str
-    joined: JoinInputs | None = None
-    #: The stream-joined silver table (if any).
-    other: str | None = None
-
-
-def _maintainer(
-    paths: GoldPaths, table: GoldTable, app_id: str, checks: TableChecks | None = None
-) -> Callable[..., None]:
-    """The foreachBatch function of ``table``'s job; ``checks``: its suite's row-level
-    expectations, enforced on the rows each batch writes. Its optional third argument is the
-    exactly-once writer id of the batch (default ``app_id``, the query's)."""
-
-    ensured = EnsuredTables()
-    recorded = RecordedSeen(paths.watermark)
-
-    def maintain(batch: DataFrame, batch_id: int, app_id: str = app_id) -> None:
-        spark = batch.sparkSession
-        silver = spark.read.format("delta").load(paths.source)
-        # The batch's newest event time and commit time, and the earliest end of a window its
-        # changes can fall in, taken in the job that finds its scope.
-        stats = Observation(f"{app_id}:{batch_id}")
-        image = F.col("_change_type").isin(*ROW_IMAGES)
-        added = image & F.col("_change_type").isin(*ADDS)
-        batch = batch.observe(
-            stats,
-            F.max(F.when(added, F.unix_micros(F.col(table.event_time)))).alias("seen"),
-            F.max(F.when(image, F.unix_micros("_commit_timestamp"))).alias("at"),
-            earliest_end(table).alias("earliest_end"),
-        )
-        facts, silver, touched, others = _scoped_batch(batch, silver, table, paths)
-        # Distinct (group, window) keys, as small as the change, kept as Arrow: the scope then
-        # reaches Spark again without a Python worker (timestamps stay instants, in UTC).
-        keys = touched.toArrow()
-        newest, batch_time, earliest = itemgetter("seen", "at", "earliest_end")(stats.get)
-        before = recorded.read(spark, app_id, batch_id)
-        seen = max((s for s in (before, newest) if s is not None), default=None)
-        watermark = watermark_of(seen, table)
-        scope = spark.createDataFrame(keys, touched.schema)
-        starts = [] if table.window.per_group else keys[table.window.key_column].to_pylist()
-        first, last = (min(starts), max(starts)) if starts else (None, None)
-        if paths.other is not None:
-            other = spark.read.format("delta").load(paths.other)
-            recomputed = recompute_rows(silver, other, scope, table, first, last)
-        else:
-            recomputed = recompute(silver, scope, table, first, last)
-        schema = StructType(
-            [
-                *recomputed.schema.fields,
-                StructField(FINAL, BooleanType()),
-                StructField(FINALIZED_AT, TimestampType()),
-            ]
-        )
-        ensured.ensure(spark, paths.gold, schema, change_feed=False, widening=GOLD_WIDENING)
-        if batch_time is None:
-            return  # no row images: nothing changed
-        # Writes in this order, the watermark last (the others under the batch's transaction
-        # id): a retried batch reads the watermark its first attempt read, so decides the same.
-        # The expectations are judged first: a broken ``fail`` one stops before any write.
-        previous = watermark_of(before, table)
-        gold = spark.read.format("delta").load(paths.gold)
-        existing = in_scope(_between(gold, table, first, last), scope, scope_columns(table))
-        changes = replacement(
-            with_finality(recomputed, existing, table, watermark, batch_time), existing, table
-        )
-        if watermark is not None:
-            outside = out_of_scope(gold, scope, scope_columns(table), keys.num_rows > 0)
-            finals = newly_final(outside, table, watermark, batch_time)
-            changes = changes.unionByName(finals.withColumn(PRESENT, F.lit(True)))
-        merge = keys.num_rows > 0 or watermark != previous
-        if merge:
-            changes = _checked(changes, checks, table, app_id, batch_id)
-        # A stream join's late matches are found in the gold rows; otherwise a batch whose
-        # changes all end after the watermark has no late events, and no job looks for them.
-        if previous is not None and (others is not None or _may_be_late(earliest, previous)):
-            late = late_events(facts, table, previous)
-            if others is not None:
-                late = late.unionByName(late_matches(others, existing, table, previous))
-            late, found = kept_with_totals(late, F.count(F.lit(1)).alias("rows"))
-            if found.rows:
-                append(late, paths.late_events, app_id, batch_id)
-        if merge:
-            replace = partial(replace_windows, spark, paths.gold, changes, table)
-            dml_once(spark, paths.gold, app_id, batch_id, replace)
-        if seen is not None and seen != before:
-            recorded.record(spark, table, seen, app_id, batch_id)
-
-    return maintain
-
-
-def _may_be_late(earliest_end: int | None, watermark: int) -> bool:
-    """Whether a batch whose row images' earliest window end is ``earliest_end`` (epoch µs,
-    None: no row image with an event time) can hold a change late under ``watermark``."""
-    return earliest_end is not None and earliest_end <= watermark
-
-
-def _checked(
-    changes: DataFrame, checks: TableChecks | None, table: GoldTable, app_id: str, batch_id: int
-) -> DataFrame:
-    """``changes`` kept (a local checkpoint); with ``checks``, each is counted on the rows the
-    MERGE writes (inserted or updated) in the job that keeps them, judged, and its metrics
-    recorded.
-
-    Raises:
-        ExpectationFailedError: a ``fail`` expectation broke on a written row (nothing of the
-            batch is written).
-    """
-    if checks is None:
-        return changes.localCheckpoint()
-    compiled = checks.compile(changes.schema, F.col(PRESENT))
-    kept, counts = kept_with_totals(changes, *TableChecks.totals(compiled))
-    outcomes = checks.judge(compiled, counts, kept, scope_columns(table), batch_id)
-    record_outcomes(kept.sparkSession, checks.metrics, outcomes, app_id, batch_id)
-    return kept
-
-
-def _scoped_batch(
-    batch: DataFrame, silver: DataFrame, table: GoldTable, paths: GoldPaths
-) -> tuple[DataFrame, DataFrame, DataFrame, DataFrame | None]:
-    """A micro-batch's source change rows, the current source rows (both enriched for a
-    join), the scope the batch affects and, for a stream join, its other-side change rows."""
-    if paths.joined is not None:
-        facts, silver, touched = _joined_batch(batch, silver, table, paths.joined)
-        return facts, silver, touched, None
-    if paths.other is not None:
-        facts = batch.where(F.col(OTHER).isNull()).drop(OTHER)
-        others = other_changes(batch)
-        span = time_range(others, table)
-        return facts, silver, touched_rows(facts, silver, others, table, *span), others
-    return batch, silver, affected(batch, table), None
-
-
-def _joined_batch(
-    batch: DataFrame, silver: DataFrame, table: GoldTable, inputs: JoinInputs
-) -> tuple[DataFrame, DataFrame, DataFrame]:
-    """A joined gold table's micro-batch (:func:`joined_changes`) as the source's change rows
-    and the current source rows, both enriched, and the scope the batch affects."""
-    join = table.join
-    assert join is not None
-    spark = batch.sparkSession
-    at = table.event_time if join.at_event_time else None
-    # Read three times below: as of event time, its versions are computed once.
-    entity = joined_entity(spark, join, inputs)
-    if at is not None:
-        entity = entity.localCheckpoint()
-    changes = batch.where(F.col(SIDE) == "entity").select("_change_type", f"{ENTITY}.*")
-    if inputs.log is not None:
-        log = spark.read.format("delta").load(inputs.log)
-        changes = entity_versions(changes, log, join, keep=("_change_type",))
-    facts = batch.where(F.col(SIDE) == "source").drop(SIDE, ENTITY)
-    touched = affected(scope_rows(facts, silver, changes, entity, join, at), table)
-    return enrich(facts, entity, join, at), enrich(silver, entity, join, at), touched
-
-
-def _between(gold: DataFrame, table: GoldTable, first: object, last: object) -> DataFrame:
-    """The gold rows whose window key lies from ``first`` to ``last`` (the scope's, for time
-    windows; None: no bound): Delta skips the files whose statistics lie outside."""
-    if first is None:
-        return gold
-    return gold.where(F.col(table.window.key_column).between(F.lit(first), F.lit(last)))
-
-
-def replace_windows(spark: SparkSession, path: str, changes: DataFrame, table: GoldTable) -> None:
-    """Apply a :func:`gold.aggregates.replacement` to the gold table in one MERGE: rows marked
-    absent are deleted, the others replace the row of their key or are inserted.
-
-    One MERGE, not a delete and an append: a replayed micro-batch must not delete what the
-    first attempt wrote, and applying the same rows again changes nothing. ``changes`` is
-    materialized (:func:`_checked` keeps it).
-    """
-    written = (*table.columns, FINAL, FINALIZED_AT)
-    values: dict[str, str | Column] = {c: F.col(f"s.{c}") for c in written}
-    merge = (
-        DeltaTable.forPath(spark, path)
-        .alias("t")
-        .merge(changes.alias("s"), same_key(table))
-        .whenMatchedDelete(condition=~F.col(f"s.{PRESENT}"))
-        .whenMatchedUpdate(set=values)
-        .whenNotMatchedInsert(condition=F.col(f"s.{PRESENT}"), values=values)
-    )
-    merge_materialized(merge, changes)
-
-
-class GoldJob(NamedTuple):
-    """A gold streaming job: its query (and checkpoint) name, gold table and silver input."""
-
-    query: str
-    table: str
-    input: str
-    what: str
-    #: Starts its query: ``start(spark, warehouse, trigger)``; a shared query's also takes
-    #: ``isolation`` (:class:`GoldIsolation`).
-    start: Callable[..., StreamingQuery]
-    #: The silver tables it joins (they must exist before it starts).
-    joins: tuple[str, ...] = ()
-    #: The entities whose silver tables it reads: its input's, and its join's.
-    entities: frozenset[str] = frozenset()
-    #: Whether its query is shared (:func:`start_shared`, taking ``isolation``).
-    shared: bool = False
-
-    def reads_any(self, entities: Collection[str]) -> bool:
-        """True if it reads the silver table (or history table) of one of ``entities``."""
-        return not self.entities.isdisjoint(entities)
-
-
-def _joined_entity(table: GoldTable) -> str | None:
+def joined_entity_name(table: GoldTable) -> str | None:
     """The entity whose silver table ``table``'s join or stream join reads, if any."""
     if table.stream_join is not None:
         return table.stream_join.source
     return table.join.entity if table.join is not None else None
 
 
-def _joined_tables(table: GoldTable) -> tuple[str, ...]:
+def joined_tables(table: GoldTable) -> tuple[str, ...]:
     """The silver tables ``table``'s join reads: its entity, and the entity's history table
     for a join as of event time; or its stream join's other table."""
-    entity = _joined_entity(table)
+    entity = joined_entity_name(table)
     if entity is None:
         return ()
     at_event_time = table.join is not None and table.join.at_event_time
     return (entity, *((f"{entity}{HISTORY_SUFFIX}",) if at_event_time else ()))
-
-
-def gold_jobs(config: PipelineConfig) -> list[GoldJob]:
-    """Every gold job of the pipeline (one per declared gold table, one per pattern) with the
-    silver table it reads. The declarations over one silver table without a join share one query
-    (:func:`start_shared`): their jobs have its name and the same ``start``."""
-    groups: dict[str, list[GoldTable]] = {}
-    for table in config.gold_declarations:
-        if shareable(table):
-            groups.setdefault(table.source, []).append(table)
-    starts: dict[str, Callable[..., StreamingQuery]] = {
-        source: partial(start_shared, tables=tables, quality=config.quality)
-        for source, tables in groups.items()
-    }
-    jobs = []
-    for table in config.gold_declarations:
-        shared = groups.get(table.source) if shareable(table) else None
-        jobs.append(
-            GoldJob(
-                query_name(table) if shared is None else group_query(shared),
-                table.name,
-                table.source,
-                f"stream join with silver.{table.stream_join.source} into gold.{table.name}"
-                if table.stream_join is not None
-                else f"{table.window.kind} windows into gold.{table.name}",
-                partial(start_gold, table=table, quality=config.quality)
-                if shared is None
-                else starts[table.source],
-                _joined_tables(table),
-                frozenset(filter(None, (table.source, _joined_entity(table)))),
-                shared is not None,
-            )
-        )
-    from gold.pattern_jobs import pattern_jobs  # it builds on this module
-
-    return jobs + pattern_jobs(config)

@@ -49,8 +49,8 @@ from core.models import ALERTS_TABLE
 from core.patterns import MATCH_END, MATCH_ID, MATCH_START, Pattern, match_id
 from core.streaming import Trigger
 from gold.aggregates import ADDS, PRESENT, ROW_IMAGES
+from gold.feed import GOLD_WIDENING, GoldJob, start_on_changes
 from gold.finality import FINAL, FINALIZED_AT, LATE_EVENTS_SCHEMA, at_micros
-from gold.jobs import GOLD_WIDENING, GoldJob, start_on_changes
 from gold.patterns import Matcher, match_row, ordered
 from gold.watermarks import RecordedSeen, watermark_of
 

@@ -15,9 +15,9 @@ from core.frames import kept_with_totals
 from core.gold_tables import GoldTable
 from core.patterns import Pattern
 from gold.aggregates import evaluate
+from gold.batch import JoinInputs, joined_entity
 from gold.enrichment import enrich
 from gold.finality import FINAL, at_micros
-from gold.jobs import JoinInputs, joined_entity
 from gold.pattern_jobs import evaluate_matches, final_from
 from gold.stream_join import evaluate_joined
 from gold.watermarks import seen_micros, watermark_of

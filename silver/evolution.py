@@ -1,6 +1,7 @@
 """Schema changes of a silver table, decided per micro-batch (docs/silver-semantics.md,
 "Schema changes").
 
+Pure decisions and transforms; :func:`silver.decode.read_batch` applies them to a batch.
 A micro-batch can hold records of several schema versions (each Debezium record carries its
 Connect schema). Each version is parsed with its own schema, then every version's rows are
 brought to one set of columns, the *target*: the table's columns and every column of the
@@ -16,23 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from functools import reduce
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StringType, StructField, StructType
 
-from cdc.debezium import ColumnCodec
 from core.config import TableSpec
-from core.errors import SchemaChangeError
 from core.widening import same_type, widened
-from silver.parse import (
-    RowLayout,
-    SchemaVersion,
-    absent_columns,
-    discover_versions,
-    parse_changes,
-)
 
 
 @dataclass(frozen=True)
@@ -131,69 +122,6 @@ def conform(
     return events.select(*kept, *values)
 
 
-def read_batch(
-    texts: DataFrame,
-    spec: TableSpec,
-    table: StructType | None,
-    versions: list[SchemaVersion] | None = None,
-) -> tuple[RowLayout, DataFrame]:
-    """Parse a micro-batch (bronze rows with ``k``/``v`` text) whose records may carry several
-    schema versions, against the table's current data columns ``table`` (None: no table yet).
-
-    Returns the layout of the result (key columns, then every target column) and the parsed
-    events (as :func:`silver.parse.parse_changes` describes them) with the target columns in
-    their target types. Under ``on_incompatible_type = "quarantine"`` a record that carries a
-    value in a conflicting column has the reason ``incompatible type for column <c>: table
-    <type>, record <type>``. ``versions``: the batch's schema versions if known (None: they are
-    discovered, one small query).
-
-    Raises:
-        SchemaChangeError: a conflict in a value column under ``on_incompatible_type = "fail"``.
-    """
-    versions = versions if versions is not None else discover_versions(texts, spec)
-    frames = [
-        parse_changes(_rows_of(texts, v), spec, v.layout, problem=v.problem) for v in versions
-    ]
-    typed = [
-        VersionColumns(_typed_columns(frame, v.layout), v.inferred)
-        for v, frame in zip(versions, frames, strict=True)
-    ]
-    keys = versions[0].layout.keys
-    dropped = {
-        name
-        for version in typed
-        for name in version.columns.fieldNames()
-        if name not in {k.name for k in keys} and not spec.keeps_column(name)
-    }
-    plan = plan_schema(table, typed, dropped)
-    if spec.on_incompatible_type == "fail":
-        # A key of another type cannot be a row of the table at all: its records are always
-        # quarantined, so one bad producer cannot stop the entity.
-        key_names = {k.name for k in keys}
-        for version, conflicts in zip(versions, plan.conflicts, strict=True):
-            if values := [c for c in conflicts if c.column not in key_names]:
-                raise SchemaChangeError(incompatible_message(spec, values[0], version.first))
-    # A key column no record has (so every record misses its key) still needs a column.
-    planned = plan.target.fieldNames()
-    untyped = [StructField(k.name, StringType(), True) for k in keys if k.name not in planned]
-    target = StructType([*plan.target.fields, *untyped])
-    parts = []
-    for version, parsed, conflicts in zip(versions, frames, plan.conflicts, strict=True):
-        rejected = {c.column: c.reason for c in conflicts}
-        rows = (
-            parse_changes(_rows_of(texts, version), spec, version.layout, rejected)
-            if rejected
-            else parsed
-        )
-        nulls = {*rejected, *absent_columns(version.layout)}
-        parts.append(conform(rows, _names(version.layout), target, nulls))
-    layout = RowLayout(
-        keys=tuple(_codec(target[k.name]) for k in keys),
-        columns=tuple(_codec(f) for f in target.fields),
-    )
-    return layout, reduce(DataFrame.unionByName, parts)
-
-
 def incompatible_message(
     spec: TableSpec, conflict: TypeConflict, first: tuple[int, int] | None = None
 ) -> str:
@@ -209,22 +137,3 @@ def incompatible_message(
         "such records and apply the rest, or change the silver table to the new type and "
         "rebuild it from bronze (replay)."
     )
-
-
-def _rows_of(texts: DataFrame, version: SchemaVersion) -> DataFrame:
-    return texts if version.selector is None else texts.where(version.selector)
-
-
-def _names(layout: RowLayout) -> list[str]:
-    return [*layout.key_names, *(c.name for c in layout.value_columns)]
-
-
-def _typed_columns(frame: DataFrame, layout: RowLayout) -> StructType:
-    """The data columns a version has a type for (not its absent key columns)."""
-    absent = absent_columns(layout)
-    return StructType([frame.schema[n] for n in _names(layout) if n not in absent])
-
-
-def _codec(field: StructField) -> ColumnCodec:
-    """A codec standing for a target column (the rows are decoded already)."""
-    return ColumnCodec(field.name, field.dataType, lambda c: c, False)

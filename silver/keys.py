@@ -20,7 +20,8 @@ from pyspark.sql.types import DataType
 
 from core.config import TableSpec
 from core.errors import ConfigError
-from silver.parse import as_text, discover_layout, parse_changes
+from silver.decode import discover_layout
+from silver.parse import as_text, parse_changes
 
 KeyValue = str | int | float | bool
 

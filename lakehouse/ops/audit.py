@@ -13,7 +13,7 @@ from core.config import PipelineConfig
 from core.delta_io import table_exists
 from core.identifiers import table_name_for_topic
 from core.layout import QUARANTINE_TABLE, Warehouse
-from gold.jobs import join_inputs
+from gold.batch import join_inputs
 from gold.models import check_models_of
 from gold.pattern_jobs import identity_columns, source_keys
 from gold.verify import check_gold, check_pattern_table

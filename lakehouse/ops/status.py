@@ -168,7 +168,7 @@ def pipeline_status(
     Raises:
         ConfigError: the warehouse is at a URI whose file system ``pyarrow`` cannot open.
     """
-    from gold.jobs import gold_jobs  # its Spark imports cost time only where gold is declared
+    from gold.registry import gold_jobs  # its Spark imports cost time only where gold is declared
 
     last, log_rows, failed_last = _last_batches(_delta(warehouse.event_log))
     quarantine = _rows_per(_delta(warehouse.table("silver", QUARANTINE_TABLE)), "entity")

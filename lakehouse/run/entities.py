@@ -14,8 +14,8 @@ from core.errors import TableNotFoundError
 from core.layout import Warehouse
 from core.streaming import APP_ID_FILE
 from gold.alerts import alert_jobs
-from gold.jobs import GoldJob, gold_jobs
 from gold.progress import applied_location
+from gold.registry import GoldJob, gold_jobs
 from silver.topic_kind import holds_plain_events
 
 

@@ -28,8 +28,9 @@ from expectations.checks import load_checks
 from expectations.suites import check_overrides
 from expectations.validate import PeriodicValidation
 from gold.alerts import ALERTS_TABLE, alert_jobs
-from gold.jobs import GoldIsolation, gold_jobs
+from gold.jobs import GoldIsolation
 from gold.models import ModelRetries, model_query, ordered_models, refresh_models
+from gold.registry import gold_jobs
 from lakehouse.run.entities import bronze_topics, entity_specs, undeclared_line
 from lakehouse.run.event_log import recording
 from lakehouse.run.lease import LeaseLostError, leased, lost_lease, lost_line

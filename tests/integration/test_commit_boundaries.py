@@ -21,6 +21,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
 import silver.job
+import silver.write
 from cdc.records import Record
 from core.config import TableSpec
 from core.delta_io import table_exists
@@ -38,8 +39,8 @@ APP_ID = "commit-boundaries"
 #: The calls of the silver job that commit to a Delta table (ensure_table only creates or
 #: widens a table, which a replay finds done).
 COMMIT_SITES = [
-    (silver.job, "append"),
-    (silver.job, GUARDED_DML),  # delete_older_than, merge_silver
+    (silver.write, "append"),
+    (silver.write, GUARDED_DML),  # delete_older_than, merge_silver
 ]
 
 

@@ -24,6 +24,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+import gold.batch
 import gold.jobs
 from core import storage
 from core.delta_io import ensure_table
@@ -239,14 +240,14 @@ class FailFor:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.names: set[str] = set()
-        original = gold.jobs.replace_windows
+        original = gold.batch.replace_windows
 
         def replace(spark: SparkSession, path: str, changes: Any, table: GoldTable) -> None:
             if table.name in self.names:
                 raise RuntimeError(f"injected failure of {table.name}")
             original(spark, path, changes, table)
 
-        monkeypatch.setattr(gold.jobs, "replace_windows", replace)
+        monkeypatch.setattr(gold.batch, "replace_windows", replace)
 
 
 def test_a_failing_declaration_leaves_the_others_going_and_catches_up_exactly(
@@ -307,7 +308,7 @@ def crash_sites(monkeypatch: pytest.MonkeyPatch) -> CommitFaults:
         return error
 
     monkeypatch.setattr(gold.jobs._SharedBatch, "_part", dies)
-    sites = [(gold.jobs, "dml_once"), (gold.jobs, "append"), (gold.jobs, "write_applied")]
+    sites = [(gold.batch, "dml_once"), (gold.batch, "append"), (gold.jobs, "write_applied")]
     return CommitFaults(monkeypatch, sites)
 
 

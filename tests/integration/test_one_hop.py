@@ -15,6 +15,7 @@ from pyspark.sql import SparkSession
 import core.quarantine
 import silver.job
 import silver.one_hop
+import silver.write
 from cdc.records import Record
 from cdc.sources import SourceSpec, read_source
 from core import checkpoints
@@ -109,8 +110,8 @@ SECOND = [
 #: The commits of a hop's silver work, and the checkpoint hand-over after it.
 SITES = [
     (core.quarantine, "append"),
-    (silver.job, GUARDED_DML),
-    (silver.job, "append"),
+    (silver.write, GUARDED_DML),
+    (silver.write, "append"),
     (silver.one_hop.checkpoints, "point"),
 ]
 

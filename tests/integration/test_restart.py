@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-import gold.jobs
+import gold.batch
 from cdc.sources import SourceSpec
 from core.errors import LakehouseError
 from core.layout import LAYERS, QUARANTINE_TABLE, Warehouse
@@ -236,7 +236,7 @@ def test_sessions_survive_a_crash_after_their_first_commit(
     source = SourceSpec.parse(f"files:{workload.source}")
     # Only the sessions job runs, so the first gold commit is its.
     config = replace(SHOP_CONFIG, gold_tables=(SESSIONS,))
-    faults = CommitFaults(monkeypatch, [(gold.jobs, GUARDED_DML)], crash_after=1)
+    faults = CommitFaults(monkeypatch, [(gold.batch, GUARDED_DML)], crash_after=1)
     with pytest.raises(LakehouseError):
         run_once(spark, source, warehouse, config)
     assert faults.crashed == ["replace_windows"]

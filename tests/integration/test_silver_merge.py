@@ -24,8 +24,9 @@ from core.delta_io import table_exists
 from core.frames import is_in
 from core.layout import Warehouse
 from core.streaming import query_app_id
-from silver import job as silver_job
+from silver import context as silver_context
 from silver import tables as silver_tables
+from silver import write as silver_write
 from silver.job import BatchReport, QueryState, apply_batch, entity_tables
 from silver.reference import fold
 from silver.tables import EntityTables, KeyRange, current_orders, merge_silver
@@ -289,7 +290,7 @@ def test_replayed_batch_is_idempotent(lake: Lake, monkeypatch: pytest.MonkeyPatc
         event(6, "d", 3, (100, 13)),
     ]
     # the truncate's two DELETEs, then the silver MERGE
-    faults = CommitFaults(monkeypatch, [(silver_job, GUARDED_DML)], crash_after=3)
+    faults = CommitFaults(monkeypatch, [(silver_write, GUARDED_DML)], crash_after=3)
     with pytest.raises(InjectedCrash):
         lake.apply(batch, 0)
     assert faults.crashed == ["merge_silver"]
@@ -606,7 +607,7 @@ def test_a_batch_reads_only_the_files_that_can_hold_its_keys(
         read.append((within, len(current.inputFiles()) if current is not None else 0))
         return current
 
-    monkeypatch.setattr(silver_job, "current_orders", spied)
+    monkeypatch.setattr(silver_context, "current_orders", spied)
     update = [event(300, "u", 101, (200, 1), "new"), event(301, "u", 102, (200, 2), "new")]
     lake.apply(update, 3)
 
@@ -630,7 +631,7 @@ def test_a_merge_of_few_keys_names_them(lake: Lake, monkeypatch: pytest.MonkeyPa
         merged.append(args[-1])
         merge_silver(*args, **kwargs)
 
-    monkeypatch.setattr(silver_job, "merge_silver", spied)
+    monkeypatch.setattr(silver_write, "merge_silver", spied)
     few = [event(10, "u", 1, (200, 1), "new"), event(11, "u", 4, (200, 2), "new")]
     lake.apply(few, 1)
     monkeypatch.setattr(silver_tables, "LISTED_KEYS", 1)

@@ -1,4 +1,4 @@
-"""Schema versions of a micro-batch (silver.parse.discover_versions) and how silver.evolution
+"""Schema versions of a micro-batch (silver.decode.discover_versions) and how silver.evolution
 reads a batch of several: each version decoded by its own schema, then brought to one set of
 columns. Tiny inline batches; the only Spark work is the discovery query and the parse."""
 
@@ -14,8 +14,9 @@ from pyspark.sql.types import DecimalType, LongType, StructField, StructType
 from cdc.records import Record
 from core.config import TableSpec
 from core.errors import SchemaChangeError
-from silver.evolution import read_batch
-from silver.parse import SchemaCache, as_text, discover_versions
+from silver.context import SchemaCache
+from silver.decode import discover_versions, read_batch
+from silver.parse import as_text
 from tests.helpers import bronze_frame, pg_envelope, pg_key
 
 pytestmark = pytest.mark.unit
