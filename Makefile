@@ -15,7 +15,7 @@ $(STAMP): requirements.lock pyproject.toml
 	$(BIN)/python -m pip install --quiet -r requirements.lock
 	$(BIN)/python -m pip install --quiet --no-deps jsoniq==3.0.2
 	$(BIN)/python -m pip install --quiet --no-deps -e .
-	$(BIN)/python -c "from core.spark import local_delta_jars; local_delta_jars()"
+	$(BIN)/python -c "from lakehouse_core.spark import local_delta_jars; local_delta_jars()"
 	touch $(STAMP)
 
 # The browser assets of the Data Docs (npm packages pinned with their lock file's integrity

@@ -14,9 +14,9 @@ from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from core.columns import METADATA_COLUMNS
-from core.config import TableSpec
-from core.delta_io import ensure_table
+from lakehouse_core.columns import METADATA_COLUMNS
+from lakehouse_core.config import TableSpec
+from lakehouse_core.delta_io import ensure_table
 from silver.decode import discover_layout
 from silver.parse import as_text, parse_changes
 

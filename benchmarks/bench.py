@@ -32,11 +32,6 @@ from benchmarks.kafka_bench import kafka_results
 from benchmarks.recording import write_results
 from bronze.job import start_bronze
 from cdc.sources import SourceSpec, read_source
-from core.config import QualitySpec, TableSpec
-from core.identifiers import table_name_for_topic
-from core.layout import Warehouse
-from core.spark import get_spark
-from core.streaming import Trigger, await_query
 from expectations.checks import load_checks
 from lakehouse.demo.generator import WorkloadConfig
 from lakehouse.demo.job import write_workload
@@ -44,6 +39,11 @@ from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.ops.maintenance import maintain
 from lakehouse.ops.replay import replay
 from lakehouse.run.entities import entity_specs
+from lakehouse_core.config import QualitySpec, TableSpec
+from lakehouse_core.identifiers import table_name_for_topic
+from lakehouse_core.layout import Warehouse
+from lakehouse_core.spark import get_spark
+from lakehouse_core.streaming import Trigger, await_query
 from silver.job import start_silver
 
 WORK = Path(__file__).parent / "work"

@@ -30,11 +30,11 @@ from pyspark.sql import functions as F
 
 from benchmarks import gold_sharing
 from benchmarks.recording import write_results
-from core.gold_tables import GoldTable, Measure, Window
-from core.layout import Warehouse
-from core.spark import get_spark
-from core.streaming import Trigger, run_to_end
 from gold.jobs import start_gold
+from lakehouse_core.gold_tables import GoldTable, Measure, Window
+from lakehouse_core.layout import Warehouse
+from lakehouse_core.spark import get_spark
+from lakehouse_core.streaming import Trigger, run_to_end
 
 WORK = Path(__file__).parent / "work" / "gold"
 DAYS = 30

@@ -38,11 +38,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from benchmarks.recording import write_results
-from core.gold_tables import GoldTable, Measure, Window
-from core.layout import Warehouse
-from core.spark import get_spark
-from core.streaming import Trigger, finish_all, run_to_end
 from gold.jobs import start_gold, start_shared
+from lakehouse_core.gold_tables import GoldTable, Measure, Window
+from lakehouse_core.layout import Warehouse
+from lakehouse_core.spark import get_spark
+from lakehouse_core.streaming import Trigger, finish_all, run_to_end
 
 WORK = Path(__file__).parent / "work" / "gold_sharing"
 START_MICROS = 1_767_225_600_000_000  # 2026-01-01

@@ -28,10 +28,6 @@ from pyspark.sql import functions as F
 from bronze.job import start_bronze
 from cdc.records import Record
 from cdc.sources import SourceSpec, read_source
-from core.config import TableSpec
-from core.identifiers import table_name_for_topic
-from core.layout import Warehouse
-from core.streaming import Trigger, await_query
 from lakehouse.demo.generator import WorkloadConfig, generate
 from lakehouse.demo.job import workload_source
 from lakehouse.demo.producer import (
@@ -45,6 +41,10 @@ from lakehouse.demo.producer import produce as send_records
 from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.local.broker import LocalBroker, free_port
 from lakehouse.run.pipeline import start_one_hop
+from lakehouse_core.config import TableSpec
+from lakehouse_core.identifiers import table_name_for_topic
+from lakehouse_core.layout import Warehouse
+from lakehouse_core.streaming import Trigger, await_query
 from silver.job import start_silver
 
 #: Records sent before the freshness measurement starts.

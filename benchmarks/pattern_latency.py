@@ -32,7 +32,7 @@ from deltalake import DeltaTable
 
 from benchmarks.recording import write_results
 from cdc.records import Record
-from core.patterns import match_id
+from lakehouse_core.patterns import match_id
 
 TOPIC = "bench.clicks"
 PATTERN = "a_then_b"

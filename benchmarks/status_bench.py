@@ -285,7 +285,7 @@ def spark_baseline(root: str) -> None:
     from delta.tables import DeltaTable as SparkDeltaTable
     from pyspark.sql import functions as F
 
-    from core.spark import get_spark
+    from lakehouse_core.spark import get_spark
 
     spark = get_spark()
     tables = [

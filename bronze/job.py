@@ -16,19 +16,19 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
 from bronze.table import ensure_bronze_table, with_ingestion_metadata
-from core.columns import REASON
-from core.config import QualitySpec
-from core.delta_io import BATCH_MARK
-from core.failures import guarded
-from core.identifiers import bronze_tables_for_topics
-from core.layout import QUARANTINE_TABLE, Warehouse
-from core.parallel import run_side_by_side
-from core.quarantine import ensure_quarantine, quarantine
-from core.streaming import Trigger, query_app_id
 from expectations.checks import load_layer_checks
 from expectations.compile import Check
 from expectations.enforce import Outcome, TableChecks
 from expectations.metrics import record_outcomes
+from lakehouse_core.columns import REASON
+from lakehouse_core.config import QualitySpec
+from lakehouse_core.delta_io import BATCH_MARK
+from lakehouse_core.failures import guarded
+from lakehouse_core.identifiers import bronze_tables_for_topics
+from lakehouse_core.layout import QUARANTINE_TABLE, Warehouse
+from lakehouse_core.parallel import run_side_by_side
+from lakehouse_core.quarantine import ensure_quarantine, quarantine
+from lakehouse_core.streaming import Trigger, query_app_id
 
 BRONZE_QUERY = "bronze"
 #: Where a bronze record came from: the columns its quarantine row and error messages name.
@@ -263,7 +263,7 @@ def append_once(frame: DataFrame, path: str, app_id: str, batch_id: int) -> None
     commit is rejected (``ConcurrentTransactionException``, which fails its batch) or skipped.
     So bronze never holds a record twice, even without the warehouse's lease
     (:mod:`lakehouse.run.lease`). The commit is marked as every exactly-once write is
-    (:data:`core.delta_io.BATCH_MARK`).
+    (:data:`lakehouse_core.delta_io.BATCH_MARK`).
     """
     (
         frame.write.format("delta")

@@ -8,9 +8,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType, TimestampType
 
 from cdc.files import SOURCED_KAFKA_SCHEMA
-from core.delta_io import table_property
-from core.errors import ConfigError
-from core.identifiers import table_name_for_topic, topic_collision_message
+from lakehouse_core.delta_io import table_property
+from lakehouse_core.errors import ConfigError
+from lakehouse_core.identifiers import table_name_for_topic, topic_collision_message
 
 #: The id of the bronze query's micro-batch that appended a record.
 INGEST_BATCH = "_ingest_batch"

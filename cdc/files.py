@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from cdc.records import CREATE_TIME, KAFKA_SCHEMA, arrow_schema, json_bytes
-from core.errors import ConfigError
+from lakehouse_core.errors import ConfigError
 
 #: Topic under which lines that are not valid records land in bronze.
 UNREADABLE_TOPIC = "_unreadable_lines"

@@ -1,7 +1,7 @@
 """Broker calls of the Kafka source: metadata and watermarks (driver), range reads (executors).
 
 Every call is bounded by the ``timeoutMs`` option; librdkafka would otherwise retry forever.
-Failures become one-line :class:`~core.errors.LakehouseError` messages that start with
+Failures become one-line :class:`~lakehouse_core.errors.LakehouseError` messages that start with
 ``Kafka source:``, name the problem and the fix, and carry no secret value.
 """
 
@@ -26,7 +26,7 @@ from confluent_kafka import (
 from cdc.kafka_offsets import OffsetRange
 from cdc.kafka_options import MESSAGE_PREFIX, KafkaSourceOptions
 from cdc.records import arrow_schema
-from core.errors import DataLossError, LakehouseError, SourceUnavailableError
+from lakehouse_core.errors import DataLossError, LakehouseError, SourceUnavailableError
 
 log = logging.getLogger("cdc.kafka_source")
 #: librdkafka's own log lines (connection retries...): not printed unless the application

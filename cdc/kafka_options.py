@@ -1,9 +1,9 @@
 """Options of the Kafka source: parsing, validation, librdkafka settings and secret redaction.
 
 Option names follow Spark's built-in Kafka source where one exists (matched case-insensitively,
-as Spark does). Every problem is a :class:`~core.errors.ConfigError` whose one-line message
-starts with ``Kafka source:``, names the option and says what is allowed; no message, ``repr``
-or log line ever carries the value of a secret setting (:func:`is_secret`).
+as Spark does). Every problem is a :class:`~lakehouse_core.errors.ConfigError` whose one-line
+message starts with ``Kafka source:``, names the option and says what is allowed; no message,
+``repr`` or log line ever carries the value of a secret setting (:func:`is_secret`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from core.errors import ConfigError
+from lakehouse_core.errors import ConfigError
 
 #: Prefix of every user-facing message of the Kafka source, so it can be found in Spark's traces.
 MESSAGE_PREFIX = "Kafka source:"

@@ -49,7 +49,7 @@ from cdc.kafka_options import (
     parse_options,
 )
 from cdc.records import KAFKA_SCHEMA
-from core.errors import ConfigError, SourceUnavailableError
+from lakehouse_core.errors import ConfigError, SourceUnavailableError
 
 KAFKA_FORMAT = "lakehouse_kafka"
 

@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 
 from cdc.files import SOURCE_COLUMN, read_file_stream
 from cdc.kafka_options import redacted
-from core.errors import ConfigError
+from lakehouse_core.errors import ConfigError
 
 SourceKind = Literal["files", "kafka"]
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pyspark.sql import SparkSession
 
-from core.config import QualitySpec
-from core.layout import Layer, Warehouse
 from expectations.enforce import TableChecks
 from expectations.metrics import ensure_quality_table
 from expectations.suites import load_suite, suite_names
+from lakehouse_core.config import QualitySpec
+from lakehouse_core.layout import Layer, Warehouse
 
 
 def load_checks(

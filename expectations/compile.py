@@ -24,8 +24,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.types import StringType, StructType
 
-from core.errors import ConfigError
 from expectations.suites import Rule
+from lakehouse_core.errors import ConfigError
 
 
 @dataclass(frozen=True)

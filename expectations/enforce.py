@@ -3,9 +3,9 @@
 :meth:`TableChecks.mark` adds nothing but a reason to the rows a ``drop`` expectation catches
 (they go to quarantine with the other unusable records) and a scope column; its
 :meth:`TableChecks.totals` are aggregate columns that the caller computes in the same Spark job
-as its own totals; :meth:`TableChecks.judge` turns that one row of counts into the verdict:
-per expectation rows counted, failed and dropped, warnings logged, and for a broken ``fail``
-expectation an :class:`~core.errors.ExpectationFailedError` raised before anything is written.
+as its own totals; :meth:`TableChecks.judge` turns that one row of counts into the verdict: per
+expectation rows counted, failed and dropped, warnings logged, and for a broken ``fail`` expectation
+an :class:`~lakehouse_core.errors.ExpectationFailedError` raised before anything is written.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from core.errors import ExpectationFailedError
 from expectations.compile import Check, compile_rule, holds
 from expectations.suites import Rule, TableSuite
+from lakehouse_core.errors import ExpectationFailedError
 
 _log = logging.getLogger(__name__)
 

@@ -19,8 +19,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from core.delta_io import append, ensure_table, table_exists
 from expectations.enforce import Outcome
+from lakehouse_core.delta_io import append, ensure_table, table_exists
 
 QUALITY_SCHEMA = StructType(
     [

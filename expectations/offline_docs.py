@@ -19,7 +19,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
-from core.errors import ConfigError
+from lakehouse_core.errors import ConfigError
 
 #: Where ``make venv`` installs the asset packages (their ``node_modules`` directory).
 ASSETS_ENV = "LAKEHOUSE_DOCS_ASSETS"

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from core.config import QualityAction, QualitySpec, require_action
-from core.errors import ConfigError
-from core.identifiers import require_identifier
-from core.layout import LAYERS
+from lakehouse_core.config import QualityAction, QualitySpec, require_action
+from lakehouse_core.errors import ConfigError
+from lakehouse_core.identifiers import require_identifier
+from lakehouse_core.layout import LAYERS
 
 if TYPE_CHECKING:
     from great_expectations.core.expectation_suite import ExpectationSuite

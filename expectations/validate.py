@@ -18,12 +18,12 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from core.config import QualityAction, QualitySpec, require_action
-from core.delta_io import table_exists
-from core.errors import ExpectationFailedError
-from core.layout import LAYERS, Warehouse
 from expectations.offline_docs import assets_root, make_offline
 from expectations.suites import default_name, read_suite, suite_names, suite_path
+from lakehouse_core.config import QualityAction, QualitySpec, require_action
+from lakehouse_core.delta_io import table_exists
+from lakehouse_core.errors import ExpectationFailedError
+from lakehouse_core.layout import LAYERS, Warehouse
 
 log = logging.getLogger(__name__)
 

@@ -16,9 +16,9 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType
 
-from core.durations import duration_micros, parse_duration
-from core.gold_tables import WINDOW_INDEX, GoldTable, Measure
-from core.gold_tables import Window as GoldWindow
+from lakehouse_core.durations import duration_micros, parse_duration
+from lakehouse_core.gold_tables import WINDOW_INDEX, GoldTable, Measure
+from lakehouse_core.gold_tables import Window as GoldWindow
 from silver.settings import condition_column, expression_column
 
 #: Change-feed row kinds: every image of a row, before and after a change.
@@ -169,7 +169,8 @@ def _first_rows(frame: DataFrame, table: GoldTable) -> DataFrame:
 
 def _spark_intervals(window: GoldWindow) -> tuple[str, str]:
     """The size and slide of a tumbling or hopping window as Spark's interval texts (the
-    canonical spelling of :func:`core.durations.parse_duration`: ``"1h"`` is ``"1 hour"``)."""
+    canonical spelling of :func:`lakehouse_core.durations.parse_duration`: ``"1h"`` is
+    ``"1 hour"``)."""
     assert window.size is not None
     size = parse_duration(window.size).text
     return size, parse_duration(window.slide).text if window.slide else size

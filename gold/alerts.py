@@ -18,15 +18,15 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
-from core.alerting import AlertSpec, load_score_function
-from core.config import PipelineConfig
-from core.delta_io import dml_once, ensure_table, merge_materialized, table_exists
-from core.errors import ConfigError, TableNotFoundError
-from core.layout import Warehouse
-from core.streaming import Trigger
 from gold.aggregates import ADDS
 from gold.baseline import alert_rows, fit_baseline, scored, with_baseline
 from gold.feed import GOLD_WIDENING, start_on_changes
+from lakehouse_core.alerting import AlertSpec, load_score_function
+from lakehouse_core.config import PipelineConfig
+from lakehouse_core.delta_io import dml_once, ensure_table, merge_materialized, table_exists
+from lakehouse_core.errors import ConfigError, TableNotFoundError
+from lakehouse_core.layout import Warehouse
+from lakehouse_core.streaming import Trigger
 
 ALERTS_TABLE = "alerts"
 

@@ -11,7 +11,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, StructField, StructType
 
-from core.alerting import AlertSpec, ScoreFunction
+from lakehouse_core.alerting import AlertSpec, ScoreFunction
 
 #: Scales the median absolute deviation to the standard deviation of a normal distribution,
 #: so ``mad`` scores read like z-scores (the "modified z-score").

@@ -24,10 +24,6 @@ from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, StructField, StructType, TimestampType
 
-from core.delta_io import EnsuredTables, append, dml_once, merge_materialized
-from core.frames import kept_with_totals
-from core.gold_tables import GoldTable, Join
-from core.layout import HISTORY_SUFFIX, Warehouse
 from expectations.enforce import TableChecks
 from expectations.metrics import record_outcomes
 from gold.aggregates import (
@@ -62,6 +58,10 @@ from gold.stream_join import (
 )
 from gold.stream_join import touched as touched_rows
 from gold.watermarks import RecordedSeen, watermark_of
+from lakehouse_core.delta_io import EnsuredTables, append, dml_once, merge_materialized
+from lakehouse_core.frames import kept_with_totals
+from lakehouse_core.gold_tables import GoldTable, Join
+from lakehouse_core.layout import HISTORY_SUFFIX, Warehouse
 
 
 class JoinInputs(NamedTuple):

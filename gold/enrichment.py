@@ -1,5 +1,6 @@
-"""Pure transforms of the enrichment join (a declaration's :class:`~core.gold_tables.Join`):
-source rows with the joined entity's columns, and the rows whose scope an entity change moves.
+"""Pure transforms of the enrichment join (a declaration's
+:class:`~lakehouse_core.gold_tables.Join`): source rows with the joined entity's columns, and the
+rows whose scope an entity change moves.
 
 A gold table with a join is its declaration evaluated over the source's rows left-joined with
 the entity's current rows, or, as of event time, with the entity's version in force at each
@@ -21,10 +22,10 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, NumericType, StructType
 
-from core.columns import OP
-from core.errors import ConfigError
-from core.gold_tables import GoldTable, Join
 from gold.aggregates import ROW_IMAGES
+from lakehouse_core.columns import OP
+from lakehouse_core.errors import ConfigError
+from lakehouse_core.gold_tables import GoldTable, Join
 from silver.history import END_AT, START_AT
 from silver.parse import TRUNCATE_OP, order_of
 

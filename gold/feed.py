@@ -11,13 +11,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
-from core import checkpoints, storage
-from core.delta_io import change_feed_complete, current_version
-from core.failures import guarded
-from core.layout import Warehouse
-from core.streaming import Trigger, query_app_id
-from core.widening import TypeWidening
 from gold.schema_log import rebase_schema_log, schema_log_location
+from lakehouse_core import checkpoints, storage
+from lakehouse_core.delta_io import change_feed_complete, current_version
+from lakehouse_core.failures import guarded
+from lakehouse_core.layout import Warehouse
+from lakehouse_core.streaming import Trigger, query_app_id
+from lakehouse_core.widening import TypeWidening
 
 #: Gold tables are small and read by BI tools: a wider type rewrites them, so every Delta
 #: reader keeps opening them.
@@ -90,7 +90,7 @@ def start_on_changes(
     ``combine(changes, spark, checkpoint)``, if given, makes the query's stream of that feed
     (a gold table with a join adds its entity's, :func:`joined_changes`).
 
-    The checkpoint is the query's current one (:func:`core.checkpoints.current`: after a
+    The checkpoint is the query's current one (:func:`lakehouse_core.checkpoints.current`: after a
     replay on an object store, the generation its pointer names, read from the version the
     pointer gives)."""
     place = checkpoints.current(spark, warehouse.checkpoint(query))

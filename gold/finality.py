@@ -26,9 +26,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from core.durations import duration_micros
-from core.gold_tables import GoldTable
 from gold.aggregates import ROW_IMAGES, counted_rows
+from lakehouse_core.durations import duration_micros
+from lakehouse_core.gold_tables import GoldTable
 
 #: Finality columns of every gold table: whether the window ended at or before the table's
 #: watermark, and when it took its final values (see docs/gold.md).

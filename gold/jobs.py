@@ -30,20 +30,6 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
-from core import checkpoints
-from core.config import QualitySpec
-from core.delta_io import (
-    change_feed_complete,
-    ensure_table,
-    note_query_start,
-    table_exists,
-)
-from core.errors import ConfigError
-from core.failures import Failure
-from core.gold_tables import GoldTable
-from core.layout import HISTORY_SUFFIX, LATE_EVENTS, Warehouse
-from core.parallel import run_side_by_side
-from core.streaming import Trigger
 from expectations.checks import load_checks
 from expectations.enforce import TableChecks
 from gold.aggregates import (
@@ -78,6 +64,20 @@ from gold.stream_join import (
     evaluate_joined,
     other_columns,
 )
+from lakehouse_core import checkpoints
+from lakehouse_core.config import QualitySpec
+from lakehouse_core.delta_io import (
+    change_feed_complete,
+    ensure_table,
+    note_query_start,
+    table_exists,
+)
+from lakehouse_core.errors import ConfigError
+from lakehouse_core.failures import Failure
+from lakehouse_core.gold_tables import GoldTable
+from lakehouse_core.layout import HISTORY_SUFFIX, LATE_EVENTS, Warehouse
+from lakehouse_core.parallel import run_side_by_side
+from lakehouse_core.streaming import Trigger
 
 
 def query_name(table: GoldTable) -> str:

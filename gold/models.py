@@ -1,5 +1,5 @@
-"""The refresh of SQL models (:mod:`core.models`): ``gold.<name>`` kept equal to the model's
-query over its input tables, written once per change of those inputs, exactly once.
+"""The refresh of SQL models (:mod:`lakehouse_core.models`): ``gold.<name>`` kept equal to the
+model's query over its input tables, written once per change of those inputs, exactly once.
 
 A refresh (:func:`refresh`):
 
@@ -42,9 +42,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, FloatType
 from sqlglot import exp
 
-from core import storage
-from core.config import PipelineConfig
-from core.delta_io import (
+from lakehouse_core import storage
+from lakehouse_core.config import PipelineConfig
+from lakehouse_core.delta_io import (
     TXN_APP_ID,
     TXN_VERSION,
     USER_METADATA,
@@ -53,12 +53,12 @@ from core.delta_io import (
     session_settings,
     table_exists,
 )
-from core.errors import ConfigError
-from core.failures import Failure, TableFailure
-from core.identifiers import is_plain_identifier, require_identifier
-from core.layout import Layer, Warehouse
-from core.models import SqlModel, check_models
-from core.sql_guard import DIALECT
+from lakehouse_core.errors import ConfigError
+from lakehouse_core.failures import Failure, TableFailure
+from lakehouse_core.identifiers import is_plain_identifier, require_identifier
+from lakehouse_core.layout import Layer, Warehouse
+from lakehouse_core.models import SqlModel, check_models
+from lakehouse_core.sql_guard import DIALECT
 from silver.verify import MAX_REPORTED, TableCheck
 
 log = logging.getLogger(__name__)
@@ -221,7 +221,7 @@ def input_versions(
     found: InputVersions = {}
     missing = []
     for schema, table in model.inputs:
-        layer: Layer = schema  # type: ignore[assignment]  # core.models allows only layers
+        layer: Layer = schema  # type: ignore[assignment]  # lakehouse_core.models allows only layers
         path = warehouse.table(layer, table)
         name = input_name(schema, table)
         if not table_exists(spark, path):
@@ -400,7 +400,7 @@ def ordered_models(config: PipelineConfig) -> tuple[SqlModel, ...]:
     built in Python gets the checks ``load_config`` makes).
 
     Raises:
-        ConfigError: see :func:`core.models.check_models`.
+        ConfigError: see :func:`lakehouse_core.models.check_models`.
     """
     return check_models(config.models, config.taken_gold_names)
 

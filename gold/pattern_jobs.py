@@ -4,8 +4,8 @@ rows after every micro-batch (docs/patterns.md).
 
 Each micro-batch finds the partitions its changed rows belong to and, per partition, the
 earliest changed event time. A match that starts more than the pattern's reach
-(:attr:`~core.patterns.Pattern.reach_micros`) before it cannot hold the change, so each such
-partition is matched again from there (with ``skip_past_last``, from the start of the last
+(:attr:`~lakehouse_core.patterns.Pattern.reach_micros`) before it cannot hold the change, so each
+such partition is matched again from there (with ``skip_past_last``, from the start of the last
 match before there, which the change cannot touch either), in Python, grouped by partition
 (:func:`_rematch`); the result replaces the partition's matches from there in one MERGE under
 the batch's Delta transaction id. A final match the batch removes or changes is written to
@@ -39,20 +39,26 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from core.conditions import typed_condition
-from core.config import PipelineConfig
-from core.delta_io import EnsuredTables, append, dml_once, ensure_table, merge_materialized
-from core.errors import ConfigError
-from core.frames import kept_with_totals
-from core.layout import LATE_EVENTS, Warehouse
-from core.models import ALERTS_TABLE
-from core.patterns import MATCH_END, MATCH_ID, MATCH_START, Pattern, match_id
-from core.streaming import Trigger
 from gold.aggregates import ADDS, PRESENT, ROW_IMAGES
 from gold.feed import GOLD_WIDENING, GoldJob, start_on_changes
 from gold.finality import FINAL, FINALIZED_AT, LATE_EVENTS_SCHEMA, at_micros
 from gold.patterns import Matcher, match_row, ordered
 from gold.watermarks import RecordedSeen, watermark_of
+from lakehouse_core.conditions import typed_condition
+from lakehouse_core.config import PipelineConfig
+from lakehouse_core.delta_io import (
+    EnsuredTables,
+    append,
+    dml_once,
+    ensure_table,
+    merge_materialized,
+)
+from lakehouse_core.errors import ConfigError
+from lakehouse_core.frames import kept_with_totals
+from lakehouse_core.layout import LATE_EVENTS, Warehouse
+from lakehouse_core.models import ALERTS_TABLE
+from lakehouse_core.patterns import MATCH_END, MATCH_ID, MATCH_START, Pattern, match_id
+from lakehouse_core.streaming import Trigger
 
 #: Per changed partition, the earliest event time (epoch µs) a batch changed in it.
 CHANGED_FROM = "_changed_from"

@@ -2,7 +2,7 @@
 one partition's events, as a job's grouped Arrow function runs it on the executors.
 
 Events are dicts of plain values (instants as epoch microseconds, dates as days since the
-epoch), conditions the checked trees of :mod:`core.patterns`, evaluated by
+epoch), conditions the checked trees of :mod:`lakehouse_core.patterns`, evaluated by
 :func:`silver.reference.holds`, the plain-Python evaluator that agrees with Spark's.
 """
 
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from core.conditions import Condition, condition_columns
-from core.patterns import Pattern, PatternMeasure, match_id
+from lakehouse_core.conditions import Condition, condition_columns
+from lakehouse_core.patterns import Pattern, PatternMeasure, match_id
 from silver.reference import holds
 
 Row = Mapping[str, Any]

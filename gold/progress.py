@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
-from core import checkpoints, storage
-from core.layout import Warehouse
-from core.streaming import APP_ID_FILE
+from lakehouse_core import checkpoints, storage
+from lakehouse_core.layout import Warehouse
+from lakehouse_core.streaming import APP_ID_FILE
 
 APPLIED_SUFFIX = ".applied.json"
 

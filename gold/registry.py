@@ -8,8 +8,6 @@ from functools import partial
 
 from pyspark.sql.streaming.query import StreamingQuery
 
-from core.config import PipelineConfig
-from core.gold_tables import GoldTable
 from gold.feed import GoldJob
 from gold.jobs import (
     group_query,
@@ -21,6 +19,8 @@ from gold.jobs import (
     start_shared,
 )
 from gold.pattern_jobs import pattern_jobs
+from lakehouse_core.config import PipelineConfig
+from lakehouse_core.gold_tables import GoldTable
 
 __all__ = ["GoldJob", "gold_jobs"]
 

@@ -1,5 +1,5 @@
 """Pure transforms of the time-bounded stream-stream join (a declaration's
-:class:`~core.gold_tables.StreamJoin`, with a ``row`` window).
+:class:`~lakehouse_core.gold_tables.StreamJoin`, with a ``row`` window).
 
 Such a gold table has one row per *anchor*: distinct group-by values and event time t of the
 source's counted rows (:func:`anchors`), measuring the other table's rows whose ``on``
@@ -23,10 +23,10 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import NumericType, StructType
 
-from core.errors import ConfigError
-from core.gold_tables import GoldTable, StreamJoin
 from gold.aggregates import ROW_IMAGES, counted_rows, in_scope, measure_column, scope_columns
 from gold.finality import BRONZE_COORDINATES, at_micros, late_rows
+from lakehouse_core.errors import ConfigError
+from lakehouse_core.gold_tables import GoldTable, StreamJoin
 
 #: Column of a stream-join job's stream: the other table's change row (:func:`other_columns`
 #: as a struct); null on a source change row.

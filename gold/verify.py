@@ -11,9 +11,6 @@ from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, FloatType
 
-from core.frames import kept_with_totals
-from core.gold_tables import GoldTable
-from core.patterns import Pattern
 from gold.aggregates import evaluate
 from gold.batch import JoinInputs, joined_entity
 from gold.enrichment import enrich
@@ -21,6 +18,9 @@ from gold.finality import FINAL, at_micros
 from gold.pattern_jobs import evaluate_matches, final_from
 from gold.stream_join import evaluate_joined
 from gold.watermarks import seen_micros, watermark_of
+from lakehouse_core.frames import kept_with_totals
+from lakehouse_core.gold_tables import GoldTable
+from lakehouse_core.patterns import Pattern
 from silver.verify import MAX_REPORTED, TableCheck
 
 #: Doubles (``avg``) summed in another order differ in their last bits: compared rounded.

@@ -1,9 +1,9 @@
 """The persisted watermark of each gold table (``_system/watermarks/<name>.json``): the latest
 event time its job has seen, so restarts, retried micro-batches and replays agree on it.
 
-The state is one small JSON document, replaced whole (:func:`core.storage.write_text`) after the
-batch's gold and late-event writes. It names the batch that wrote it and the value before, so
-a batch retried after a crash reads the state its first attempt read.
+The state is one small JSON document, replaced whole (:func:`lakehouse_core.storage.write_text`)
+after the batch's gold and late-event writes. It names the batch that wrote it and the value before,
+so a batch retried after a crash reads the state its first attempt read.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from delta.tables import DeltaTable
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
-from core import storage
-from core.delta_io import table_exists
-from core.layout import Warehouse
 from gold.finality import FINAL, FINALIZED_AT, at_micros
+from lakehouse_core import storage
+from lakehouse_core.delta_io import table_exists
+from lakehouse_core.layout import Warehouse
 
 SEEN = "max_event_micros"
 #: The micro-batch that wrote the state, and the latest event time before it.

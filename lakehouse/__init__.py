@@ -79,7 +79,7 @@ __version__ = "0.1.0"
 #:     logging.basicConfig(format="- %(message)s")
 #:     for name in LOGGERS:
 #:         logging.getLogger(name).setLevel(logging.INFO)
-LOGGERS = ("core", "cdc", "expectations", "bronze", "silver", "gold", "lakehouse")
+LOGGERS = ("lakehouse_core", "cdc", "expectations", "bronze", "silver", "gold", "lakehouse")
 
 __all__ = [
     "LOGGERS",

@@ -13,7 +13,7 @@
 Each method calls the operation the command line runs (``lakehouse run``, ``verify``,
 ``replay``, ``forget``, ``maintain``, ``fit``, ``sql``, ``status``) and returns its report, a small
 dataclass; :meth:`Lakehouse.start` returns a :class:`~lakehouse.handle.Pipeline` handle. User
-mistakes raise :class:`core.errors.LakehouseError` subclasses with one clear message.
+mistakes raise :class:`lakehouse_core.errors.LakehouseError` subclasses with one clear message.
 
 What the operations do (a query starting, a table failing, a replay's steps) is logged at INFO
 through :mod:`logging`, each module under its own name (``lakehouse.run.pipeline``,
@@ -35,25 +35,6 @@ from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 
 from cdc.sources import SourceSpec
-from core.alerting import AlertSpec
-from core.catalog import register_tables
-from core.config import (
-    CatalogSpec,
-    MaintenanceSpec,
-    PipelineConfig,
-    QualitySpec,
-    TableSpec,
-    load_config,
-)
-from core.delta_io import table_exists
-from core.errors import ConfigError, TableNotFoundError
-from core.gold_tables import GoldTable
-from core.layout import LAYERS, Layer, Warehouse
-from core.models import SqlModel
-from core.patterns import Pattern
-from core.spark import SparkMode, get_spark
-from core.sql_guard import check
-from core.streaming import Trigger
 from gold.alerts import Fit
 from gold.alerts import fit as fit_alert
 from lakehouse.declare import pipeline_config
@@ -73,6 +54,25 @@ from lakehouse.run.pipeline import RunReport, run_continuously, run_once
 from lakehouse.run.queries import RETRY_BACKOFF, Backoff
 from lakehouse.run.summary import RunSummary
 from lakehouse.sql.session import run_checked, spark_errors
+from lakehouse_core.alerting import AlertSpec
+from lakehouse_core.catalog import register_tables
+from lakehouse_core.config import (
+    CatalogSpec,
+    MaintenanceSpec,
+    PipelineConfig,
+    QualitySpec,
+    TableSpec,
+    load_config,
+)
+from lakehouse_core.delta_io import table_exists
+from lakehouse_core.errors import ConfigError, TableNotFoundError
+from lakehouse_core.gold_tables import GoldTable
+from lakehouse_core.layout import LAYERS, Layer, Warehouse
+from lakehouse_core.models import SqlModel
+from lakehouse_core.patterns import Pattern
+from lakehouse_core.spark import SparkMode, get_spark
+from lakehouse_core.sql_guard import check
+from lakehouse_core.streaming import Trigger
 from silver.keys import KeyValue
 from silver.verify import TableCheck
 
@@ -150,12 +150,12 @@ class Lakehouse:
 
     Args:
         warehouse: the warehouse root (a directory, or a Hadoop URI); created by the first run.
-        config: a pipeline TOML file, a :class:`~core.config.PipelineConfig`, or None: no
+        config: a pipeline TOML file, a :class:`~lakehouse_core.config.PipelineConfig`, or None: no
             declarations (Debezium topics still become silver tables; the demo shop's
             settings are :meth:`Lakehouse.demo`'s).
         spark: the session to use; None takes the active one (Databricks, a notebook that
             built its own) or starts a local one with Delta (``spark_mode``, ``master``: see
-            :func:`core.spark.get_spark`), when first needed.
+            :func:`lakehouse_core.spark.get_spark`), when first needed.
         tables, gold, patterns, alerts, models, quality, catalog, maintenance: the pipeline
             declared in Python instead of ``config`` (:mod:`lakehouse.declare`:
             ``tables=[cdc_table(...), events_table(...)]``, ``gold=[gold_table(...)]``, ...);
@@ -266,7 +266,7 @@ class Lakehouse:
                 a processing time off the main thread (use :meth:`start`).
             PipelineRunningError: a pipeline runs on the warehouse.
             LakehouseError: a table failed, after the others did their work (its own error,
-                or :class:`~core.failures.FailedTablesError` naming each failed table); a
+                or :class:`~lakehouse_core.failures.FailedTablesError` naming each failed table); a
                 continuous run instead starts a failed table again with backoff.
         """
         spec = self._source(source, kafka_options)

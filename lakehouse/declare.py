@@ -15,9 +15,9 @@ settings a pipeline TOML declares, as keyword arguments with the names Databrick
 >>> print(lh.config.to_toml())   # the same pipeline as TOML
 
 One validation path: each constructor builds the TOML entry of its arguments and reads it with
-the loader of the config file (:mod:`core.loader`), so a declaration is the same frozen spec
-its TOML gives and a mistake raises, on construction, the :class:`~core.errors.ConfigError`
-line its TOML raises.
+the loader of the config file (:mod:`lakehouse_core.loader`), so a declaration is the same frozen
+spec its TOML gives and a mistake raises, on construction, the
+:class:`~lakehouse_core.errors.ConfigError` line its TOML raises.
 """
 
 from __future__ import annotations
@@ -27,10 +27,16 @@ from dataclasses import is_dataclass
 from pathlib import Path
 from typing import Any
 
-from core.alerting import AlertSpec
-from core.config import CatalogSpec, MaintenanceSpec, PipelineConfig, QualitySpec, TableSpec
-from core.errors import ConfigError
-from core.gold_tables import (
+from lakehouse_core.alerting import AlertSpec
+from lakehouse_core.config import (
+    CatalogSpec,
+    MaintenanceSpec,
+    PipelineConfig,
+    QualitySpec,
+    TableSpec,
+)
+from lakehouse_core.errors import ConfigError
+from lakehouse_core.gold_tables import (
     GoldTable,
     Join,
     Measure,
@@ -41,7 +47,7 @@ from core.gold_tables import (
     part_to_mapping,
     settings_of,
 )
-from core.loader import (
+from lakehouse_core.loader import (
     alerts_from,
     catalog_from,
     config_from_mapping,
@@ -55,8 +61,8 @@ from core.loader import (
     table_from,
     top_n_from,
 )
-from core.models import SqlModel
-from core.patterns import Absent, Pattern, PatternMeasure, Step
+from lakehouse_core.models import SqlModel
+from lakehouse_core.patterns import Absent, Pattern, PatternMeasure, Step
 
 __all__ = [
     "Absent",

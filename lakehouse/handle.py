@@ -23,18 +23,18 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from bronze.job import BRONZE_QUERY
 from cdc.sources import SourceSpec
-from core.config import PipelineConfig
-from core.delta_io import table_exists
-from core.errors import LakehouseError
-from core.failures import raise_failures
-from core.layout import Warehouse
-from core.streaming import MAX_SCHEMA_RESTARTS, Trigger, failure, stopped_by_schema_change
 from lakehouse.ops.status import PipelineStatus, pipeline_status
 from lakehouse.run.event_log import EVENT_LOG_SCHEMA, progress_row
 from lakehouse.run.lease import PipelineRunningError, holding
 from lakehouse.run.pipeline import LoopPasses, check_config, run_continuously
 from lakehouse.run.queries import RETRY_BACKOFF, Backoff, RunningQueries
 from lakehouse.run.summary import RunSummary
+from lakehouse_core.config import PipelineConfig
+from lakehouse_core.delta_io import table_exists
+from lakehouse_core.errors import LakehouseError
+from lakehouse_core.failures import raise_failures
+from lakehouse_core.layout import Warehouse
+from lakehouse_core.streaming import MAX_SCHEMA_RESTARTS, Trigger, failure, stopped_by_schema_change
 
 #: The handles running in this process, by warehouse root.
 _running: dict[str, Pipeline] = {}
@@ -237,7 +237,7 @@ class Pipeline:
 
         Raises:
             LakehouseError: a table is failing (its error; the run retries it with backoff),
-                or the run ended: its error, or a :class:`~core.errors.LakehouseError`
+                or the run ended: its error, or a :class:`~lakehouse_core.errors.LakehouseError`
                 saying it was stopped.
         """
         if not self.is_active:

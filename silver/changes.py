@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from core.columns import OP
+from lakehouse_core.columns import OP
 from silver.parse import DELETE_OP, order_of
 
 

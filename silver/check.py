@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from core.columns import REASON
 from expectations.enforce import Outcome, TableChecks
+from lakehouse_core.columns import REASON
 from silver.context import BatchContext
 from silver.decode import Decoded
 from silver.parse import BRONZE_COORDINATES

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql.types import StructType
 
-from core.config import TableSpec
-from core.delta_io import EnsuredTables
-from core.widening import TypeWidening
 from expectations.enforce import TableChecks
+from lakehouse_core.config import TableSpec
+from lakehouse_core.delta_io import EnsuredTables
+from lakehouse_core.widening import TypeWidening
 from silver.parse import SchemaVersion
 from silver.tables import EntityTables, KeyRange, current_orders, data_columns, latest_truncation
 
@@ -96,7 +96,7 @@ class QueryState:
         widening: TypeWidening,
         deletion_vectors: bool = False,
     ) -> None:
-        """:func:`core.delta_io.ensure_table`, once per schema and table in this query."""
+        """:func:`lakehouse_core.delta_io.ensure_table`, once per schema and table in this query."""
         ensured = self._ensured.ensure(spark, path, schema, change_feed, widening, deletion_vectors)
         if ensured:
             self._columns_known = False

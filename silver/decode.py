@@ -33,12 +33,12 @@ from cdc.debezium import (
     row_codecs,
     struct_fields,
 )
-from core.columns import OP, REASON, column_name_problem
-from core.config import TableSpec
-from core.errors import ConfigError, SchemaChangeError
-from core.frames import kept_with_totals
 from expectations.compile import Check
 from expectations.enforce import TableChecks
+from lakehouse_core.columns import OP, REASON, column_name_problem
+from lakehouse_core.config import TableSpec
+from lakehouse_core.errors import ConfigError, SchemaChangeError
+from lakehouse_core.frames import kept_with_totals
 from silver.context import BatchContext
 from silver.evolution import VersionColumns, conform, incompatible_message, plan_schema
 from silver.parse import (

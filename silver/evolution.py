@@ -6,9 +6,9 @@ A micro-batch can hold records of several schema versions (each Debezium record 
 Connect schema). Each version is parsed with its own schema, then every version's rows are
 brought to one set of columns, the *target*: the table's columns and every column of the
 batch, each in the narrowest type that holds the table's values and the batch's
-(:func:`core.widening.widened`). A version whose type for a column no such type holds is a
+(:func:`lakehouse_core.widening.widened`). A version whose type for a column no such type holds is a
 conflict: with ``on_incompatible_type = "fail"`` the batch fails with
-:class:`~core.errors.SchemaChangeError`; with ``"quarantine"`` its records that carry a
+:class:`~lakehouse_core.errors.SchemaChangeError`; with ``"quarantine"`` its records that carry a
 value in that column are quarantined, and the rest of the batch is applied. A conflict in a key
 column is always quarantined: such a record cannot be a row of the table.
 """
@@ -22,8 +22,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StringType, StructField, StructType
 
-from core.config import TableSpec
-from core.widening import same_type, widened
+from lakehouse_core.config import TableSpec
+from lakehouse_core.widening import same_type, widened
 
 
 @dataclass(frozen=True)

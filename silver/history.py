@@ -16,9 +16,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructType
 from pyspark.sql.window import WindowSpec
 
-from core.columns import METADATA_COLUMNS, OP
-from core.config import TableSpec
-from core.errors import ConfigError
+from lakehouse_core.columns import METADATA_COLUMNS, OP
+from lakehouse_core.config import TableSpec
+from lakehouse_core.errors import ConfigError
 from silver.parse import TRUNCATE_OP, UPSERT_OPS, order_of
 
 START_AT = "__start_at"

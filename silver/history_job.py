@@ -9,10 +9,10 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
-from core.columns import OP
-from core.config import TableSpec
-from core.delta_io import append, dml_once, ensure_table, merge_materialized, table_exists
-from core.layout import Warehouse
+from lakehouse_core.columns import OP
+from lakehouse_core.config import TableSpec
+from lakehouse_core.delta_io import append, dml_once, ensure_table, merge_materialized, table_exists
+from lakehouse_core.layout import Warehouse
 from silver.history import (
     ACTION,
     LOG_METADATA,

@@ -13,15 +13,15 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
 from bronze.table import INGEST_BATCH
-from core import checkpoints
-from core.config import TableSpec
-from core.delta_io import current_version
-from core.failures import guarded
-from core.identifiers import table_name_for_topic
-from core.layout import QUARANTINE_TABLE, Warehouse
-from core.quarantine import ensure_quarantine
-from core.streaming import Trigger, query_app_id
 from expectations.enforce import TableChecks
+from lakehouse_core import checkpoints
+from lakehouse_core.config import TableSpec
+from lakehouse_core.delta_io import current_version
+from lakehouse_core.failures import guarded
+from lakehouse_core.identifiers import table_name_for_topic
+from lakehouse_core.layout import QUARANTINE_TABLE, Warehouse
+from lakehouse_core.quarantine import ensure_quarantine
+from lakehouse_core.streaming import Trigger, query_app_id
 from silver.check import check
 from silver.context import BatchContext, QueryState
 from silver.decode import decode

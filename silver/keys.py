@@ -18,8 +18,8 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType
 
-from core.config import TableSpec
-from core.errors import ConfigError
+from lakehouse_core.config import TableSpec
+from lakehouse_core.errors import ConfigError
 from silver.decode import discover_layout
 from silver.parse import as_text, parse_changes
 

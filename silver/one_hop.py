@@ -6,7 +6,7 @@ Exactly once as in two hops: every silver write carries a transaction id of its 
 does again adds nothing the crashed attempt committed. Bronze stays the system of record.
 
 The hand-over to a silver query (a later run in two hops): after each batch, the entity's
-silver checkpoint is pointed (:mod:`core.checkpoints`) at a fresh generation that starts
+silver checkpoint is pointed (:mod:`lakehouse_core.checkpoints`) at a fresh generation that starts
 reading bronze after the version this batch left, so a silver query does not read again what a
 hop applied. After a crash between a hop's silver commits and that pointer, a restart in one hop
 does the batch again (its commits are skipped, the pointer written); a run in two hops instead
@@ -30,14 +30,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from bronze.table import INGEST_BATCH
-from core import checkpoints, storage
-from core.config import PipelineConfig, TableSpec
-from core.delta_io import current_version, table_exists
-from core.failures import Failure
-from core.layout import Warehouse
-from core.streaming import APP_ID_FILE
 from expectations.checks import load_checks
 from expectations.enforce import TableChecks
+from lakehouse_core import checkpoints, storage
+from lakehouse_core.config import PipelineConfig, TableSpec
+from lakehouse_core.delta_io import current_version, table_exists
+from lakehouse_core.failures import Failure
+from lakehouse_core.layout import Warehouse
+from lakehouse_core.streaming import APP_ID_FILE
 from silver.job import (
     BatchReport,
     QueryState,

@@ -10,7 +10,7 @@ The output of :func:`parse_changes` has one row per bronze record:
   ``_bronze_partition``, ``_bronze_offset`` and, for a quarantined record, its raw key and
   value bytes (``_bronze_key``, ``_bronze_value``);
 * the key columns and the row columns, decoded to their real types, whatever their names
-  (``value``, ``key``, ``offset``, ...) except those :mod:`core.columns` reserves;
+  (``value``, ``key``, ``offset``, ...) except those :mod:`lakehouse_core.columns` reserves;
 * ``_schema_hash`` if the bronze rows carry it (:func:`with_schema_hash`).
 """
 
@@ -32,13 +32,13 @@ from cdc.debezium import (
     raw_struct,
     timestamp_from_millis,
 )
-from core.columns import (
+from lakehouse_core.columns import (
     OP,
     REASON,
     column_name_problem,
 )
-from core.config import TableSpec
-from core.errors import ConfigError
+from lakehouse_core.config import TableSpec
+from lakehouse_core.errors import ConfigError
 
 #: Debezium's ops: those that write a row (create, update, snapshot read), a delete, a truncate.
 UPSERT_OPS = ("c", "u", "r")
@@ -72,8 +72,8 @@ class RowLayout:
 
     keys: tuple[ColumnCodec, ...]
     columns: tuple[ColumnCodec, ...]
-    #: Row columns silver cannot keep (:func:`core.columns.column_name_problem`), each with
-    #: the reason that quarantines the records carrying a value in it.
+    #: Row columns silver cannot keep (:func:`lakehouse_core.columns.column_name_problem`), each
+    #: with the reason that quarantines the records carrying a value in it.
     refused: tuple[tuple[ColumnCodec, str], ...] = ()
 
     @property

@@ -8,8 +8,8 @@ from dataclasses import dataclass, replace
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
-from core.columns import OP, REASON
 from expectations.enforce import Outcome
+from lakehouse_core.columns import OP, REASON
 from silver.changes import latest_per_key, newer_than
 from silver.check import Checked
 from silver.context import Current

@@ -22,8 +22,8 @@ How it works:
 4. The table keeps the key columns, the columns ``column_list`` / ``except_column_list``
    select, and the metadata columns.
 
-The conditions (Spark SQL expressions) are parsed and checked by ``core.conditions``, shared
-so that both sides read the same text the same way, and evaluated here in plain Python
+The conditions (Spark SQL expressions) are parsed and checked by ``lakehouse_core.conditions``,
+shared so that both sides read the same text the same way, and evaluated here in plain Python
 (:func:`holds`), independently of the Spark column the job builds from the same tree.
 
 Rows use the contract's canonical values: timestamps as int epoch microseconds (UTC), dates as
@@ -56,10 +56,10 @@ from decimal import (
 from functools import lru_cache
 from typing import Any, Literal, NamedTuple
 
-from core import conditions as sql
-from core.columns import METADATA_COLUMNS, OP, column_name_problem
-from core.conditions import Condition, parse_condition
-from core.errors import ConfigError
+from lakehouse_core import conditions as sql
+from lakehouse_core.columns import METADATA_COLUMNS, OP, column_name_problem
+from lakehouse_core.conditions import Condition, parse_condition
+from lakehouse_core.errors import ConfigError
 
 __all__ = [
     "METADATA_COLUMNS",
@@ -147,7 +147,8 @@ class FoldSpec:
     ``column_types`` (``events`` only): the declared columns and their types, one of
     ``string, int, bigint, double, boolean, timestamp, date``; when given, the table has
     exactly these columns (plus any undeclared key and ``sequence_by`` columns).
-    ``apply_as_deletes`` / ``apply_as_truncates``: conditions (Spark SQL, ``core.conditions``)
+    ``apply_as_deletes`` / ``apply_as_truncates``: conditions (Spark SQL,
+    ``lakehouse_core.conditions``)
     on an upsert's image that make it a delete / a truncate (truncate first).
     ``column_list`` / ``except_column_list``: the non-key columns the table keeps.
     ``ignore_null_updates``: a null column of an upsert takes the previous version's value;
@@ -361,7 +362,8 @@ _holds = holds  # the name the fold's own steps use
 
 
 def value_of(expr: sql.Expr, row: Mapping[str, Any], types: Mapping[str, str] | None = None) -> Any:
-    """The SQL value of a parsed expression (``core.conditions.parse_expression``) on a row, in
+    """The SQL value of a parsed expression (``lakehouse_core.conditions.parse_expression``) on a
+    row, in
     plain Python, independently of the Spark column the job builds from the same tree: None for
     NULL, a bool, an int, a float, a Decimal, a str, a naive UTC ``datetime`` (TIMESTAMP) or a
     ``date`` (DATE).
@@ -1031,8 +1033,8 @@ def _read_debezium_record(
             after_fields,
         )
 
-    # 7. Values: a value in a column silver cannot keep (core.columns); then a non-key value
-    # its column cannot hold exactly (the first column by name).
+    # 7. Values: a value in a column silver cannot keep (lakehouse_core.columns); then a non-key
+    # value its column cannot hold exactly (the first column by name).
     # A keyless truncate was ``missing key`` before these checks.
     # A key value that does not fit reads as null: the record is already ``missing key``.
     if kind != "truncate" or op == "t":

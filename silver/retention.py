@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from core.columns import OP, REASON
-from core.config import TableSpec
+from lakehouse_core.columns import OP, REASON
+from lakehouse_core.config import TableSpec
 from silver.decode import discover_layout
 from silver.parse import DELETE_OP, TRUNCATE_OP, as_text, order_of, parse_changes
 

@@ -9,7 +9,7 @@
 * ``column_list`` / ``except_column_list``: the row columns silver keeps.
 
 The conditions are built as Spark columns node by node from the checked tree of
-``core.conditions`` (never from the config text), once the batch's column types are known.
+``lakehouse_core.conditions`` (never from the config text), once the batch's column types are known.
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType
 
-from core import conditions as sql
-from core.columns import METADATA_COLUMNS, OP, REASON
-from core.conditions import Condition
-from core.config import ConditionSetting, TableSpec
-from core.errors import ConfigError
+from lakehouse_core import conditions as sql
+from lakehouse_core.columns import METADATA_COLUMNS, OP, REASON
+from lakehouse_core.conditions import Condition
+from lakehouse_core.config import ConditionSetting, TableSpec
+from lakehouse_core.errors import ConfigError
 from silver.parse import DELETE_OP, MISSING_KEY, TRUNCATE_OP, UPSERT_OPS, RowLayout
 
 
@@ -100,7 +100,7 @@ def condition_column(
     condition: Condition, types: Mapping[str, DataType], where: str, table_format: str = "debezium"
 ) -> Column:
     """The Spark column for ``condition`` over columns with the given types, built node by node
-    from the checked tree (:func:`core.conditions.typed_condition`), never from SQL text.
+    from the checked tree (:func:`lakehouse_core.conditions.typed_condition`), never from SQL text.
 
     Raises:
         ConfigError: naming ``where`` and the unknown column, or the operands whose types do
@@ -112,9 +112,10 @@ def condition_column(
 
 def expression_column(expr: sql.Expr, types: Mapping[str, DataType], where: str) -> Column:
     """The Spark column for an expression of any allowed type (a computed column, from
-    :func:`core.conditions.parse_expression`) over columns with the given types, built node by
-    node from the checked tree (:func:`core.conditions.typed_expression`); its Spark type is
-    the one ``typed_expression`` returns.
+    :func:`lakehouse_core.conditions.parse_expression`) over columns with the given types, built
+    node by
+    node from the checked tree (:func:`lakehouse_core.conditions.typed_expression`); its Spark type
+    is the one ``typed_expression`` returns.
 
     Raises:
         ConfigError: naming ``where`` and the unknown column, or the operands whose types do

@@ -20,9 +20,9 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from core.columns import METADATA_COLUMNS, OP
-from core.delta_io import merge_materialized, table_exists
-from core.frames import is_in
+from lakehouse_core.columns import METADATA_COLUMNS, OP
+from lakehouse_core.delta_io import merge_materialized, table_exists
+from lakehouse_core.frames import is_in
 from silver.changes import LAST_DELETE, fill_order, fill_value, first_value
 from silver.parse import DELETE_OP, order_of
 
@@ -173,7 +173,7 @@ def merge_silver(
     table's row if the batch has no delete of the key, else (no previous version) the value the
     key's first event after the delete received (``_first_*``). ``effective`` holds only events
     newer than the table's row of their key, and is materialized (see
-    :func:`~core.delta_io.merge_materialized`); ``within``: its key range.
+    :func:`~lakehouse_core.delta_io.merge_materialized`); ``within``: its key range.
     """
     newer = order_of("s.") > order_of("t.")
     is_delete = F.col("s._op") == DELETE_OP

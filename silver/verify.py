@@ -26,9 +26,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from core.config import TableSpec
-from core.delta_io import table_exists
 from expectations.enforce import DROPPED_PREFIX
+from lakehouse_core.config import TableSpec
+from lakehouse_core.delta_io import table_exists
 from silver.reference import METADATA_COLUMNS, BronzeRecord, FoldSpec, fold
 from silver.reference_history import START_AT, fold_history
 

@@ -1,6 +1,6 @@
 """The write stage of a silver micro-batch: the planned writes, each exactly once (Delta
-transaction markers, one per table and batch id: :func:`core.delta_io.dml_once` and
-:func:`core.delta_io.append`), so a batch run again writes nothing twice."""
+transaction markers, one per table and batch id: :func:`lakehouse_core.delta_io.dml_once` and
+:func:`lakehouse_core.delta_io.append`), so a batch run again writes nothing twice."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
-from core.columns import METADATA_COLUMNS, OP, REASON
-from core.delta_io import append, dml_once
-from core.frames import kept_with_totals
-from core.quarantine import quarantine
 from expectations.metrics import record_outcomes
+from lakehouse_core.columns import METADATA_COLUMNS, OP, REASON
+from lakehouse_core.delta_io import append, dml_once
+from lakehouse_core.frames import kept_with_totals
+from lakehouse_core.quarantine import quarantine
 from silver.context import BatchContext
 from silver.history_job import apply_history
 from silver.parse import BRONZE_BYTES, BRONZE_COORDINATES, DELETE_OP, order_of, order_type_of

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pyspark
 
-from core.spark import local_delta_jars
+from lakehouse_core.spark import local_delta_jars
 from tests.hadoop_fs import fs_jar
 
 ARCHIVE_DIR = Path(__file__).resolve().parent.parent / "build" / "jvm"
@@ -32,7 +32,7 @@ BUILD_TIMEOUT = 600
 WORKLOAD = """
 import tempfile
 from delta.tables import DeltaTable
-from core.spark import get_spark
+from lakehouse_core.spark import get_spark
 spark = get_spark(mode="local-jars", master="local[2]", app_name="class-archive")
 root = tempfile.mkdtemp()
 table = root + "/table"

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from core.spark import get_spark
 from lakehouse.local.broker import LocalBroker, free_port
+from lakehouse_core.spark import get_spark
 from tests import sessions
 from tests.browser import Browser, install_chromium
 

@@ -6,8 +6,8 @@ job's modules) so that each call is recorded, and the call chosen by ``crash_aft
 Running the same micro-batch again then shows what a restart after a crash at that commit
 boundary does. Cheaper and exact where a SIGKILL at a random moment is neither.
 
-A module's :func:`core.delta_io.dml_once` (:data:`GUARDED_DML`) is recorded by the name of the
-DML it guards (``partial(merge_silver, ...)``: ``merge_silver``), whether that DML ran or was
+A module's :func:`lakehouse_core.delta_io.dml_once` (:data:`GUARDED_DML`) is recorded by the name of
+the DML it guards (``partial(merge_silver, ...)``: ``merge_silver``), whether that DML ran or was
 skipped because its batch had landed.
 """
 

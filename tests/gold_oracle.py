@@ -18,9 +18,9 @@ from decimal import Decimal
 from functools import cmp_to_key
 from typing import Any
 
-from core.conditions import Condition
-from core.durations import duration_micros
-from core.gold_tables import GoldTable, Measure
+from lakehouse_core.conditions import Condition
+from lakehouse_core.durations import duration_micros
+from lakehouse_core.gold_tables import GoldTable, Measure
 from silver.reference import holds as reference_holds
 from silver.reference import value_of
 

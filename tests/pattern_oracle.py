@@ -17,8 +17,8 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from core.conditions import Condition, parse_condition
-from core.durations import duration_micros
+from lakehouse_core.conditions import Condition, parse_condition
+from lakehouse_core.durations import duration_micros
 from silver.reference import holds
 
 Row = dict[str, Any]
@@ -202,7 +202,7 @@ def matches(
     value of its own), the events with an event time in event-time order, ties by the values of
     ``identity_columns`` (NULLs last), searched from each event in turn. ``types``: the Spark
     type of each source column (see :func:`silver.reference.holds`)."""
-    from core.patterns import match_id
+    from lakehouse_core.patterns import match_id
 
     steps = _steps(pattern)
     typed = _typed(types, steps)

@@ -16,7 +16,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from core.layout import Warehouse
+from lakehouse_core.layout import Warehouse
 from silver.verify import canonical_rows
 from tests.warehouses import without_run_columns
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import shlex
 
-from core.spark import DRIVER_JAVA_OPTIONS
+from lakehouse_core.spark import DRIVER_JAVA_OPTIONS
 from tests import class_archive, objstore
 from tests.hadoop_fs import LOCAL_FS, fs_jar
 
@@ -59,7 +59,8 @@ QUICK_JVM = f"{QUICK_COMPILER} {KEEP_COMPILED} {SERIAL_GC}"
 
 
 def driver_java_options(quick_compiler: bool = True, share_classes: bool = True) -> str:
-    """Java options of a test driver: :data:`~core.spark.DRIVER_JAVA_OPTIONS`, :data:`QUICK_JVM`
+    """Java options of a test driver: :data:`~lakehouse_core.spark.DRIVER_JAVA_OPTIONS`,
+    :data:`QUICK_JVM`
     if asked (else :data:`SERIAL_GC` alone) and, with ``share_classes`` where it is built, the
     tests' class archive."""
     options = [DRIVER_JAVA_OPTIONS, QUICK_JVM if quick_compiler else SERIAL_GC]

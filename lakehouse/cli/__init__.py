@@ -12,9 +12,9 @@ from collections.abc import Sequence
 
 import click
 
-from core.errors import LakehouseError
 from lakehouse.cli import demo, fit, ops, quality, run, serve, sql, status, ui, workload
 from lakehouse.cli.common import DEBUG, INTERNAL_ERROR_EXIT, errors, first_line, showing_steps
+from lakehouse_core.errors import LakehouseError
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

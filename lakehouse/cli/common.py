@@ -14,13 +14,13 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from core.errors import LakehouseError
 from lakehouse import LOGGERS
+from lakehouse_core.errors import LakehouseError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from core.failures import TableFailure
+    from lakehouse_core.failures import TableFailure
 
 console = Console()
 errors = Console(stderr=True)
@@ -92,7 +92,7 @@ class WarehouseLocation(click.ParamType):
         self.exists = exists
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
-        from core.layout import is_uri
+        from lakehouse_core.layout import is_uri
 
         text = str(value)
         if self.exists and not is_uri(text) and not Path(text).is_dir():
@@ -226,12 +226,12 @@ def showing_steps(level: int = logging.INFO) -> Iterator[StepLines]:
 def spark_session(
     spark_mode: str, master: str | None, warehouse: str | None = None
 ) -> Iterator[SparkSession]:
-    """The session a command runs in (see :func:`core.spark.get_spark`); the running step
+    """The session a command runs in (see :func:`lakehouse_core.spark.get_spark`); the running step
     shown by :class:`StepLines` ends with it. An error the command raises that stands for a
     user's problem (:func:`translated_error`) is raised as that one line; a full disk names
     ``warehouse``."""
-    from core.failures import DiskFullError, name_location
-    from core.spark import get_spark
+    from lakehouse_core.failures import DiskFullError, name_location
+    from lakehouse_core.spark import get_spark
 
     running_step.stop()
     with console.status("starting Spark"):
@@ -278,9 +278,9 @@ def _quiet_task_errors(spark: SparkSession) -> None:
 
 def translated_error(error: BaseException) -> LakehouseError | None:
     """The one-line user error a command's Java or Python error stands for, else None: a full
-    disk (:func:`core.failures.disk_full`), or a warehouse this user may not write. The
+    disk (:func:`lakehouse_core.failures.disk_full`), or a warehouse this user may not write. The
     original stays the translation's cause (``LAKEHOUSE_DEBUG=1`` prints it)."""
-    from core.failures import disk_full
+    from lakehouse_core.failures import disk_full
 
     if isinstance(error, LakehouseError):
         return None
@@ -327,7 +327,7 @@ def print_failures(
     whichever tables it stopped, naming ``warehouse`` where Java's error names no location);
     the exit status:
     :data:`USER_ERROR_EXIT` if each is the user's to fix, else :data:`INTERNAL_ERROR_EXIT`."""
-    from core.failures import DiskFullError, name_location
+    from lakehouse_core.failures import DiskFullError, name_location
 
     said: set[str] = set()
     for failed in failures:

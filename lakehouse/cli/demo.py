@@ -10,7 +10,6 @@ from pathlib import Path
 
 import click
 
-from core.errors import LakehouseError
 from lakehouse.cli.common import (
     SEED,
     console,
@@ -18,6 +17,7 @@ from lakehouse.cli.common import (
     spark_options,
     spark_session,
 )
+from lakehouse_core.errors import LakehouseError
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import click
 
-from core.errors import ConfigError
 from lakehouse.cli.common import (
     CONFIG,
     EXISTING_WAREHOUSE,
@@ -15,6 +14,7 @@ from lakehouse.cli.common import (
     spark_options,
     spark_session,
 )
+from lakehouse_core.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -32,9 +32,9 @@ def fit(
     Each run appends a new baseline_version to gold.<alert>_baseline; the running alert jobs
     score with the newest from their next micro-batch. Schedule it like any batch job.
     """
-    from core.config import load_config
-    from core.layout import Warehouse
     from gold.alerts import fit as fit_alert
+    from lakehouse_core.config import load_config
+    from lakehouse_core.layout import Warehouse
 
     config = load_config(config_path)
     specs = [spec for spec in config.alerts if only is None or spec.name == only]

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import click
 
-from core.errors import LakehouseError
 from lakehouse.cli.common import (
     CONFIG,
     EXISTING_WAREHOUSE,
@@ -27,6 +26,7 @@ from lakehouse.cli.common import (
     spark_options,
     spark_session,
 )
+from lakehouse_core.errors import LakehouseError
 
 
 @click.command()
@@ -54,10 +54,10 @@ def verify(
     every gold table against its declaration evaluated over silver; with --source kafka:...,
     check that bronze holds every record of the source's partitions."""
     from cdc.sources import SourceSpec
-    from core.config import load_config
-    from core.layout import Warehouse
     from lakehouse.ops.audit import verify_warehouse
     from lakehouse.ops.source_check import partition_gaps
+    from lakehouse_core.config import load_config
+    from lakehouse_core.layout import Warehouse
 
     spec = None
     if source is not None:
@@ -117,9 +117,9 @@ def replay(
     The rebuild runs the pipeline's jobs with fresh checkpoints into a staging area; the live
     tables are replaced only when it is complete. Stop the pipeline first.
     """
-    from core.config import load_config
-    from core.layout import Warehouse
     from lakehouse.ops.replay import replay as replay_tables
+    from lakehouse_core.config import load_config
+    from lakehouse_core.layout import Warehouse
 
     config = load_config(config_path)
     from lakehouse.run.lease import holding  # one pipeline per warehouse
@@ -165,9 +165,9 @@ def forget(
     is recorded in the table history. Afterwards no readable table version holds the key;
     older versions of the touched tables can no longer be read (VACUUM with retention 0).
     """
-    from core.config import load_config
-    from core.layout import Warehouse
     from lakehouse.ops.forget import forget as forget_key
+    from lakehouse_core.config import load_config
+    from lakehouse_core.layout import Warehouse
     from silver.keys import parse_key
 
     values = parse_key(key_text)
@@ -227,9 +227,9 @@ def maintain(
 
     Exit status 1 if bronze retention had to keep records that silver still needs.
     """
-    from core.config import load_config
-    from core.layout import Warehouse
     from lakehouse.ops.maintenance import maintain as run_maintenance
+    from lakehouse_core.config import load_config
+    from lakehouse_core.layout import Warehouse
 
     config = load_config(config_path)
     overrides = {

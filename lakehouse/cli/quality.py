@@ -36,10 +36,10 @@ def validate(
 ) -> None:
     """Run every table's suite through Great Expectations (table-level expectations too);
     exit 1 if a fail-level expectation does not hold. Without --config: the demo's suites."""
-    from core.config import QualitySpec, load_config
-    from core.errors import ConfigError
-    from core.layout import Warehouse
     from expectations.validate import validate_warehouse
+    from lakehouse_core.config import QualitySpec, load_config
+    from lakehouse_core.errors import ConfigError
+    from lakehouse_core.layout import Warehouse
 
     quality = load_config(config_path).quality if config_path else QualitySpec(packaged_suites=True)
     if not quality.enabled:

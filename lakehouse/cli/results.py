@@ -20,7 +20,7 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Any, Literal, TextIO
 
-from core.errors import LakehouseError
+from lakehouse_core.errors import LakehouseError
 
 Format = Literal["table", "csv", "json"]
 FORMATS: tuple[Format, ...] = ("table", "csv", "json")

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 
 import click
 
-from core.errors import LakehouseError
 from lakehouse.cli.common import (
     CONFIG,
     DEBUG,
@@ -23,6 +22,7 @@ from lakehouse.cli.common import (
     spark_options,
     spark_session,
 )
+from lakehouse_core.errors import LakehouseError
 
 if TYPE_CHECKING:
     from lakehouse.run.summary import RunSummary
@@ -114,12 +114,12 @@ def run(
     from dataclasses import replace
 
     from cdc.sources import SPARK_KAFKA_FORMAT, SourceSpec
-    from core.config import load_config
-    from core.layout import Warehouse
-    from core.streaming import Trigger
     from lakehouse.run.pipeline import run_continuously, run_once
     from lakehouse.run.queries import Backoff, give_up_seconds
     from lakehouse.run.summary import RunSummary
+    from lakehouse_core.config import load_config
+    from lakehouse_core.layout import Warehouse
+    from lakehouse_core.streaming import Trigger
 
     if once and processing_time:
         raise LakehouseError("Use either --once or --processing-time, not both.")

@@ -48,10 +48,10 @@ def serve(
     """Serve the warehouse's tables to JDBC/ODBC clients and BI tools (HiveServer2 protocol,
     URL jdbc:hive2://HOST:PORT/default), read-only unless --allow-writes; stops on SIGTERM
     or Ctrl-C."""
-    from core.config import load_config
-    from core.layout import Warehouse
-    from core.spark import get_spark
     from lakehouse.sql.serve import require_free, scratch_dir, serve, session_settings
+    from lakehouse_core.config import load_config
+    from lakehouse_core.layout import Warehouse
+    from lakehouse_core.spark import get_spark
 
     config = load_config(config_path)
     require_free(host, port)

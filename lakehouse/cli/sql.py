@@ -66,11 +66,11 @@ def sql(
     --allow-writes: use `lakehouse forget` and `lakehouse maintain`. With --config, the tables
     have the names its [catalog] gives them.
     """
-    from core.catalog import run_sql
-    from core.config import load_config
-    from core.layout import Warehouse
-    from core.sql_guard import check
     from lakehouse.sql.session import as_checked, spark_errors
+    from lakehouse_core.catalog import run_sql
+    from lakehouse_core.config import load_config
+    from lakehouse_core.layout import Warehouse
+    from lakehouse_core.sql_guard import check
 
     names = load_config(config_path).catalog
     # Before Spark starts: a refusal is quick.

@@ -62,9 +62,9 @@ def status(
     """Per table: bronze version and newest record, how far silver and gold have applied,
     the last micro-batch, freshness and quarantine; and whether a pipeline runs now. Read
     from the Delta logs, checkpoints and event log without starting Spark."""
-    from core.config import load_config
-    from core.layout import Warehouse
     from lakehouse.ops.status import pipeline_status, status_json
+    from lakehouse_core.config import load_config
+    from lakehouse_core.layout import Warehouse
 
     config = load_config(config_path)
     try:

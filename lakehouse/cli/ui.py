@@ -39,10 +39,10 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 def ui(warehouse: str, config_path: Path | None, host: str, port: int, interval: float) -> None:
     """Serve the pipeline page (the graph of `status --html`) at http://HOST:PORT/, read
     from the warehouse at each request without Spark; Ctrl-C stops it."""
-    from core.config import load_config
-    from core.layout import Warehouse
     from lakehouse.ops.pipeline_page import pipeline_server, read_batches, render_pipeline_page
     from lakehouse.ops.status import pipeline_status, status_json
+    from lakehouse_core.config import load_config
+    from lakehouse_core.layout import Warehouse
 
     config = load_config(config_path)
     place = Warehouse.from_path(warehouse)

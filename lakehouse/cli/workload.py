@@ -6,7 +6,6 @@ from pathlib import Path
 
 import click
 
-from core.errors import LakehouseError
 from lakehouse.cli.common import (
     KAFKA_OPTION,
     KAFKA_SETTINGS,
@@ -16,6 +15,7 @@ from lakehouse.cli.common import (
     kafka_options,
     print_table,
 )
+from lakehouse_core.errors import LakehouseError
 
 
 @click.command()

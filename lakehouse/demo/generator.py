@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 from cdc.records import Record, json_bytes
-from core.errors import ConfigError
 from lakehouse.demo.shop import (
     CATEGORIES,
     CUSTOMER_COLUMNS,
@@ -48,6 +47,7 @@ from lakehouse.demo.shop import (
     key_only_row,
     key_schema,
 )
+from lakehouse_core.errors import ConfigError
 
 __all__ = [
     "CLICKSTREAM_TOPIC",

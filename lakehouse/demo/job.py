@@ -12,14 +12,6 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from cdc.sources import SourceSpec
-from core.alerting import AlertSpec
-from core.catalog import run_sql
-from core.config import PipelineConfig, QualitySpec
-from core.delta_io import table_exists
-from core.gold_tables import GoldTable, Join, Measure, StreamJoin, Window
-from core.layout import LATE_EVENTS, LAYERS, Warehouse
-from core.patterns import Absent, Pattern, PatternMeasure, Step
-from core.streaming import Trigger, run_to_end
 from expectations.metrics import quality_summary
 from gold.alerts import alert_jobs, fit
 from lakehouse.demo.generator import WorkloadConfig, generate, write_files
@@ -30,6 +22,14 @@ from lakehouse.local.pg_workload import QUARANTINED
 from lakehouse.local.real_cdc import TABLE_TOPIC_PREFIX, CapturedWorkload
 from lakehouse.ops.audit import verify_warehouse
 from lakehouse.run.pipeline import run_once
+from lakehouse_core.alerting import AlertSpec
+from lakehouse_core.catalog import run_sql
+from lakehouse_core.config import PipelineConfig, QualitySpec
+from lakehouse_core.delta_io import table_exists
+from lakehouse_core.gold_tables import GoldTable, Join, Measure, StreamJoin, Window
+from lakehouse_core.layout import LATE_EVENTS, LAYERS, Warehouse
+from lakehouse_core.patterns import Absent, Pattern, PatternMeasure, Step
+from lakehouse_core.streaming import Trigger, run_to_end
 
 log = logging.getLogger(__name__)
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core.config import PipelineConfig, TableSpec
-from core.durations import require_duration
-from core.gold_tables import GoldTable, Measure, Window
-from core.identifiers import require_identifier
+from lakehouse_core.config import PipelineConfig, TableSpec
+from lakehouse_core.durations import require_duration
+from lakehouse_core.gold_tables import GoldTable, Measure, Window
+from lakehouse_core.identifiers import require_identifier
 
 
 @dataclass(frozen=True)

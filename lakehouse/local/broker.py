@@ -19,8 +19,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.errors import EnvironmentSetupError
 from lakehouse.local.processes import command_line, stop_process, wait_until
+from lakehouse_core.errors import EnvironmentSetupError
 
 PACKAGE = "noida-db==0.2.3"
 #: sha256 of noida_db-0.2.3-py3-none-manylinux_2_17_x86_64.whl, the only wheel of that release.

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.errors import LakehouseError
 from lakehouse.local.processes import wait_until
+from lakehouse_core.errors import LakehouseError
 
 #: Table whose inserted row tells the capture to stop; it is not part of the output.
 MARKER_TABLE = "capture_end"

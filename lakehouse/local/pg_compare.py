@@ -27,8 +27,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, DateType, TimestampType
 
-from core.identifiers import entity_name_for_topic
-from core.layout import Warehouse
+from lakehouse_core.identifiers import entity_name_for_topic
+from lakehouse_core.layout import Warehouse
 
 Row = dict[str, Any]
 Key = tuple[Any, ...]

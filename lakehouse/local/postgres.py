@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.errors import EnvironmentSetupError
 from lakehouse.local.processes import command_line, stop_process, wait_until
+from lakehouse_core.errors import EnvironmentSetupError
 
 HOST = "127.0.0.1"
 USER = "postgres"

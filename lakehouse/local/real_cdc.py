@@ -16,12 +16,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.errors import EnvironmentSetupError
 from lakehouse.local.broker import free_port
 from lakehouse.local.debezium_capture import OUTPUT_FILE, TOPIC_PREFIX, start_capture
 from lakehouse.local.pg_compare import TableContents, postgres_tables
 from lakehouse.local.pg_workload import TABLES, create_schema, run_workload
 from lakehouse.local.postgres import DATABASE, HOST, USER, LocalPostgres
+from lakehouse_core.errors import EnvironmentSetupError
 
 log = logging.getLogger(__name__)
 

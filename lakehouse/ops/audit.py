@@ -9,15 +9,15 @@ from pyspark.sql import functions as F
 
 from bronze.job import COORDINATES
 from cdc.files import SOURCE_COLUMN
-from core.config import PipelineConfig
-from core.delta_io import table_exists
-from core.identifiers import table_name_for_topic
-from core.layout import QUARANTINE_TABLE, Warehouse
 from gold.batch import join_inputs
 from gold.models import check_models_of
 from gold.pattern_jobs import identity_columns, source_keys
 from gold.verify import check_gold, check_pattern_table
 from lakehouse.run.entities import entity_specs
+from lakehouse_core.config import PipelineConfig
+from lakehouse_core.delta_io import table_exists
+from lakehouse_core.identifiers import table_name_for_topic
+from lakehouse_core.layout import QUARANTINE_TABLE, Warehouse
 from silver.verify import TableCheck, check_history, check_table
 
 

@@ -1,8 +1,8 @@
 """Privacy deletion: remove every trace of one key of one entity from the warehouse.
 
 The tables searched are those the layout says can hold the entity's rows
-(:meth:`core.layout.Warehouse.entity_tables`): its bronze table, silver table, tombstones, the
-quarantine, its SCD type 2 history table and history log, and the rows of ``gold.late_events``
+(:meth:`lakehouse_core.layout.Warehouse.entity_tables`): its bronze table, silver table, tombstones,
+the quarantine, its SCD type 2 history table and history log, and the rows of ``gold.late_events``
 about its records. Steps, each through the pipeline's own code or the DeltaTable API:
 
 1. find the key's records (:func:`silver.keys.records_of_key`) in bronze and among those a
@@ -40,8 +40,12 @@ from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from core.config import PipelineConfig, TableSpec
-from core.delta_io import (
+from expectations.enforce import DROPPED_PREFIX
+from lakehouse.ops.replay import recover
+from lakehouse.run.entities import dependent_gold, resolve_entities
+from lakehouse.run.pipeline import run_from_bronze
+from lakehouse_core.config import PipelineConfig, TableSpec
+from lakehouse_core.delta_io import (
     change_feed_readable,
     commit_message,
     has_deletion_vectors,
@@ -53,13 +57,9 @@ from core.delta_io import (
     vacuum,
     versions,
 )
-from core.errors import PipelineError
-from core.identifiers import table_name_for_topic
-from core.layout import QUARANTINE_TABLE, KeyRows, Warehouse
-from expectations.enforce import DROPPED_PREFIX
-from lakehouse.ops.replay import recover
-from lakehouse.run.entities import dependent_gold, resolve_entities
-from lakehouse.run.pipeline import run_from_bronze
+from lakehouse_core.errors import PipelineError
+from lakehouse_core.identifiers import table_name_for_topic
+from lakehouse_core.layout import QUARANTINE_TABLE, KeyRows, Warehouse
 from silver.keys import EntityKey, KeyValue, coordinates_condition, entity_key, records_of_key
 
 log = logging.getLogger(__name__)

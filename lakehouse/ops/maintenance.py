@@ -33,9 +33,12 @@ from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from core import storage
-from core.config import PipelineConfig, TableSpec
-from core.delta_io import (
+from lakehouse.ops.replay import recover
+from lakehouse.run.entities import entity_specs
+from lakehouse.run.pipeline import run_from_bronze
+from lakehouse_core import storage
+from lakehouse_core.config import PipelineConfig, TableSpec
+from lakehouse_core.delta_io import (
     DELTA_SAFE_RETENTION_HOURS,
     FileStats,
     commit_message,
@@ -45,11 +48,8 @@ from core.delta_io import (
     table_exists,
     vacuum,
 )
-from core.identifiers import table_name_for_topic
-from core.layout import LAYERS, Warehouse
-from lakehouse.ops.replay import recover
-from lakehouse.run.entities import entity_specs
-from lakehouse.run.pipeline import run_from_bronze
+from lakehouse_core.identifiers import table_name_for_topic
+from lakehouse_core.layout import LAYERS, Warehouse
 from silver.retention import REASONS, marked_events, retention_conflicts
 
 log = logging.getLogger(__name__)

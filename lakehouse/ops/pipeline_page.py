@@ -21,8 +21,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from core.errors import ConfigError
-from core.layout import QUARANTINE_TABLE, Warehouse
+from lakehouse_core.errors import ConfigError
+from lakehouse_core.layout import QUARANTINE_TABLE, Warehouse
 
 #: Micro-batches per flow drawn in its chart (the newest ones).
 CHART_BATCHES = 40

@@ -29,10 +29,6 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from core.config import PipelineConfig
-from core.delta_io import forget_cached_logs, table_exists
-from core.layout import LATE_EVENTS, QUARANTINE_TABLE, Warehouse, is_uri
-from core.storage import delete_tree
 from gold.models import refresh_models
 from gold.pattern_jobs import final_from
 from gold.watermarks import carry_over
@@ -45,6 +41,10 @@ from lakehouse.run.entities import (
     rebuilt_together,
 )
 from lakehouse.run.pipeline import run_from_bronze
+from lakehouse_core.config import PipelineConfig
+from lakehouse_core.delta_io import forget_cached_logs, table_exists
+from lakehouse_core.layout import LATE_EVENTS, QUARANTINE_TABLE, Warehouse, is_uri
+from lakehouse_core.storage import delete_tree
 
 log = logging.getLogger(__name__)
 

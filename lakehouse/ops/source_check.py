@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 from cdc.kafka_client import BrokerClient
 from cdc.kafka_options import parse_options
 from cdc.sources import SourceSpec, kafka_stream_options
-from core.layout import Warehouse
+from lakehouse_core.layout import Warehouse
 
 
 @dataclass(frozen=True)

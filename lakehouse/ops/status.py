@@ -31,13 +31,13 @@ from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 from bronze.table import TOPIC_PROPERTY
-from core import checkpoints
-from core.config import PipelineConfig
-from core.errors import ConfigError
-from core.identifiers import table_name_for_topic
-from core.layout import LATE_EVENTS, QUARANTINE_TABLE, Warehouse, is_uri
 from gold.progress import Applied, applied_location
 from gold.watermarks import SEEN, Delayed, watermark_of
+from lakehouse_core import checkpoints
+from lakehouse_core.config import PipelineConfig
+from lakehouse_core.errors import ConfigError
+from lakehouse_core.identifiers import table_name_for_topic
+from lakehouse_core.layout import LATE_EVENTS, QUARANTINE_TABLE, Warehouse, is_uri
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -293,7 +293,8 @@ def running(spark: SparkSession | None, warehouse: Warehouse, now: datetime) -> 
 
 
 def _failing(failed: dict[str, Any]) -> Failing:
-    """A failing table as a heartbeat lists it (:meth:`core.failures.TableFailure.to_json`)."""
+    """A failing table as a heartbeat lists it
+    (:meth:`lakehouse_core.failures.TableFailure.to_json`)."""
     retry_at = failed.get("retry_at")
     return Failing(
         table=str(failed["table"]),
@@ -476,7 +477,7 @@ def _bronze_topics(warehouse: Warehouse) -> list[str]:
 
 def _checkpoint(base: str) -> checkpoints.CheckpointPlace:
     """The checkpoint a query with base location ``base`` uses now (its pointer read as
-    :func:`core.checkpoints.current` reads it)."""
+    :func:`lakehouse_core.checkpoints.current` reads it)."""
     text = _read_text(checkpoints.pointer(base))
     if text is None:
         return checkpoints.CheckpointPlace(base)

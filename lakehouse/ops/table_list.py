@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from core.layout import LAYERS, Layer, Warehouse
 from lakehouse.ops.status import _delta, _files, _names, _newest, _rows
+from lakehouse_core.layout import LAYERS, Layer, Warehouse
 
 #: The column holding the source time of a layer's records: bronze keeps the time the record
 #: reached the source (Kafka's, or the file's), silver the change's commit time in the

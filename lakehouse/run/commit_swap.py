@@ -5,13 +5,13 @@ warehouse), but object stores (S3, GCS, ADLS without hierarchical namespace) can
 directory atomically, so nothing is moved into place:
 
 * each staged Delta table replaces the live table's contents, schema included, in one Delta
-  commit (an overwrite, :func:`core.delta_io.replace_contents`): the live table keeps its
+  commit (an overwrite, :func:`lakehouse_core.delta_io.replace_contents`): the live table keeps its
   identity and history, and a reader sees the old or the new contents, never a mixture. When
   the rebuild kept the schema (the usual case) the table's NOT NULL columns and properties
   stay as they were; a changed schema comes with every column nullable (Delta's limit);
 * each staged silver checkpoint is copied to a new generation directory beside the live one
-  and a pointer object (:mod:`core.checkpoints`, one PUT) makes it current; a gold query gets
-  a fresh generation that starts reading its silver table after the overwrite (its rebuilt gold
+  and a pointer object (:mod:`lakehouse_core.checkpoints`, one PUT) makes it current; a gold query
+  gets a fresh generation that starts reading its silver table after the overwrite (its rebuilt gold
   table already holds everything before);
 * each staged state file (a gold table's watermark) replaces the live one whole;
 * derived state the rebuild did not produce is deleted.
@@ -30,9 +30,9 @@ from collections.abc import Iterable, Mapping
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
-from core import checkpoints, storage
-from core.delta_io import commit_message, has_commit, replace_contents, table_exists
-from core.streaming import APP_ID_FILE
+from lakehouse_core import checkpoints, storage
+from lakehouse_core.delta_io import commit_message, has_commit, replace_contents, table_exists
+from lakehouse_core.streaming import APP_ID_FILE
 
 STAGING = "_system/replay/staging"
 MANIFEST = "_swap.json"

@@ -8,14 +8,14 @@ from dataclasses import dataclass
 from pyspark.sql import SparkSession
 
 from bronze.table import bronze_topic
-from core.config import PipelineConfig, TableSpec
-from core.delta_io import table_exists
-from core.errors import TableNotFoundError
-from core.layout import Warehouse
-from core.streaming import APP_ID_FILE
 from gold.alerts import alert_jobs
 from gold.progress import applied_location
 from gold.registry import GoldJob, gold_jobs
+from lakehouse_core.config import PipelineConfig, TableSpec
+from lakehouse_core.delta_io import table_exists
+from lakehouse_core.errors import TableNotFoundError
+from lakehouse_core.layout import Warehouse
+from lakehouse_core.streaming import APP_ID_FILE
 from silver.topic_kind import holds_plain_events
 
 

@@ -8,8 +8,8 @@ its listener thread, which must not wait for a Delta write); :func:`recording` a
 after Spark has delivered every event, so a clean stop loses no row.
 
 A failed query's row holds its error's class and message (``error``) and its whole trace
-(``trace``), as the Python code that raised it saw them (:mod:`core.failures`), not as Py4J
-wrapped them; a table's failure that ended no query (its part of a hop, a query that could not
+(``trace``), as the Python code that raised it saw them (:mod:`lakehouse_core.failures`), not as
+Py4J wrapped them; a table's failure that ended no query (its part of a hop, a query that could not
 start) is taken from the run's summary.
 
 The listener reads each progress as its JSON, in two calls to the JVM. PySpark's own
@@ -43,11 +43,11 @@ from pyspark.sql.types import (
 )
 
 from bronze.job import BRONZE_QUERY
-from core import failures
-from core.failures import Failure, TableFailure
-from core.layout import Warehouse
-from core.storage import delete, write_text
 from lakehouse.run.summary import RunSummary
+from lakehouse_core import failures
+from lakehouse_core.failures import Failure, TableFailure
+from lakehouse_core.layout import Warehouse
+from lakehouse_core.storage import delete, write_text
 from silver.job import BatchReport
 
 #: Seconds between two heartbeats of a run.

@@ -37,10 +37,10 @@ from pyspark import SparkContext
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StringType, StructField, StructType
 
-from core.delta_io import discard_half_created
-from core.errors import LakehouseError
-from core.layout import Warehouse
 from lakehouse.run.event_log import HEARTBEAT_SECONDS
+from lakehouse_core.delta_io import discard_half_created
+from lakehouse_core.errors import LakehouseError
+from lakehouse_core.layout import Warehouse
 
 #: Delta's transaction application id of every lease commit.
 LEASE_APP_ID = "lakehouse pipeline lease"

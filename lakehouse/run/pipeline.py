@@ -17,13 +17,6 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from bronze.job import BRONZE_QUERY, start_bronze
 from cdc.sources import SourceSpec, read_source
-from core.catalog import register_tables
-from core.checkpoints import last_committed_batch, unfinished_batch
-from core.config import PipelineConfig, TableSpec
-from core.errors import ConfigError
-from core.failures import TableFailure, raise_failures
-from core.layout import Warehouse
-from core.streaming import Trigger, finish_all, query_name
 from expectations.checks import load_checks
 from expectations.suites import check_overrides
 from expectations.validate import PeriodicValidation
@@ -38,6 +31,13 @@ from lakehouse.run.queries import RETRY_BACKOFF, Backoff, Job, RunningQueries
 from lakehouse.run.recovery import recover_and_say
 from lakehouse.run.state_check import check_damage
 from lakehouse.run.summary import RunSummary
+from lakehouse_core.catalog import register_tables
+from lakehouse_core.checkpoints import last_committed_batch, unfinished_batch
+from lakehouse_core.config import PipelineConfig, TableSpec
+from lakehouse_core.errors import ConfigError
+from lakehouse_core.failures import TableFailure, raise_failures
+from lakehouse_core.layout import Warehouse
+from lakehouse_core.streaming import Trigger, finish_all, query_name
 from silver.job import ensure_shared_tables, has_unread_bronze, start_silver
 from silver.one_hop import Isolation, SilverHop, keep_redo_for_silver
 from silver.parse import check_declared_schemas
@@ -86,8 +86,9 @@ def run_once(
 
     Raises:
         LakehouseError: unless not ``raise_on_failure`` (then the report lists them), the
-            failure of the one table that failed, or :class:`~core.failures.FailedTablesError`
-            naming several (see :func:`core.failures.raise_failures`).
+            failure of the one table that failed, or
+            :class:`~lakehouse_core.failures.FailedTablesError`
+            naming several (see :func:`lakehouse_core.failures.raise_failures`).
     """
     started = time.monotonic()
     recover_and_say(spark, warehouse.root)
@@ -119,8 +120,8 @@ def name_tables(
     said: set[str] | None = None,
 ) -> None:
     """Give the warehouse's tables (new ones too) their SQL names in the session's catalog
-    (:func:`core.catalog.register_tables`). A name held by someone else's table is reported
-    in a log line (once per message in ``said``) and does not stop the pipeline."""
+    (:func:`lakehouse_core.catalog.register_tables`). A name held by someone else's table is
+    reported in a log line (once per message in ``said``) and does not stop the pipeline."""
     try:
         register_tables(spark, warehouse, config.catalog)
     except ConfigError as error:
@@ -640,7 +641,7 @@ def _gold_failures(isolation: GoldIsolation, summary: RunSummary) -> list[TableF
 
 
 def _finish_all(jobs: Sequence[Job], report: RunReport) -> None:
-    """Run independent queries together to their end (:func:`core.streaming.finish_all`):
+    """Run independent queries together to their end (:func:`lakehouse_core.streaming.finish_all`):
     one that fails leaves the others to their work; its failure goes into ``report``."""
 
     def restarted(query: StreamingQuery) -> None:

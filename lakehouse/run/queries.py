@@ -18,10 +18,11 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
-from core.errors import ConfigError, SourceUnavailableError
-from core.failures import Failure, TableFailure, raise_failures
-from core.spark import mute_jvm_stderr
-from core.streaming import (
+from lakehouse.run.summary import RunSummary
+from lakehouse_core.errors import ConfigError, SourceUnavailableError
+from lakehouse_core.failures import Failure, TableFailure, raise_failures
+from lakehouse_core.spark import mute_jvm_stderr
+from lakehouse_core.streaming import (
     MAX_SCHEMA_RESTARTS,
     Trigger,
     between_batches,
@@ -29,7 +30,6 @@ from core.streaming import (
     last_batch_id,
     stopped_by_schema_change,
 )
-from lakehouse.run.summary import RunSummary
 
 log = logging.getLogger(__name__)
 #: How often a stopping run looks whether a query is between micro-batches.
@@ -46,7 +46,7 @@ class SourceGoneError(SourceUnavailableError):
 class Backoff:
     """The delay before a failed query starts again: ``first_seconds`` after its first failure,
     doubled after each further one in a row, at most ``max_seconds``; a source that stays
-    unreachable (:class:`~core.errors.SourceUnavailableError`) for more than
+    unreachable (:class:`~lakehouse_core.errors.SourceUnavailableError`) for more than
     ``give_up_seconds`` stops the run (None: never)."""
 
     first_seconds: float = 5.0
@@ -214,7 +214,7 @@ class RunningQueries:
     ) -> list[str]:
         """Stop every query between two of its micro-batches: each as soon as its running
         batch has committed and before its next trigger (see
-        :func:`core.streaming.between_batches`), upstream first when several are; none
+        :func:`lakehouse_core.streaming.between_batches`), upstream first when several are; none
         starts again. A query whose batches outlast its trigger starts the next batch the
         moment one commits: it is stopped as soon as the batch running now has committed,
         the next one interrupted at its start (the next run does it).

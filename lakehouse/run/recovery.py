@@ -16,10 +16,10 @@ from typing import Literal
 
 from pyspark.sql import SparkSession
 
-from core import storage
-from core.layout import is_uri
 from lakehouse.run import commit_swap, swap
 from lakehouse.run.state_check import discard_half_created_tables
+from lakehouse_core import storage
+from lakehouse_core.layout import is_uri
 
 log = logging.getLogger(__name__)
 

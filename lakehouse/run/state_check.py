@@ -3,7 +3,7 @@
 Two jobs, each one pass over the warehouse:
 
 - :func:`discard_half_created_tables`: a table a kill interrupted before its first commit
-  (:func:`core.delta_io.half_created`) is deleted, so the run creates it again instead of
+  (:func:`lakehouse_core.delta_io.half_created`) is deleted, so the run creates it again instead of
   failing with ``DELTA_TABLE_NOT_FOUND`` forever;
 - :func:`check_damage`: a table whose newest commit is missing, a streaming checkpoint file
   that is cut short, a damaged watermark, heartbeat or history log raises one
@@ -12,7 +12,7 @@ Two jobs, each one pass over the warehouse:
 
 The tables of a warehouse are ``<root>/<layer>/<name>`` and ``<root>/_system/<kind>/<entity>``
 (or ``<root>/_system/<name>`` for one table of a kind, like the event log); checkpoints are
-``<root>/_system/checkpoints/<query>`` (see :class:`core.layout.Warehouse`).
+``<root>/_system/checkpoints/<query>`` (see :class:`lakehouse_core.layout.Warehouse`).
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from core import storage
-from core.checkpoints import POINTER_SUFFIX
-from core.delta_io import committed_log, discard_half_created
-from core.errors import LakehouseError
-from core.layout import HISTORY_SUFFIX, LAYERS, Warehouse, is_uri
-from core.streaming import APP_ID_FILE
+from lakehouse_core import storage
+from lakehouse_core.checkpoints import POINTER_SUFFIX
+from lakehouse_core.delta_io import committed_log, discard_half_created
+from lakehouse_core.errors import LakehouseError
+from lakehouse_core.layout import HISTORY_SUFFIX, LAYERS, Warehouse, is_uri
+from lakehouse_core.streaming import APP_ID_FILE
 
 #: ``_system`` folders that hold no tables (checkpoints and watermarks are files; a replay's
 #: staging is a whole warehouse that :mod:`lakehouse.run.recovery` finishes or discards).
@@ -217,7 +217,7 @@ def _check_query_file(spark: SparkSession, checkpoints: str, name: str) -> None:
     """Check a file kept beside a query's checkpoint: its idempotency id
     (``<query>._lakehouse_app_id``), a gold query's applied-batch record
     (``<query>.applied.json``) or the pointer to its checkpoint's generation on an object store
-    (``<query>.current``, :mod:`core.checkpoints`).
+    (``<query>.current``, :mod:`lakehouse_core.checkpoints`).
 
     Raises:
         DamagedStateError: the file is empty or not what it should be.

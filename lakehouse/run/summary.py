@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from cdc.files import UNREADABLE_TOPIC
-from core.failures import TableFailure
-from core.identifiers import table_name_for_topic
-from core.layout import QUARANTINE_TABLE
+from lakehouse_core.failures import TableFailure
+from lakehouse_core.identifiers import table_name_for_topic
+from lakehouse_core.layout import QUARANTINE_TABLE
 from silver.job import BatchReport
 
 #: The bronze table that keeps the lines no reader could parse.

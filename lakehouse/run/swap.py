@@ -17,7 +17,7 @@ import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
-from core import checkpoints
+from lakehouse_core import checkpoints
 
 STAGING = Path("_system/replay/staging")
 RETIRED = Path("_system/replay/retired")

@@ -1,5 +1,6 @@
 """``lakehouse serve``: Spark's Thrift JDBC/ODBC server (HiveServer2 protocol) over the
-warehouse's tables, every statement checked by :mod:`core.sql_guard` before Spark parses it.
+warehouse's tables, every statement checked by :mod:`lakehouse_core.sql_guard` before Spark parses
+it.
 
 How the check is hooked in (Spark 4.0, no Scala code of ours): the server gets a session of its
 own whose ``SparkSessionExtensions`` carry one more parser, a Python object behind a Py4J proxy
@@ -38,14 +39,14 @@ from sqlglot import exp
 from sqlglot.dialects.spark import Spark
 from sqlglot.errors import SqlglotError
 
-from core.catalog import register_tables
-from core.config import CatalogSpec
-from core.errors import EnvironmentSetupError
-from core.layout import Warehouse
-from core.spark import DRIVER_JAVA_OPTIONS, local_delta_jars
-from core.sql_guard import Kind, classify
-from core.sql_guard import refusal as guard_refusal
 from lakehouse.sql.session import SQL_ON_FILES, SUBSTITUTE
+from lakehouse_core.catalog import register_tables
+from lakehouse_core.config import CatalogSpec
+from lakehouse_core.errors import EnvironmentSetupError
+from lakehouse_core.layout import Warehouse
+from lakehouse_core.spark import DRIVER_JAVA_OPTIONS, local_delta_jars
+from lakehouse_core.sql_guard import Kind, classify
+from lakehouse_core.sql_guard import refusal as guard_refusal
 
 #: Settings the guard relies on, fixed in every client session.
 GUARD_SETTINGS = {SQL_ON_FILES: "false", SUBSTITUTE: "false"}

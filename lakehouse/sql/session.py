@@ -1,8 +1,8 @@
 """Running one checked SQL statement in a session: shared by ``lakehouse sql`` and the Python API.
 
-:mod:`core.sql_guard` decides whether a statement may run; this module runs it as it was
+:mod:`lakehouse_core.sql_guard` decides whether a statement may run; this module runs it as it was
 checked (no ``${...}`` substitution; read-only, no SQL on files) and turns Spark's errors into
-one :class:`~core.errors.LakehouseError` line.
+one :class:`~lakehouse_core.errors.LakehouseError` line.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from contextlib import contextmanager
 from pyspark.errors import AnalysisException, ParseException, UnsupportedOperationException
 from pyspark.sql import DataFrame, SparkSession
 
-from core.catalog import run_sql
-from core.config import CatalogSpec
-from core.errors import LakehouseError
-from core.layout import Warehouse
-from core.sql_guard import check
+from lakehouse_core.catalog import run_sql
+from lakehouse_core.config import CatalogSpec
+from lakehouse_core.errors import LakehouseError
+from lakehouse_core.layout import Warehouse
+from lakehouse_core.sql_guard import check
 
 #: What is said when a statement would change an append-only table.
 APPEND_ONLY = (
@@ -39,7 +39,7 @@ def run_checked(
     allow_writes: bool = False,
     catalog: CatalogSpec | None = None,
 ) -> DataFrame:
-    """Check ``statement`` (:func:`core.sql_guard.check`), then run it over the
+    """Check ``statement`` (:func:`lakehouse_core.sql_guard.check`), then run it over the
     warehouse's tables named ``<layer>.<table>``; a write statement has run on return.
 
     Raises:

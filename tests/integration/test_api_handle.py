@@ -18,11 +18,11 @@ import pytest
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
-from core.errors import ExpectationFailedError, LakehouseError
-from core.gold_tables import GoldTable
 from expectations.validate import PeriodicValidation
 from lakehouse import Lakehouse, generate_workload
 from lakehouse.run.lease import PipelineRunningError
+from lakehouse_core.errors import ExpectationFailedError, LakehouseError
+from lakehouse_core.gold_tables import GoldTable
 from tests import gold_oracle
 
 pytestmark = pytest.mark.integration

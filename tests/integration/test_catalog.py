@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from core.catalog import REGISTERED_PREFIX, register_tables, run_sql
-from core.config import CatalogSpec, load_config
-from core.errors import ConfigError
-from core.layout import Warehouse
+from lakehouse_core.catalog import REGISTERED_PREFIX, register_tables, run_sql
+from lakehouse_core.config import CatalogSpec, load_config
+from lakehouse_core.errors import ConfigError
+from lakehouse_core.layout import Warehouse
 
 pytestmark = pytest.mark.integration
 

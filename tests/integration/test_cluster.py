@@ -11,7 +11,7 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from core.spark import local_delta_jars
+from lakehouse_core.spark import local_delta_jars
 
 pytestmark = pytest.mark.slow
 

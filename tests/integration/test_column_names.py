@@ -2,8 +2,8 @@
 
 A source column named like one of bronze's columns (``key``, ``value``, ``offset``, ...), like a
 helper column of parsing, or like anything the project's code names, is an ordinary column;
-a name :mod:`core.columns` reserves quarantines the records that carry a value in it, and the
-run goes on. The names are drawn from all of those and from random identifiers, through both
+a name :mod:`lakehouse_core.columns` reserves quarantines the records that carry a value in it, and
+the run goes on. The names are drawn from all of those and from random identifiers, through both
 table formats, and silver is compared with the reference fold.
 """
 
@@ -20,10 +20,10 @@ from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
 from cdc.records import Record
-from core.columns import METADATA_COLUMNS, RESERVED_COLUMNS, column_name_problem
-from core.config import TableSpec
-from core.errors import ConfigError
-from core.layout import QUARANTINE_TABLE, Warehouse
+from lakehouse_core.columns import METADATA_COLUMNS, RESERVED_COLUMNS, column_name_problem
+from lakehouse_core.config import TableSpec
+from lakehouse_core.errors import ConfigError
+from lakehouse_core.layout import QUARANTINE_TABLE, Warehouse
 from silver.job import apply_batch, entity_tables
 from silver.reference import fold
 from silver.verify import canonical_rows, fold_spec
@@ -33,7 +33,7 @@ from tests.helpers import bronze_frame, bronze_record, connect_field, pg_envelop
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("core", "cdc", "bronze", "silver", "gold", "expectations", "lakehouse")
+PACKAGES = ("lakehouse_core", "cdc", "bronze", "silver", "gold", "expectations", "lakehouse")
 
 #: Bronze's columns, the Kafka source's, and what parsing names on the way.
 BRONZE_AND_PARSING = [

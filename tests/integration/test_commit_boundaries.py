@@ -23,9 +23,9 @@ from pyspark.sql import SparkSession
 import silver.job
 import silver.write
 from cdc.records import Record
-from core.config import TableSpec
-from core.delta_io import table_exists
-from core.layout import Warehouse
+from lakehouse_core.config import TableSpec
+from lakehouse_core.delta_io import table_exists
+from lakehouse_core.layout import Warehouse
 from silver.job import apply_batch, entity_tables
 from silver.tables import EntityTables
 from tests.faults import GUARDED_DML, CommitFaults, InjectedCrash

@@ -19,10 +19,10 @@ import pytest
 from bs4 import BeautifulSoup
 from pyspark.sql import SparkSession
 
-from core.config import QualitySpec
-from core.layout import Warehouse
 from expectations.offline_docs import VENDOR, external_references, site_files
 from expectations.validate import DOCS_INDEX, Validation, validate_warehouse
+from lakehouse_core.config import QualitySpec
+from lakehouse_core.layout import Warehouse
 from tests.browser import Browser, dump_dom_offline, screenshot_offline
 from tests.warehouses import incremental_warehouse
 

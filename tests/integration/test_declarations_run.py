@@ -10,7 +10,6 @@ import pytest
 from chispa import assert_df_equality
 from pyspark.sql import SparkSession
 
-from core.config import PipelineConfig
 from lakehouse import (
     Lakehouse,
     cdc_table,
@@ -22,6 +21,7 @@ from lakehouse import (
     tumbling,
 )
 from lakehouse.demo.generator import WorkloadConfig, generate, write_files
+from lakehouse_core.config import PipelineConfig
 
 pytestmark = pytest.mark.integration
 

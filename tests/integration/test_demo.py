@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from core.layout import Warehouse
-from core.spark import get_spark
 from lakehouse.api import Lakehouse
+from lakehouse_core.layout import Warehouse
+from lakehouse_core.spark import get_spark
 from tests.cli import lakehouse, run_cli, table_cells
 from tests.delta_rs import assert_delta_rs_reads_same_rows
 

@@ -19,10 +19,10 @@ import pytest
 from pyspark.sql import SparkSession
 
 from cdc.sources import SourceSpec
-from core.layout import Warehouse
 from lakehouse.demo.generator import WorkloadConfig, generate, write_files
 from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.run.pipeline import run_once
+from lakehouse_core.layout import Warehouse
 from tests import sessions
 from tests.cli import COMMAND_TIMEOUT, LAKEHOUSE, SHOP_TOML, WIDE
 from tests.warehouses import assert_same_tables

@@ -16,12 +16,12 @@ from pyspark.sql import functions as F
 
 from bronze.job import start_bronze
 from cdc.sources import SourceSpec, read_source
-from core.layout import Warehouse
-from core.streaming import Trigger, run_to_end
 from lakehouse.demo.generator import WorkloadConfig, generate, write_files
 from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.ops.status import pipeline_status
 from lakehouse.run.event_log import recording
+from lakehouse_core.layout import Warehouse
+from lakehouse_core.streaming import Trigger, run_to_end
 from tests.cli import SHOP_TOML, run_cli
 
 pytestmark = pytest.mark.integration

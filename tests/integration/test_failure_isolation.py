@@ -28,15 +28,15 @@ import silver.job
 import silver.one_hop
 from cdc.records import Record
 from cdc.sources import SourceSpec
-from core.config import load_config
-from core.errors import ConfigError
-from core.failures import Failure, TableFailure
-from core.layout import Warehouse
-from core.streaming import Trigger
 from lakehouse.cli.common import print_failures
 from lakehouse.ops.status import Failing, running
 from lakehouse.run.pipeline import Backoff, run_continuously
 from lakehouse.run.summary import RunSummary
+from lakehouse_core.config import load_config
+from lakehouse_core.errors import ConfigError
+from lakehouse_core.failures import Failure, TableFailure
+from lakehouse_core.layout import Warehouse
+from lakehouse_core.streaming import Trigger
 from tests.cli import run_cli
 from tests.logs import logged
 
@@ -163,7 +163,7 @@ def test_a_once_run_finishes_the_other_tables_and_names_each_failed_one(
     assert set(failed) == {"silver_users", "silver_payments"}
     assert failed["silver_payments"].error == "ZeroDivisionError: division by zero"
     assert failed["silver_users"].error.startswith(
-        "core.errors.ExpectationFailedError: Expectation amount_at_most_100"
+        "lakehouse_core.errors.ExpectationFailedError: Expectation amount_at_most_100"
     )
     for row in failed.values():
         assert row.trace.startswith("Traceback (most recent call last):"), row.trace
@@ -173,7 +173,7 @@ def test_a_once_run_finishes_the_other_tables_and_names_each_failed_one(
     status = json.loads(run_cli("status", "--warehouse", root, "--json", "--config", config).stdout)
     assert [(f["table"], f["error"].split(":")[0]) for f in status["failing"]] == [
         ("silver.payments", "ZeroDivisionError"),
-        ("silver.users", "core.errors.ExpectationFailedError"),
+        ("silver.users", "lakehouse_core.errors.ExpectationFailedError"),
     ]
 
 

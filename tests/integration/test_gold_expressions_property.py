@@ -22,12 +22,12 @@ import pytest
 from pyspark.sql import SparkSession
 
 from cdc.sources import SourceSpec
-from core.config import PipelineConfig
-from core.gold_tables import GoldTable, Measure, TopN, Window
-from core.layout import LATE_EVENTS, Warehouse
 from gold.finality import FINAL
 from lakehouse.ops.audit import verify_warehouse
 from lakehouse.run.pipeline import run_once
+from lakehouse_core.config import PipelineConfig
+from lakehouse_core.gold_tables import GoldTable, Measure, TopN, Window
+from lakehouse_core.layout import LATE_EVENTS, Warehouse
 from tests import gold_oracle
 from tests.draws import draw_examples, example_count, property_seed
 from tests.integration.test_gold_property import (

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from core.gold_tables import GoldTable, Measure, StreamJoin, Window
 from gold.finality import FINAL, FINALIZED_AT, late_events, newly_final, with_finality
+from lakehouse_core.gold_tables import GoldTable, Measure, StreamJoin, Window
 from tests import gold_oracle
 from tests.draws import MINUTE, boundary_time, draw_examples, property_seed
 

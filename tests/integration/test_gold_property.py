@@ -33,14 +33,14 @@ from pyspark.sql import functions as F
 
 from cdc.records import Record
 from cdc.sources import SourceSpec
-from core.config import PipelineConfig, TableSpec
-from core.gold_tables import GoldTable, Measure, Window
-from core.layout import LATE_EVENTS, Warehouse
 from gold.aggregates import evaluate
 from gold.finality import FINAL, FINALIZED_AT
 from lakehouse.ops.audit import verify_warehouse
 from lakehouse.ops.replay import replay
 from lakehouse.run.pipeline import run_once
+from lakehouse_core.config import PipelineConfig, TableSpec
+from lakehouse_core.gold_tables import GoldTable, Measure, Window
+from lakehouse_core.layout import LATE_EVENTS, Warehouse
 from tests import gold_oracle
 from tests.draws import MINUTE, boundary_time, draw_examples, example_count, property_seed
 

@@ -26,13 +26,13 @@ from pyspark.sql import functions as F
 
 import gold.batch
 import gold.jobs
-from core import storage
-from core.delta_io import ensure_table
-from core.gold_tables import GoldTable, Measure, Window
-from core.layout import LATE_EVENTS, Warehouse
-from core.streaming import Trigger, run_to_end
 from gold.jobs import GoldIsolation, query_name, shared_query_name, start_shared
 from gold.progress import applied_location, read_applied
+from lakehouse_core import storage
+from lakehouse_core.delta_io import ensure_table
+from lakehouse_core.gold_tables import GoldTable, Measure, Window
+from lakehouse_core.layout import LATE_EVENTS, Warehouse
+from lakehouse_core.streaming import Trigger, run_to_end
 from tests import gold_oracle
 from tests.faults import CommitFaults, InjectedCrash
 

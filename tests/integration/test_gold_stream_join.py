@@ -30,16 +30,16 @@ from pyspark.sql import SparkSession
 
 from cdc.records import Record
 from cdc.sources import SourceSpec
-from core.config import PipelineConfig, TableSpec
-from core.errors import ConfigError
-from core.gold_tables import GoldTable, Measure, StreamJoin, Window
-from core.layout import LATE_EVENTS, Warehouse
-from core.streaming import Trigger
 from gold.finality import FINAL
 from gold.jobs import start_gold
 from lakehouse.ops.audit import verify_warehouse
 from lakehouse.ops.replay import replay
 from lakehouse.run.pipeline import run_once
+from lakehouse_core.config import PipelineConfig, TableSpec
+from lakehouse_core.errors import ConfigError
+from lakehouse_core.gold_tables import GoldTable, Measure, StreamJoin, Window
+from lakehouse_core.layout import LATE_EVENTS, Warehouse
+from lakehouse_core.streaming import Trigger
 from tests import gold_oracle
 from tests.draws import (
     MINUTE,

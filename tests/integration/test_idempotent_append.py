@@ -1,5 +1,5 @@
-"""Idempotent appends (:func:`core.delta_io.append`): each micro-batch of a query lands once,
-whether it is new, run again after a crash, or was written before batch marks existed."""
+"""Idempotent appends (:func:`lakehouse_core.delta_io.append`): each micro-batch of a query lands
+once, whether it is new, run again after a crash, or was written before batch marks existed."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
-from core.delta_io import BATCH_MARK, append
-from core.streaming import query_app_id
+from lakehouse_core.delta_io import BATCH_MARK, append
+from lakehouse_core.streaming import query_app_id
 
 pytestmark = pytest.mark.integration
 

@@ -23,7 +23,6 @@ from pyspark.sql import functions as F
 
 from cdc.records import Record
 from cdc.sources import SourceSpec
-from core.layout import LAYERS, QUARANTINE_TABLE, Warehouse
 from lakehouse.demo.generator import WorkloadConfig, generate, write_files
 from lakehouse.demo.job import workload_source
 from lakehouse.demo.producer import (
@@ -36,6 +35,7 @@ from lakehouse.demo.producer import (
 from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.ops.audit import verify_warehouse
 from lakehouse.run.pipeline import run_once
+from lakehouse_core.layout import LAYERS, QUARANTINE_TABLE, Warehouse
 from tests.cli import LAKEHOUSE, run_cli
 from tests.runs import Run, assert_same_rows, described, load
 

@@ -24,8 +24,8 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from cdc.kafka_source import KAFKA_FORMAT, SPARK_KAFKA_SCHEMA, read_kafka_stream
 from cdc.records import KAFKA_SCHEMA
-from core.errors import ConfigError, LakehouseError, raised_error
-from core.streaming import await_query
+from lakehouse_core.errors import ConfigError, LakehouseError, raised_error
+from lakehouse_core.streaming import await_query
 
 pytestmark = [pytest.mark.kafka, pytest.mark.integration]
 

@@ -18,9 +18,6 @@ from pyspark.sql import DataFrame, SparkSession
 
 from bronze.job import append_batch_by_topic
 from cdc.records import Record
-from core.delta_io import note_query_start
-from core.identifiers import table_name_for_topic
-from core.layout import Warehouse
 from lakehouse.demo.generator import WorkloadConfig, generate, write_files
 from lakehouse.ops.audit import check_bronze_coordinates
 from lakehouse.run.lease import (
@@ -31,6 +28,9 @@ from lakehouse.run.lease import (
     holding,
     lease_path,
 )
+from lakehouse_core.delta_io import note_query_start
+from lakehouse_core.identifiers import table_name_for_topic
+from lakehouse_core.layout import Warehouse
 from tests.cli import LAKEHOUSE, SHOP_TOML, lakehouse, run_cli
 from tests.helpers import bronze_frame, customer_change
 from tests.runs import Run

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from core.layout import Warehouse
-from core.spark import LOCAL_SETTINGS
+from lakehouse_core.layout import Warehouse
+from lakehouse_core.spark import LOCAL_SETTINGS
 from tests import sessions
 from tests.cli import lakehouse
 from tests.runs import bronze_multiset, described

@@ -16,11 +16,6 @@ from pyspark.sql import functions as F
 
 from cdc.records import Record
 from cdc.sources import SourceSpec
-from core.config import MaintenanceSpec, PipelineConfig, TableSpec, load_config
-from core.delta_io import BATCH_MARK, FileStats, change_feed_complete, file_stats
-from core.errors import ConfigError
-from core.gold_tables import GoldTable, Measure, Window
-from core.layout import Warehouse
 from gold.verify import check_gold
 from lakehouse.demo.generator import write_files
 from lakehouse.demo.settings import SHOP_CONFIG
@@ -33,6 +28,11 @@ from lakehouse.ops.maintenance import (
 )
 from lakehouse.ops.replay import replay
 from lakehouse.run.pipeline import run_from_bronze, run_once
+from lakehouse_core.config import MaintenanceSpec, PipelineConfig, TableSpec, load_config
+from lakehouse_core.delta_io import BATCH_MARK, FileStats, change_feed_complete, file_stats
+from lakehouse_core.errors import ConfigError
+from lakehouse_core.gold_tables import GoldTable, Measure, Window
+from lakehouse_core.layout import Warehouse
 from tests.helpers import pg_envelope, pg_key
 from tests.warehouses import (
     assert_same_tables,
@@ -157,7 +157,7 @@ def test_a_gold_table_declared_after_a_vacuum_starts_from_the_current_silver(
     assert check.ok, check.differences[:5]
 
 
-#: The start of the batch mark of every micro-batch commit (``core.delta_io.BATCH_MARK``).
+#: The start of the batch mark of every micro-batch commit (``lakehouse_core.delta_io.BATCH_MARK``).
 MARKED = BATCH_MARK.split("{")[0]
 
 

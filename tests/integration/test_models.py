@@ -32,12 +32,6 @@ from pyspark.sql import functions as F
 
 from cdc.records import Record
 from cdc.sources import SourceSpec
-from core import storage
-from core.config import PipelineConfig, TableSpec
-from core.delta_io import current_version
-from core.gold_tables import GoldTable, Measure, Window
-from core.layout import Warehouse
-from core.models import SqlModel
 from gold.models import (
     Outcome,
     check_models_of,
@@ -49,6 +43,12 @@ from gold.models import (
 from lakehouse.ops.audit import verify_warehouse
 from lakehouse.ops.replay import replay
 from lakehouse.run.pipeline import run_once
+from lakehouse_core import storage
+from lakehouse_core.config import PipelineConfig, TableSpec
+from lakehouse_core.delta_io import current_version
+from lakehouse_core.gold_tables import GoldTable, Measure, Window
+from lakehouse_core.layout import Warehouse
+from lakehouse_core.models import SqlModel
 from tests.helpers import deliver, table_rows
 from tests.logs import logged
 

@@ -26,9 +26,9 @@ from pyspark.sql import SparkSession
 
 from benchmarks.nexmark import NexmarkConfig, deliver, generate, records
 from cdc.sources import SourceSpec
-from core.config import load_config
-from core.layout import LATE_EVENTS, Warehouse
 from lakehouse.run.pipeline import run_once
+from lakehouse_core.config import load_config
+from lakehouse_core.layout import LATE_EVENTS, Warehouse
 from tests import nexmark_oracle
 from tests.helpers import deliver as deliver_file
 from tests.helpers import table_rows

@@ -14,15 +14,15 @@ import pytest
 from pyspark.sql import SparkSession
 
 from cdc.sources import SourceSpec, read_source
-from core.config import PipelineConfig, load_config
-from core.layout import Layer, Warehouse
-from core.streaming import Trigger, await_query
 from gold.finality import FINALIZED_AT
 from lakehouse import Lakehouse
 from lakehouse.demo.generator import WorkloadConfig, generate, write_files
 from lakehouse.demo.job import DEMO_CONFIG
 from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.run.pipeline import run_once, start_one_hop
+from lakehouse_core.config import PipelineConfig, load_config
+from lakehouse_core.layout import Layer, Warehouse
+from lakehouse_core.streaming import Trigger, await_query
 from silver.topic_kind import holds_plain_events
 from tests.cli import SHOP_TOML, run_cli
 from tests.helpers import table_rows

@@ -12,23 +12,23 @@ import pytest
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
-import core.quarantine
+import lakehouse_core.quarantine
 import silver.job
 import silver.one_hop
 import silver.write
 from cdc.records import Record
 from cdc.sources import SourceSpec, read_source
-from core import checkpoints
-from core.delta_io import current_version, table_exists
-from core.errors import LakehouseError
-from core.identifiers import table_name_for_topic
-from core.layout import Warehouse
-from core.streaming import Trigger, await_query
 from lakehouse.demo.generator import WorkloadConfig, generate, write_files
 from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.ops.audit import verify_warehouse
 from lakehouse.run.pipeline import run_from_bronze, run_once, start_one_hop
 from lakehouse.run.summary import RunSummary
+from lakehouse_core import checkpoints
+from lakehouse_core.delta_io import current_version, table_exists
+from lakehouse_core.errors import LakehouseError
+from lakehouse_core.identifiers import table_name_for_topic
+from lakehouse_core.layout import Warehouse
+from lakehouse_core.streaming import Trigger, await_query
 from tests.faults import GUARDED_DML, CommitFaults
 from tests.helpers import customer_change, deliver, pg_key
 from tests.warehouses import assert_same_tables
@@ -109,7 +109,7 @@ SECOND = [
 ]
 #: The commits of a hop's silver work, and the checkpoint hand-over after it.
 SITES = [
-    (core.quarantine, "append"),
+    (lakehouse_core.quarantine, "append"),
     (silver.write, GUARDED_DML),
     (silver.write, "append"),
     (silver.one_hop.checkpoints, "point"),

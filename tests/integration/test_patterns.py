@@ -17,15 +17,15 @@ from pyspark.sql import functions as F
 
 from cdc.records import Record
 from cdc.sources import SourceSpec
-from core.config import PipelineConfig, TableSpec
-from core.layout import LATE_EVENTS, Warehouse
-from core.models import ALERTS_TABLE
-from core.patterns import Absent, Pattern, PatternMeasure, Step, match_id
 from gold.finality import FINAL
 from lakehouse.ops.audit import verify_warehouse
 from lakehouse.ops.forget import forget
 from lakehouse.ops.replay import replay
 from lakehouse.run.pipeline import run_once
+from lakehouse_core.config import PipelineConfig, TableSpec
+from lakehouse_core.layout import LATE_EVENTS, Warehouse
+from lakehouse_core.models import ALERTS_TABLE
+from lakehouse_core.patterns import Absent, Pattern, PatternMeasure, Step, match_id
 
 pytestmark = pytest.mark.integration
 

@@ -31,12 +31,12 @@ from pyspark.sql import SparkSession
 
 from cdc.records import Record
 from cdc.sources import SourceSpec
-from core.config import PipelineConfig, TableSpec
-from core.durations import duration_micros
-from core.layout import LATE_EVENTS, Warehouse
-from core.patterns import Absent, Pattern, PatternMeasure, Step
 from gold.finality import FINAL, FINALIZED_AT
 from lakehouse.run.pipeline import run_once
+from lakehouse_core.config import PipelineConfig, TableSpec
+from lakehouse_core.durations import duration_micros
+from lakehouse_core.layout import LATE_EVENTS, Warehouse
+from lakehouse_core.patterns import Absent, Pattern, PatternMeasure, Step
 from tests import pattern_oracle
 from tests.draws import (
     MINUTE,

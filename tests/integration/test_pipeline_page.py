@@ -15,8 +15,8 @@ import pytest
 from bs4 import BeautifulSoup
 from pyspark.sql import SparkSession
 
-from core.layout import Warehouse
 from expectations.offline_docs import external_references
+from lakehouse_core.layout import Warehouse
 from tests.browser import Browser, dump_dom_offline, screenshot_offline
 from tests.cli import SHOP_TOML, run_cli
 from tests.warehouses import incremental_warehouse

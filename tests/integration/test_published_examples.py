@@ -29,13 +29,13 @@ from pyspark.sql import functions as F
 
 from cdc.records import Record
 from cdc.sources import SourceSpec
-from core.columns import METADATA_COLUMNS
-from core.config import PipelineConfig, TableSpec, load_config
-from core.delta_io import table_exists
-from core.errors import ConfigError
-from core.identifiers import table_name_for_topic
-from core.layout import QUARANTINE_TABLE, Warehouse
 from lakehouse.run.pipeline import run_from_bronze, run_once
+from lakehouse_core.columns import METADATA_COLUMNS
+from lakehouse_core.config import PipelineConfig, TableSpec, load_config
+from lakehouse_core.delta_io import table_exists
+from lakehouse_core.errors import ConfigError
+from lakehouse_core.identifiers import table_name_for_topic
+from lakehouse_core.layout import QUARANTINE_TABLE, Warehouse
 from silver.verify import check_history, check_table
 from tests.helpers import deliver, pg_envelope
 

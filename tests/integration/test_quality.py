@@ -34,16 +34,16 @@ from pyspark.sql import SparkSession
 from bronze.job import append_batch_by_topic
 from cdc.records import Record
 from cdc.sources import SourceSpec
-from core.config import PipelineConfig, QualityAction, QualitySpec, TableSpec
-from core.delta_io import versions
-from core.errors import ExpectationFailedError
-from core.gold_tables import GoldTable, Measure, Window
-from core.layout import QUARANTINE_TABLE, Warehouse
-from core.streaming import Trigger
 from expectations.checks import load_checks, load_layer_checks
 from lakehouse.ops.audit import verify_warehouse
 from lakehouse.ops.forget import forget
 from lakehouse.run.pipeline import run_continuously, run_once
+from lakehouse_core.config import PipelineConfig, QualityAction, QualitySpec, TableSpec
+from lakehouse_core.delta_io import versions
+from lakehouse_core.errors import ExpectationFailedError
+from lakehouse_core.gold_tables import GoldTable, Measure, Window
+from lakehouse_core.layout import QUARANTINE_TABLE, Warehouse
+from lakehouse_core.streaming import Trigger
 from silver.job import apply_batch, ensure_shared_tables, entity_tables
 from tests.browser import Browser, dump_dom, screenshot
 from tests.cli import run_cli, table_cells

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from core.spark import JVM_START_NOTICE, _copy_lines
+from lakehouse_core.spark import JVM_START_NOTICE, _copy_lines
 from tests.cli import COMMAND_TIMEOUT, LAKEHOUSE
 
 pytestmark = pytest.mark.integration

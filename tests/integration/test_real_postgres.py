@@ -18,14 +18,14 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from core.identifiers import entity_name_for_topic
-from core.layout import QUARANTINE_TABLE, Warehouse
 from lakehouse.local.broker import free_port
 from lakehouse.local.debezium_capture import CaptureError, start_capture
 from lakehouse.local.pg_compare import TableContents, differences, silver_tables
 from lakehouse.local.pg_workload import QUARANTINED
 from lakehouse.local.postgres import DATABASE, HOST, USER, LocalPostgres
 from lakehouse.local.real_cdc import TABLE_TOPIC_PREFIX, CapturedWorkload, capture_postgres
+from lakehouse_core.identifiers import entity_name_for_topic
+from lakehouse_core.layout import QUARANTINE_TABLE, Warehouse
 from tests.cli import run_cli
 from tests.delta_rs import assert_delta_rs_reads_same_rows
 

@@ -1,5 +1,5 @@
-"""Spark work in threads (:func:`core.parallel.run_side_by_side`): the tasks overlap, run as
-the calling thread would (its session, its local properties, which they cannot change for
+"""Spark work in threads (:func:`lakehouse_core.parallel.run_side_by_side`): the tasks overlap, run
+as the calling thread would (its session, its local properties, which they cannot change for
 it), and a failure is raised only once every task has ended."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 from pyspark.sql import SparkSession
 
-from core.parallel import run_side_by_side
+from lakehouse_core.parallel import run_side_by_side
 
 pytestmark = pytest.mark.integration
 

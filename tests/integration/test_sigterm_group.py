@@ -13,9 +13,9 @@ import psutil
 import pytest
 from pyspark.sql import SparkSession
 
-from core.layout import Warehouse
 from lakehouse.demo.generator import WorkloadConfig, generate, write_files
 from lakehouse.local.broker import free_port
+from lakehouse_core.layout import Warehouse
 from tests import sessions
 from tests.cli import LAKEHOUSE, SHOP_TOML, run_cli
 from tests.runs import Run

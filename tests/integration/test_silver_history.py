@@ -18,13 +18,13 @@ from pyspark.sql import functions as F
 
 from bronze.table import ensure_bronze_table
 from cdc.records import Record
-from core.catalog import run_sql
-from core.config import PipelineConfig, TableSpec
-from core.delta_io import table_exists
-from core.identifiers import table_name_for_topic
-from core.layout import Warehouse
-from core.streaming import Trigger, await_query
 from lakehouse.ops.audit import verify_warehouse
+from lakehouse_core.catalog import run_sql
+from lakehouse_core.config import PipelineConfig, TableSpec
+from lakehouse_core.delta_io import table_exists
+from lakehouse_core.identifiers import table_name_for_topic
+from lakehouse_core.layout import Warehouse
+from lakehouse_core.streaming import Trigger, await_query
 from silver import history_job
 from silver.job import apply_batch, entity_tables, start_silver
 from silver.tables import EntityTables, HistoryTables

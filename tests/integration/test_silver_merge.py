@@ -19,11 +19,11 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from cdc.records import Record
-from core.config import TableSpec
-from core.delta_io import table_exists
-from core.frames import is_in
-from core.layout import Warehouse
-from core.streaming import query_app_id
+from lakehouse_core.config import TableSpec
+from lakehouse_core.delta_io import table_exists
+from lakehouse_core.frames import is_in
+from lakehouse_core.layout import Warehouse
+from lakehouse_core.streaming import query_app_id
 from silver import context as silver_context
 from silver import tables as silver_tables
 from silver import write as silver_write
@@ -650,7 +650,7 @@ def test_a_merge_of_few_keys_names_them(lake: Lake, monkeypatch: pytest.MonkeyPa
 
 
 def test_is_in_keeps_exactly_the_listed_values(spark: SparkSession) -> None:
-    """``core.frames.is_in`` (the list handed over as JSON) keeps the rows whose value is
+    """``lakehouse_core.frames.is_in`` (the list handed over as JSON) keeps the rows whose value is
     listed, for integer keys beyond 32 bits and for strings JSON must escape."""
     numbers = spark.createDataFrame([(v,) for v in (1, 2, 3, 2**40, -(2**40))], "k long")
     assert sorted(r.k for r in numbers.where(is_in("k", [3, 2**40, 7])).collect()) == [3, 2**40]

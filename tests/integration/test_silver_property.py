@@ -34,9 +34,9 @@ from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
 from cdc.records import Record
-from core.config import TableSpec
-from core.delta_io import table_exists
-from core.layout import Warehouse
+from lakehouse_core.config import TableSpec
+from lakehouse_core.delta_io import table_exists
+from lakehouse_core.layout import Warehouse
 from silver.job import QueryState, apply_batch, entity_tables
 from silver.reference import BronzeRecord, FoldSpec, fold
 from silver.verify import canonical_rows

@@ -16,13 +16,13 @@ from pyspark.sql import SparkSession
 
 from bronze.table import ensure_bronze_table
 from cdc.records import Record
-from core.columns import METADATA_COLUMNS
-from core.config import TableSpec
-from core.delta_io import table_exists
-from core.errors import ConfigError
-from core.identifiers import table_name_for_topic
-from core.layout import Warehouse
-from core.streaming import Trigger, await_query
+from lakehouse_core.columns import METADATA_COLUMNS
+from lakehouse_core.config import TableSpec
+from lakehouse_core.delta_io import table_exists
+from lakehouse_core.errors import ConfigError
+from lakehouse_core.identifiers import table_name_for_topic
+from lakehouse_core.layout import Warehouse
+from lakehouse_core.streaming import Trigger, await_query
 from silver.job import BatchReport, apply_batch, entity_tables, start_silver
 from silver.reference import TOAST_PLACEHOLDER, fold
 from silver.tables import EntityTables

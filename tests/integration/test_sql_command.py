@@ -13,7 +13,7 @@ import pytest
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
-from core.layout import Warehouse
+from lakehouse_core.layout import Warehouse
 from tests.cli import run_cli
 
 pytestmark = pytest.mark.integration

@@ -27,10 +27,10 @@ from pyspark.sql import functions as F
 
 from cdc.records import Record
 from cdc.sources import SourceSpec
-from core.config import PipelineConfig, TableSpec
-from core.identifiers import table_name_for_topic
-from core.layout import QUARANTINE_TABLE, Warehouse
 from lakehouse.run.pipeline import run_once
+from lakehouse_core.config import PipelineConfig, TableSpec
+from lakehouse_core.identifiers import table_name_for_topic
+from lakehouse_core.layout import QUARANTINE_TABLE, Warehouse
 from silver.reference import BronzeRecord, fold
 from silver.verify import canonical_rows, fold_spec, row_differences
 from tests.helpers import bronze_record

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from core.alerting import AlertSpec
-from core.config import load_config
-from core.errors import ConfigError
 from gold.baseline import MAD_SCALE, MEAN_AD_SCALE, fit_baseline, scored, with_baseline
+from lakehouse_core.alerting import AlertSpec
+from lakehouse_core.config import load_config
+from lakehouse_core.errors import ConfigError
 
 pytestmark = pytest.mark.unit
 
@@ -75,7 +75,7 @@ def test_baseline_and_scores_match_the_statistics_model(spark: SparkSession) -> 
         spec = AlertSpec("a", "orders", "k", "v", "t", method=method, min_history=3)
         function = None
         if spec.custom:
-            from core.alerting import load_score_function
+            from lakehouse_core.alerting import load_score_function
 
             function = load_score_function(method)
         for row in scored(with_baseline(rows, baseline, spec), spec, function).collect():

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 import lakehouse
-from core.errors import ConfigError, StatementRefusedError
-from core.streaming import Trigger
 from lakehouse import Lakehouse, generate_workload
 from lakehouse.api import parse_trigger
 from lakehouse.run.pipeline import LoopPasses
 from lakehouse.run.queries import RunningQueries
+from lakehouse_core.errors import ConfigError, StatementRefusedError
+from lakehouse_core.streaming import Trigger
 from tests.cli import run_cli
 
 pytestmark = pytest.mark.unit
@@ -94,8 +94,8 @@ def test_bad_calls_are_refused_before_spark_starts(
 def test_a_trigger_is_available_now_or_a_processing_time(
     text: str, processing_time: str | None
 ) -> None:
-    """The forms of ``core.streaming.Trigger.parse`` and the gold duration grammar's spelling
-    (``'<n> <unit>'``, days too) name the same processing time."""
+    """The forms of ``lakehouse_core.streaming.Trigger.parse`` and the gold duration grammar's
+    spelling (``'<n> <unit>'``, days too) name the same processing time."""
     trigger = parse_trigger(text)
     assert trigger == Trigger(processing_time)
     assert trigger.once is (processing_time is None)

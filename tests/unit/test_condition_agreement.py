@@ -1,7 +1,7 @@
 """Property: Spark and the plain-Python evaluator agree on every accepted expression.
 
 Hypothesis draws conditions and expressions of every type from the grammar of
-``core.conditions`` (comparisons, IN, BETWEEN, LIKE, IS, CASE, IF, CAST, arithmetic, every
+``lakehouse_core.conditions`` (comparisons, IN, BETWEEN, LIKE, IS, CASE, IF, CAST, arithmetic, every
 function, time literals; typed so that most are accepted) and rows of a table with integer,
 BIGINT, DOUBLE, FLOAT, DECIMAL, string, boolean, timestamp and date columns (with nulls, NaN,
 infinities, negative zero, extreme integers, awkward text, and times on hour and day
@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
-from core.conditions import (
+from lakehouse_core.conditions import (
     TIME_PARTS,
     Condition,
     Expr,
@@ -40,7 +40,7 @@ from core.conditions import (
     parse_expression,
     typed_expression,
 )
-from core.errors import ConfigError
+from lakehouse_core.errors import ConfigError
 from silver.reference import holds, value_of
 from silver.settings import condition_column, expression_column
 from tests.draws import draw_examples, example_count, property_seed

@@ -1,5 +1,5 @@
-"""Conditions (``core.conditions``): what is accepted and into which tree, what is refused and
-with which message, the checks against column types, and the plain-Python evaluator
+"""Conditions (``lakehouse_core.conditions``): what is accepted and into which tree, what is refused
+and with which message, the checks against column types, and the plain-Python evaluator
 (``silver.reference.holds``) on the semantics Spark has (tests/unit/test_condition_agreement.py
 checks the two evaluators against each other on random conditions)."""
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from core.conditions import (
+from lakehouse_core.conditions import (
     MAX_DEPTH,
     MAX_LENGTH,
     MAX_NESTING,
@@ -42,7 +42,7 @@ from core.conditions import (
     typed_condition,
     typed_expression,
 )
-from core.errors import ConfigError
+from lakehouse_core.errors import ConfigError
 from silver.reference import holds, value_of
 
 pytestmark = pytest.mark.unit

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from core.config import PipelineConfig, TableSpec, load_config
-from core.errors import ConfigError
+from lakehouse_core.config import PipelineConfig, TableSpec, load_config
+from lakehouse_core.errors import ConfigError
 from silver.history import tracked_columns
 
 pytestmark = pytest.mark.unit

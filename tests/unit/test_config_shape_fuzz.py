@@ -1,5 +1,5 @@
-"""The loader (:mod:`core.loader`) against documents of the wrong shape: from valid pipeline
-documents, hypothesis changes the type of a random setting at any depth (string, list,
+"""The loader (:mod:`lakehouse_core.loader`) against documents of the wrong shape: from valid
+pipeline documents, hypothesis changes the type of a random setting at any depth (string, list,
 integer, float, bool, table), adds unknown settings to random tables, or removes required
 settings, and writes the document as TOML text. Every such document either loads or raises
 one ConfigError line that names the bad setting; never another exception. No Spark."""
@@ -17,9 +17,9 @@ import tomli_w
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.config import config_from_mapping, config_from_toml
-from core.errors import ConfigError
-from core.loader import DocumentShape, Shape, nested_shape
+from lakehouse_core.config import config_from_mapping, config_from_toml
+from lakehouse_core.errors import ConfigError
+from lakehouse_core.loader import DocumentShape, Shape, nested_shape
 
 pytestmark = pytest.mark.unit
 

@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 
 from cdc.debezium import SchemaProblem, check_schema, envelope_row_schema, key_struct, row_codecs
 from cdc.records import Record
-from core.config import TableSpec
+from lakehouse_core.config import TableSpec
 from silver.decode import discover_versions, read_batch
 from silver.parse import as_text
 from silver.reference import FoldSpec, fold

@@ -1,7 +1,7 @@
 """Reading bronze records: Debezium/events parsing, type decoding, sequences, quarantine reasons.
 
 Also the file-source line parser (``cdc.files.parse_line``), the pipeline settings
-(``core.config``) and the identifier checks (``core.identifiers``).
+(``lakehouse_core.config``) and the identifier checks (``lakehouse_core.identifiers``).
 
 Spark-side values are compared in the contract's canonical form where the Python form would
 depend on the machine (timestamps as epoch microseconds, dates as epoch days).
@@ -22,15 +22,15 @@ from pyspark.sql import functions as F
 
 from cdc.files import UNREADABLE_TOPIC, parse_line
 from cdc.records import CREATE_TIME, Record
-from core.config import PipelineConfig, TableSpec, load_config
-from core.errors import ConfigError
-from core.identifiers import (
+from lakehouse.demo.settings import SHOP_CONFIG, ShopGoldSpec
+from lakehouse_core.config import PipelineConfig, TableSpec, load_config
+from lakehouse_core.errors import ConfigError
+from lakehouse_core.identifiers import (
     entity_name_for_topic,
     quote_identifier,
     require_identifier,
     table_name_for_topic,
 )
-from lakehouse.demo.settings import SHOP_CONFIG, ShopGoldSpec
 from silver.decode import discover_layout
 from silver.parse import RowLayout, as_text, parse_changes
 from silver.reference import FoldSpec, fold
@@ -922,7 +922,7 @@ def test_parse_line_rejects_values_the_schema_cannot_hold(line: bytes) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# core.config
+# lakehouse_core.config
 # --------------------------------------------------------------------------------------------
 
 
@@ -1074,7 +1074,7 @@ def test_load_config_rejects_wrong_value_types(tmp_path: Path, text: str) -> Non
 
 
 # --------------------------------------------------------------------------------------------
-# core.identifiers
+# lakehouse_core.identifiers
 # --------------------------------------------------------------------------------------------
 
 

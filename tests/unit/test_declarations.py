@@ -16,8 +16,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lakehouse
-from core.config import PipelineConfig, load_config
-from core.errors import ConfigError
 from lakehouse import (
     Lakehouse,
     absent,
@@ -43,6 +41,8 @@ from lakehouse import (
     top_n,
     tumbling,
 )
+from lakehouse_core.config import PipelineConfig, load_config
+from lakehouse_core.errors import ConfigError
 
 pytestmark = pytest.mark.unit
 

@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from core.config import PipelineConfig, load_config
-from core.errors import ConfigError
 from lakehouse.demo.settings import SHOP_CONFIG, ShopGoldSpec, shop_gold_tables
+from lakehouse_core.config import PipelineConfig, load_config
+from lakehouse_core.errors import ConfigError
 from tests.cli import SHOP_TOML
 
 pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]
-PRODUCT = ("core", "cdc", "bronze", "silver", "gold", "expectations")
+PRODUCT = ("lakehouse_core", "cdc", "bronze", "silver", "gold", "expectations")
 CONTRACT = "The product imports nothing of the demo"
 
 

@@ -1,5 +1,5 @@
-"""The one duration grammar (:mod:`core.durations`): both spellings ("1 hour", "1h"), any case,
-singular or plural, read by gold declarations and processing-time triggers alike. No Spark."""
+"""The one duration grammar (:mod:`lakehouse_core.durations`): both spellings ("1 hour", "1h"), any
+case, singular or plural, read by gold declarations and processing-time triggers alike. No Spark."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.durations import UNIT_MICROS, parse_duration, require_duration
-from core.errors import ConfigError
-from core.gold_tables import Window
-from core.streaming import Trigger
+from lakehouse_core.durations import UNIT_MICROS, parse_duration, require_duration
+from lakehouse_core.errors import ConfigError
+from lakehouse_core.gold_tables import Window
+from lakehouse_core.streaming import Trigger
 
 pytestmark = pytest.mark.unit
 

@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 
 from cdc.records import Record
-from core.errors import ConfigError
 from lakehouse.demo import generator
 from lakehouse.demo.generator import (
     CLICKSTREAM_TOPIC,
@@ -31,6 +30,7 @@ from lakehouse.demo.generator import (
     write_files,
 )
 from lakehouse.demo.shop import TOAST_PLACEHOLDER, decimal_b64
+from lakehouse_core.errors import ConfigError
 
 pytestmark = pytest.mark.unit
 

@@ -9,8 +9,8 @@ from collections import defaultdict
 
 import pytest
 
-from core.errors import ConfigError
 from lakehouse.demo.generator import ANOMALY_FACTOR, WorkloadConfig, generate, generate_workload
+from lakehouse_core.errors import ConfigError
 
 pytestmark = pytest.mark.unit
 

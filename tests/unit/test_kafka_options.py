@@ -10,7 +10,7 @@ import pytest
 from cdc.kafka_client import data_loss
 from cdc.kafka_offsets import OffsetRange, cap_ends, from_json, split_ranges, to_json
 from cdc.kafka_options import DEFAULT_GROUP_ID, REDACTED, is_secret, parse_options
-from core.errors import ConfigError, DataLossError, SourceUnavailableError, raised_error
+from lakehouse_core.errors import ConfigError, DataLossError, SourceUnavailableError, raised_error
 
 pytestmark = pytest.mark.unit
 
@@ -158,14 +158,14 @@ def test_raised_error_rebuilds_our_error_from_a_spark_trace() -> None:
         "[STREAM_FAILED] Query [id = 1] terminated with exception: [PYTHON_STREAMING_DATA_SOURCE"
         "_RUNTIME_ERROR] Failed when Python streaming data source perform latestOffset: Traceback"
         ' (most recent call last):\n  File "x.py", line 1, in f\n'
-        "core.errors.SourceUnavailableError: Kafka source: cannot reach the broker.\n"
+        "lakehouse_core.errors.SourceUnavailableError: Kafka source: cannot reach the broker.\n"
         " SQLSTATE: 38000"
     )
     error = raised_error(trace)
     assert isinstance(error, SourceUnavailableError)
     assert str(error) == "Kafka source: cannot reach the broker."
     assert raised_error("plain Spark failure") is None
-    assert raised_error("core.errors.NotOurs: x") is None
+    assert raised_error("lakehouse_core.errors.NotOurs: x") is None
 
 
 def test_data_loss_fails_or_warns_without_secrets(caplog: pytest.LogCaptureFixture) -> None:

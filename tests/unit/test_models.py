@@ -12,10 +12,6 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from core.config import PipelineConfig, load_config
-from core.errors import ConfigError
-from core.failures import Failure, TableFailure
-from core.models import SqlModel, models_to_toml
 from gold.models import (
     CHANGE,
     ModelRetries,
@@ -26,6 +22,10 @@ from gold.models import (
     pinned_query,
     versions_behind,
 )
+from lakehouse_core.config import PipelineConfig, load_config
+from lakehouse_core.errors import ConfigError
+from lakehouse_core.failures import Failure, TableFailure
+from lakehouse_core.models import SqlModel, models_to_toml
 
 pytestmark = pytest.mark.unit
 

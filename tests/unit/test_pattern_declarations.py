@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from core.config import PipelineConfig, load_config
-from core.errors import ConfigError
-from core.gold_tables import GoldTable, Measure, Window
-from core.patterns import Absent, Pattern, PatternMeasure, Step, match_id, times_range
+from lakehouse_core.config import PipelineConfig, load_config
+from lakehouse_core.errors import ConfigError
+from lakehouse_core.gold_tables import GoldTable, Measure, Window
+from lakehouse_core.patterns import Absent, Pattern, PatternMeasure, Step, match_id, times_range
 from tests.cli import run_cli
 
 pytestmark = pytest.mark.unit

@@ -18,10 +18,10 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from core.patterns import MATCH_ID, MATCH_START, Absent, Pattern, PatternMeasure, Step
 from gold.aggregates import PRESENT
 from gold.pattern_jobs import CHANGED_FROM, _rematch
 from gold.patterns import Matcher, match_row, ordered
+from lakehouse_core.patterns import MATCH_ID, MATCH_START, Absent, Pattern, PatternMeasure, Step
 
 pytestmark = pytest.mark.unit
 

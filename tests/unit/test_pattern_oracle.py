@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from core.patterns import Absent, Pattern, PatternMeasure, Step, match_id
+from lakehouse_core.patterns import Absent, Pattern, PatternMeasure, Step, match_id
 from tests.pattern_oracle import Match, is_final, matches, micros, times_bounds
 
 pytestmark = pytest.mark.unit

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from bs4 import BeautifulSoup
 
-from core.errors import ConfigError
 from expectations.offline_docs import external_references
 from lakehouse.ops.pipeline_page import pipeline_server, render_pipeline_page
+from lakehouse_core.errors import ConfigError
 
 pytestmark = pytest.mark.unit
 

@@ -12,7 +12,6 @@ import re
 import pytest
 from rich.console import Console
 
-from core.failures import Failure
 from gold.jobs import GoldIsolation
 from gold.models import Outcome, Refreshed, _say
 from lakehouse import LOGGERS
@@ -20,6 +19,7 @@ from lakehouse.cli import common
 from lakehouse.run.pipeline import _gold_failures
 from lakehouse.run.queries import Backoff, RunningQueries
 from lakehouse.run.summary import RunSummary
+from lakehouse_core.failures import Failure
 
 pytestmark = pytest.mark.unit
 
@@ -39,7 +39,9 @@ def shown(terminal: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
         logging.getLogger("lakehouse.ops.replay").info(REPLAY)
         logging.getLogger("py4j.clientserver").info("Closing down clientserver connection")
         logging.getLogger("gold.models").debug("not shown")
-        logging.getLogger("core.delta_io").warning("Delta table %s uses %s", "/wh/t", "DVs")
+        logging.getLogger("lakehouse_core.delta_io").warning(
+            "Delta table %s uses %s", "/wh/t", "DVs"
+        )
         logging.getLogger("lakehouse.run.pipeline").info(APPLY)
     step.stop()  # its last refresh draws the running step, then erases it
     return out.getvalue(), err.getvalue()

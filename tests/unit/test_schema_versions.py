@@ -12,8 +12,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import DecimalType, LongType, StructField, StructType
 
 from cdc.records import Record
-from core.config import TableSpec
-from core.errors import SchemaChangeError
+from lakehouse_core.config import TableSpec
+from lakehouse_core.errors import SchemaChangeError
 from silver.context import SchemaCache
 from silver.decode import discover_versions, read_batch
 from silver.parse import as_text

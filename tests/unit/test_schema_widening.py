@@ -1,4 +1,4 @@
-"""The type rules of schema evolution (core/widening.py, silver/evolution.py plan_schema),
+"""The type rules of schema evolution (lakehouse_core/widening.py, silver/evolution.py plan_schema),
 the reference fold's own copy of them, and the ``on_incompatible_type`` setting. Pure Python:
 no Spark job runs."""
 
@@ -31,9 +31,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from core.config import TableSpec, load_config
-from core.errors import ConfigError
-from core.widening import fits, needs_alter, table_changes, widened
+from lakehouse_core.config import TableSpec, load_config
+from lakehouse_core.errors import ConfigError
+from lakehouse_core.widening import fits, needs_alter, table_changes, widened
 from silver.evolution import TypeConflict, VersionColumns, incompatible_message, plan_schema
 from silver.reference import BronzeRecord, FoldSpec, fold
 from silver.reference import _fits as reference_fits

@@ -7,8 +7,8 @@ import pytest
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
 
-from core.config import CatalogSpec
 from lakehouse.sql.serve import refusal, refused_plan_text
+from lakehouse_core.config import CatalogSpec
 
 pytestmark = pytest.mark.unit
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from core.errors import StatementRefusedError
-from core.sql_guard import Kind, check, classify, refusal
+from lakehouse_core.errors import StatementRefusedError
+from lakehouse_core.sql_guard import Kind, check, classify, refusal
 
 pytestmark = pytest.mark.unit
 

@@ -11,9 +11,9 @@ from decimal import Decimal
 import pytest
 from pyspark.sql import Row
 
-from core.errors import LakehouseError
 from lakehouse.cli.common import console, print_table
 from lakehouse.cli.results import cell_text, json_value, write_csv, write_json
+from lakehouse_core.errors import LakehouseError
 
 pytestmark = pytest.mark.unit
 

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from pyspark.sql.types import LongType, StructField, StructType
 
-from core.config import QualitySpec, load_config
-from core.errors import ConfigError
 from expectations.compile import compile_rule
 from expectations.suites import PACKAGED_SUITES, check_overrides, load_suite, read_suite
+from lakehouse_core.config import QualitySpec, load_config
+from lakehouse_core.errors import ConfigError
 from tests.cli import run_cli
 
 pytestmark = pytest.mark.unit

@@ -18,8 +18,8 @@ from pyspark.sql.types import IntegerType, StringType
 
 from cdc.debezium import ColumnCodec
 from cdc.records import Record
-from core.config import TableSpec, load_config
-from core.errors import ConfigError
+from lakehouse_core.config import TableSpec, load_config
+from lakehouse_core.errors import ConfigError
 from silver.parse import RowLayout
 from silver.reference import TOAST_PLACEHOLDER, BronzeRecord, FoldSpec, fold
 from silver.settings import kept_layout

@@ -1,10 +1,10 @@
-"""Trigger intervals as a stopping run reads them (core.streaming.Trigger)."""
+"""Trigger intervals as a stopping run reads them (lakehouse_core.streaming.Trigger)."""
 
 from __future__ import annotations
 
 import pytest
 
-from core.streaming import Trigger
+from lakehouse_core.streaming import Trigger
 
 pytestmark = pytest.mark.unit
 

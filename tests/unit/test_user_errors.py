@@ -9,11 +9,11 @@ import pytest
 from pyspark.sql import SparkSession
 
 from cdc.sources import SourceSpec
-from core.conditions import MAX_OPERATORS, parse_condition
-from core.config import load_config
-from core.errors import ConfigError
-from core.streaming import failure_cause
 from lakehouse.demo.settings import ShopGoldSpec
+from lakehouse_core.conditions import MAX_OPERATORS, parse_condition
+from lakehouse_core.config import load_config
+from lakehouse_core.errors import ConfigError
+from lakehouse_core.streaming import failure_cause
 from tests.cli import run_cli
 
 

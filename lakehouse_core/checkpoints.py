@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from core import storage
+from lakehouse_core import storage
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

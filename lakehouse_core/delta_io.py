@@ -22,9 +22,9 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from core import storage
-from core.identifiers import quote_identifier
-from core.widening import TableChanges, TypeWidening, table_changes
+from lakehouse_core import storage
+from lakehouse_core.identifiers import quote_identifier
+from lakehouse_core.widening import TableChanges, TypeWidening, table_changes
 
 _log = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ def merge_materialized(merge: DeltaMergeBuilder, source: DataFrame) -> None:
 
     Delta copies a source that is not only Delta scans so that its two passes (find the
     files with matches, rewrite them) read the same rows; ``source`` must therefore already
-    be materialized (a local checkpoint, as :func:`core.frames.kept_with_totals` makes).
+    be materialized (a local checkpoint, as :func:`lakehouse_core.frames.kept_with_totals` makes).
     Both passes then read the rows it holds, and the MERGE runs one Spark job less.
     """
     with session_setting(source.sparkSession, MATERIALIZE_SOURCE, "none"):
@@ -287,8 +287,8 @@ BATCH_MARK = "lakehouse batch {} {}"
 #: Delta's transaction id of the DML a session runs (a write takes them as options).
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
-#: Per query id (:func:`core.streaming.query_app_id`): the newest micro-batch its checkpoint
-#: had planned when it started. Its later batches cannot have run before.
+#: Per query id (:func:`lakehouse_core.streaming.query_app_id`): the newest micro-batch its
+#: checkpoint had planned when it started. Its later batches cannot have run before.
 _planned_at_start: dict[str, int] = {}
 
 
@@ -372,7 +372,7 @@ def _marked(spark: SparkSession, path: str, app_id: str, batch_id: int) -> bool:
         limit *= 4
 
 
-#: Table property that lets Delta widen column types in place (see :mod:`core.widening`).
+#: Table property that lets Delta widen column types in place (see :mod:`lakehouse_core.widening`).
 TYPE_WIDENING_PROPERTY = "delta.enableTypeWidening"
 #: Table property that lets DML mark replaced rows in deletion vectors instead of rewriting
 #: their files.

@@ -38,7 +38,7 @@ from sqlglot.errors import ParseError, SqlglotError
 from sqlglot.parsers.spark import SparkParser
 from sqlglot.tokenizer_core import Token
 
-from core.errors import StatementRefusedError
+from lakehouse_core.errors import StatementRefusedError
 
 #: Schemas whose tables ``lakehouse sql`` never changes: bronze is the record everything is
 #: rebuilt from, and changes only through ``lakehouse forget`` and ``lakehouse maintain``.
@@ -184,7 +184,7 @@ class _Dialect(Spark):
 
 _DIALECT = _Dialect()
 #: The dialect the guard parses with (Spark's, plus ``DESCRIBE DETAIL``): for other checks of
-#: the statements it lets run (:mod:`core.models`).
+#: the statements it lets run (:mod:`lakehouse_core.models`).
 DIALECT: Spark = _DIALECT
 
 

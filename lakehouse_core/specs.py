@@ -6,9 +6,9 @@ A pipeline needs no file for standard Debezium topics: every topic not listed is
 Debezium table keyed by its record key and ordered by its connector's sequence. Plain event
 streams are declared (``format = "events"`` with ``keys`` and ``sequence_by``); gold tables,
 alerts, models and patterns exist only where declared (``[[gold]]`` entries,
-:mod:`core.gold_tables`). Without a file a pipeline has no declarations at all (the demo
+:mod:`lakehouse_core.gold_tables`). Without a file a pipeline has no declarations at all (the demo
 shop's settings live with the demo, :mod:`lakehouse.demo.settings`). A TOML document becomes
-specs in :mod:`core.loader`; :mod:`core.config` offers both.
+specs in :mod:`lakehouse_core.loader`; :mod:`lakehouse_core.config` offers both.
 """
 
 from __future__ import annotations
@@ -20,17 +20,22 @@ from typing import Any, Literal
 
 import tomli_w
 
-from core.alerting import AlertSpec
-from core.columns import column_name_problem
-from core.conditions import Condition, parse_condition
-from core.durations import duration_micros, require_duration
-from core.errors import ConfigError
-from core.gold_tables import GoldTable, check_gold_tables, gold_table_to_mapping, settings_of
-from core.identifiers import entity_name_for_topic, require_identifier
-from core.layout import HISTORY_SUFFIX, QUARANTINE_TABLE
-from core.models import SqlModel, models_to_toml, reserved_gold_names
-from core.patterns import Pattern, check_patterns, pattern_to_mapping
-from core.widening import TYPE_WIDENING_MODES, TypeWidening
+from lakehouse_core.alerting import AlertSpec
+from lakehouse_core.columns import column_name_problem
+from lakehouse_core.conditions import Condition, parse_condition
+from lakehouse_core.durations import duration_micros, require_duration
+from lakehouse_core.errors import ConfigError
+from lakehouse_core.gold_tables import (
+    GoldTable,
+    check_gold_tables,
+    gold_table_to_mapping,
+    settings_of,
+)
+from lakehouse_core.identifiers import entity_name_for_topic, require_identifier
+from lakehouse_core.layout import HISTORY_SUFFIX, QUARANTINE_TABLE
+from lakehouse_core.models import SqlModel, models_to_toml, reserved_gold_names
+from lakehouse_core.patterns import Pattern, check_patterns, pattern_to_mapping
+from lakehouse_core.widening import TYPE_WIDENING_MODES, TypeWidening
 
 TableFormat = Literal["debezium", "events"]
 TABLE_FORMATS: tuple[TableFormat, ...] = ("debezium", "events")
@@ -65,7 +70,7 @@ class TableSpec:
     system_sequence_by: str | None = None
     #: A source column type silver cannot widen to: stop the stream, or quarantine the records.
     on_incompatible_type: IncompatibleTypePolicy = "fail"
-    #: How the entity's tables take a wider column type (core.widening.TypeWidening).
+    #: How the entity's tables take a wider column type (lakehouse_core.widening.TypeWidening).
     type_widening: TypeWidening = "in_place"
     #: Delta deletion vectors on the entity's silver table: a MERGE marks the rows it replaces
     #: instead of rewriting their files (a reader feature; off by default).
@@ -143,7 +148,7 @@ class TableSpec:
         """The parsed ``apply_as_deletes`` or ``apply_as_truncates`` condition, if set.
 
         Raises:
-            ConfigError: the condition is outside the grammar of :mod:`core.conditions`.
+            ConfigError: the condition is outside the grammar of :mod:`lakehouse_core.conditions`.
         """
         text = self.apply_as_deletes if setting == "apply_as_deletes" else self.apply_as_truncates
         return None if text is None else parse_condition(text, f"{setting} of table {self.name!r}")
@@ -357,9 +362,9 @@ class PipelineConfig:
 
     #: Declared gold tables (``[[gold]]``).
     gold_tables: tuple[GoldTable, ...] = ()
-    #: SQL models (``[[models]]``, :mod:`core.models`), in the order they refresh.
+    #: SQL models (``[[models]]``, :mod:`lakehouse_core.models`), in the order they refresh.
     models: tuple[SqlModel, ...] = ()
-    #: Declared patterns across events (``[[patterns]]``, :mod:`core.patterns`).
+    #: Declared patterns across events (``[[patterns]]``, :mod:`lakehouse_core.patterns`).
     patterns: tuple[Pattern, ...] = ()
 
     def __post_init__(self) -> None:
@@ -425,7 +430,9 @@ class PipelineConfig:
         Raises:
             ConfigError: not TOML, or unknown or invalid settings (as :func:`load_config`).
         """
-        from core.loader import config_from_toml  # the loader builds specs: import it late
+        from lakehouse_core.loader import (
+            config_from_toml,  # the loader builds specs: import it late
+        )
 
         return config_from_toml(text, base)
 

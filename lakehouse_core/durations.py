@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from core.errors import ConfigError
+from lakehouse_core.errors import ConfigError
 
 #: Each unit's microseconds, by its spelled-out singular name.
 UNIT_MICROS = {

@@ -13,11 +13,11 @@ from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any, Literal, get_args
 
-from core.conditions import Condition, condition_columns, parse_condition
-from core.durations import duration_micros, require_duration
-from core.errors import ConfigError
-from core.gold_tables import settings_of
-from core.identifiers import require_identifier
+from lakehouse_core.conditions import Condition, condition_columns, parse_condition
+from lakehouse_core.durations import duration_micros, require_duration
+from lakehouse_core.errors import ConfigError
+from lakehouse_core.gold_tables import settings_of
+from lakehouse_core.identifiers import require_identifier
 
 AfterMatch = Literal["skip_past_last", "skip_to_next"]
 AFTER_MATCH: tuple[AfterMatch, ...] = get_args(AfterMatch)
@@ -302,8 +302,8 @@ def _epoch_micros(moment: datetime) -> int:
 
 
 def pattern_to_mapping(pattern: Pattern) -> dict[str, Any]:
-    """``pattern`` as its ``[[patterns]]`` entry (what :func:`core.loader.pattern_from` reads
-    back to an equal declaration): settings left at their defaults are left out."""
+    """``pattern`` as its ``[[patterns]]`` entry (what :func:`lakehouse_core.loader.pattern_from`
+    reads back to an equal declaration): settings left at their defaults are left out."""
     return settings_of(pattern)
 
 

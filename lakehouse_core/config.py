@@ -1,7 +1,7 @@
-"""Pipeline settings in one import: the specs (:mod:`core.specs`) and the TOML loader that
-builds them (:mod:`core.loader`). Code outside ``core`` imports settings from here."""
+"""Pipeline settings in one import: the specs (:mod:`lakehouse_core.specs`) and the TOML loader that
+builds them (:mod:`lakehouse_core.loader`). Code outside ``lakehouse_core`` imports settings from here."""
 
-from core.loader import (
+from lakehouse_core.loader import (
     alerts_from,
     catalog_from,
     config_from_mapping,
@@ -12,7 +12,7 @@ from core.loader import (
     quality_from,
     table_from,
 )
-from core.specs import (
+from lakehouse_core.specs import (
     INCOMPATIBLE_TYPE_POLICIES,
     QUALITY_ACTIONS,
     SCD_TYPES,

@@ -1,6 +1,6 @@
 """What failed in a streaming query, as the code that failed saw it: the error's class, message
-and whole trace, and whether the user can fix it (a :class:`~core.errors.LakehouseError`) or
-it is an internal error (a bug).
+and whole trace, and whether the user can fix it (a :class:`~lakehouse_core.errors.LakehouseError`)
+or it is an internal error (a bug).
 
 A ``foreachBatch`` function runs in this Python process, called by the JVM through Py4J. Its
 error reaches the driver as a Spark exception whose text may quote the Python traceback or only
@@ -22,7 +22,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
-from core.errors import LakehouseError, PipelineError, raised_error
+from lakehouse_core.errors import LakehouseError, PipelineError, raised_error
 
 #: The failures :func:`noted` keeps (the newest; a run has a few queries).
 KEPT_FAILURES = 256
@@ -37,8 +37,8 @@ _NAMED = re.compile(r"^((?:[\w$]+\.)*[\w$]*(?:Error|Exception)): (.*)$", re.MULT
 @dataclass(frozen=True)
 class Failure:
     """An error that stopped a query (or a table's part of one): ``error_class`` (qualified,
-    e.g. ``core.errors.SchemaChangeError``), ``message`` and the whole ``trace``; ``error``:
-    the exception itself, where this process raised or rebuilt it."""
+    e.g. ``lakehouse_core.errors.SchemaChangeError``), ``message`` and the whole ``trace``;
+    ``error``: the exception itself, where this process raised or rebuilt it."""
 
     error_class: str
     message: str

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from core.errors import ConfigError
-from core.identifiers import require_identifier
+from lakehouse_core.errors import ConfigError
+from lakehouse_core.identifiers import require_identifier
 
 #: The built-in scoring methods; any other method is a ``"module:function"`` path.
 BUILTIN_METHODS = ("zscore", "mad")

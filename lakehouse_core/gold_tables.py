@@ -2,12 +2,13 @@
 
 A :class:`GoldTable` names its silver source, the event-time column, a :class:`Window`, the
 group-by columns, the :class:`Measure` s, an optional filter in the safe condition grammar
-(:mod:`core.conditions`, never SQL text), an optional enrichment :class:`Join` with another
-silver table, or a time-bounded :class:`StreamJoin` (a ``row`` window: one gold row per
+(:mod:`lakehouse_core.conditions`, never SQL text), an optional enrichment :class:`Join` with
+another silver table, or a time-bounded :class:`StreamJoin` (a ``row`` window: one gold row per
 source row, measuring another silver table's rows in a lookback before it). The same
 declaration comes from a ``[[gold]]`` entry of the pipeline TOML
-(:func:`core.loader.gold_table_from`) or from Python. Every mistake found at load raises one
-:class:`~core.errors.ConfigError` naming it and the fix; columns are checked against the
+(:func:`lakehouse_core.loader.gold_table_from`) or from Python. Every mistake found at load raises
+one
+:class:`~lakehouse_core.errors.ConfigError` naming it and the fix; columns are checked against the
 source's schema once it is known (:meth:`GoldTable.check_columns`).
 """
 
@@ -17,11 +18,17 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from typing import Any, Literal, get_args
 
-from core.conditions import Condition, Expr, condition_columns, parse_condition, parse_expression
-from core.durations import duration_micros, require_duration
-from core.errors import ConfigError
-from core.identifiers import require_identifier
-from core.layout import LATE_EVENTS
+from lakehouse_core.conditions import (
+    Condition,
+    Expr,
+    condition_columns,
+    parse_condition,
+    parse_expression,
+)
+from lakehouse_core.durations import duration_micros, require_duration
+from lakehouse_core.errors import ConfigError
+from lakehouse_core.identifiers import require_identifier
+from lakehouse_core.layout import LATE_EVENTS
 
 WindowKind = Literal["tumbling", "hopping", "session", "sliding", "count", "row"]
 WINDOW_KINDS: tuple[WindowKind, ...] = get_args(WindowKind)
@@ -630,7 +637,7 @@ def check_gold_tables(tables: Sequence[GoldTable]) -> None:
 def settings_of(spec: Any) -> dict[str, Any]:
     """The settings of a frozen spec as its TOML entry holds them: each init field whose value
     is neither None nor its default, tuples as lists and nested specs as tables (the inverse of
-    the readers of :mod:`core.loader` for specs whose fields are plain values)."""
+    the readers of :mod:`lakehouse_core.loader` for specs whose fields are plain values)."""
     settings: dict[str, Any] = {}
     for spec_field in fields(spec):
         value = getattr(spec, spec_field.name)
@@ -659,8 +666,8 @@ def order_by_text(order_by: Sequence[tuple[str, bool]]) -> str:
 
 
 def gold_table_to_mapping(table: GoldTable) -> dict[str, Any]:
-    """``table`` as its ``[[gold]]`` entry (what :func:`core.loader.gold_table_from` reads back
-    to an equal declaration): settings left at their defaults are left out."""
+    """``table`` as its ``[[gold]]`` entry (what :func:`lakehouse_core.loader.gold_table_from` reads
+    back to an equal declaration): settings left at their defaults are left out."""
     entry: dict[str, Any] = {
         "name": table.name,
         "source": table.source,

@@ -3,8 +3,8 @@ gold tables (``[[models]]``), kept equal to its query by :mod:`gold.models`.
 
 A model says what a gold declaration cannot (an aggregate of a join, gold over gold). It is
 checked when it is declared: its name is a plain identifier; its SQL parses (sqlglot, Spark
-dialect) as one read (SELECT, WITH, set operations) that :mod:`core.sql_guard` lets run (no
-write, no read of files by path, no Java call, no ``IDENTIFIER(...)``); every table it reads
+dialect) as one read (SELECT, WITH, set operations) that :mod:`lakehouse_core.sql_guard` lets run
+(no write, no read of files by path, no Java call, no ``IDENTIFIER(...)``); every table it reads
 is ``bronze.<t>``, ``silver.<t>`` or ``gold.<t>`` with a plain name; its ``key`` columns are
 plain names (and output columns of the query, where its projections name them).
 :func:`check_models` then checks a pipeline's models together: names unique and free, and the
@@ -22,11 +22,11 @@ from typing import Any
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from core.alerting import AlertSpec
-from core.errors import ConfigError
-from core.identifiers import is_plain_identifier, require_identifier
-from core.layout import LATE_EVENTS
-from core.sql_guard import DIALECT, Kind, classify
+from lakehouse_core.alerting import AlertSpec
+from lakehouse_core.errors import ConfigError
+from lakehouse_core.identifiers import is_plain_identifier, require_identifier
+from lakehouse_core.layout import LATE_EVENTS
+from lakehouse_core.sql_guard import DIALECT, Kind, classify
 
 #: The schemas a model may read, as it names them.
 MODEL_SCHEMAS = ("bronze", "silver", "gold")
@@ -179,7 +179,7 @@ def _read_tree(name: str, sql: str) -> exp.Query:
 
 def _inputs_of(name: str, tree: exp.Query) -> tuple[tuple[str, str], ...]:
     """The ``(schema, table)`` pairs ``tree`` reads; CTE names and row-making table functions
-    (``range``, ``explode``: :mod:`core.sql_guard` refused the others) are not tables."""
+    (``range``, ``explode``: :mod:`lakehouse_core.sql_guard` refused the others) are not tables."""
     ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
     found = set()
     for table in tree.find_all(exp.Table):
@@ -281,7 +281,8 @@ def _ordered(models: Sequence[SqlModel]) -> tuple[SqlModel, ...]:
 
 
 def models_to_toml(models: Iterable[SqlModel]) -> list[dict[str, Any]]:
-    """``models`` as ``[[models]]`` entries (what :func:`core.loader.model_from` reads back)."""
+    """``models`` as ``[[models]]`` entries (what :func:`lakehouse_core.loader.model_from` reads
+    back)."""
     return [
         {"name": m.name, "sql": m.sql, **({"key": list(m.key)} if m.key else {})} for m in models
     ]

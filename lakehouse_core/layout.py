@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from core import storage
-from core.identifiers import require_identifier, table_name_for_topic
+from lakehouse_core import storage
+from lakehouse_core.identifiers import require_identifier, table_name_for_topic
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -6,7 +6,7 @@ import hashlib
 import re
 from collections.abc import Iterable
 
-from core.errors import ConfigError
+from lakehouse_core.errors import ConfigError
 
 MAX_IDENTIFIER = 128
 _PLAIN_NAME = re.compile(rf"[A-Za-z_][A-Za-z0-9_]{{0,{MAX_IDENTIFIER - 1}}}")

@@ -11,7 +11,7 @@ carry a value in it. Every other plain name (``value``, ``key``, ``timestamp``, 
 
 from __future__ import annotations
 
-from core.identifiers import MAX_IDENTIFIER, is_plain_identifier
+from lakehouse_core.identifiers import MAX_IDENTIFIER, is_plain_identifier
 
 #: The column of a change's op (Debezium's ``c``, ``u``, ``r``, ``d``, ``t``), and of why a
 #: record is not kept (None: it is), in parsed events and silver rows.

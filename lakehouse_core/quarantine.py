@@ -8,7 +8,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from core.delta_io import append, ensure_table, table_exists
+from lakehouse_core.delta_io import append, ensure_table, table_exists
 
 #: The quarantine table every job appends to: the record, why, and where it was.
 QUARANTINE_SCHEMA = T.StructType(

@@ -3,12 +3,12 @@
 Its shape (which settings each table takes, and of which type) is declared once, as pydantic
 models that forbid unknown keys and take types strictly (a string where a list belongs, a bool
 where an integer belongs, a float where an integer belongs are errors). A pydantic
-:class:`~pydantic.ValidationError` becomes one :class:`~core.errors.ConfigError` line that
+:class:`~pydantic.ValidationError` becomes one :class:`~lakehouse_core.errors.ConfigError` line that
 names the setting, where it is (``[[tables]]``, ``the window of [[gold]] 'revenue'``) and the
-fix. The values' meaning is checked by the specs themselves (:mod:`core.specs`,
-:mod:`core.gold_tables`, :mod:`core.patterns`, :mod:`core.alerting`, :mod:`core.models`),
-which the loader builds from the checked document. Python declarations
-(:mod:`lakehouse.declare`) go through the same readers.
+fix. The values' meaning is checked by the specs themselves (:mod:`lakehouse_core.specs`,
+:mod:`lakehouse_core.gold_tables`, :mod:`lakehouse_core.patterns`, :mod:`lakehouse_core.alerting`,
+:mod:`lakehouse_core.models`), which the loader builds from the checked document. Python
+declarations (:mod:`lakehouse.declare`) go through the same readers.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from typing import Any, ClassVar, Union, get_args, get_origin
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import ErrorDetails
 
-from core.alerting import AlertSpec
-from core.errors import ConfigError
-from core.gold_tables import (
+from lakehouse_core.alerting import AlertSpec
+from lakehouse_core.errors import ConfigError
+from lakehouse_core.gold_tables import (
     WINDOW_KINDS,
     GoldTable,
     Join,
@@ -35,9 +35,9 @@ from core.gold_tables import (
     Window,
     order_by_from,
 )
-from core.models import SqlModel, check_models
-from core.patterns import Absent, Pattern, PatternMeasure, Step
-from core.specs import (
+from lakehouse_core.models import SqlModel, check_models
+from lakehouse_core.patterns import Absent, Pattern, PatternMeasure, Step
+from lakehouse_core.specs import (
     CatalogSpec,
     MaintenanceSpec,
     PipelineConfig,

@@ -12,11 +12,11 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 
-from core import failures, storage
-from core.delta_io import note_query_start
-from core.durations import Duration, parse_duration
-from core.errors import LakehouseError
-from core.failures import Failure
+from lakehouse_core import failures, storage
+from lakehouse_core.delta_io import note_query_start
+from lakehouse_core.durations import Duration, parse_duration
+from lakehouse_core.errors import LakehouseError
+from lakehouse_core.failures import Failure
 
 APP_ID_FILE = "_lakehouse_app_id"
 
@@ -45,7 +45,8 @@ class Trigger:
 
     @staticmethod
     def parse(text: str | None) -> Trigger:
-        """``None`` for availableNow, or a duration of :func:`core.durations.parse_duration`
+        """``None`` for availableNow, or a duration of
+        :func:`lakehouse_core.durations.parse_duration`
         (``10s``, ``500ms``, ``1 minute``, ``1 day``; any case; 0 or more) as its canonical text
         (days become hours, Spark's largest unit).
 
@@ -87,7 +88,7 @@ def last_batch_id(query: StreamingQuery) -> int:
 
 def query_app_id(spark: SparkSession, checkpoint: str) -> str:
     """A stable id for a query's idempotent Delta writes (``txnAppId``, and the batch marks of
-    :func:`core.delta_io.append`), called when the query starts.
+    :func:`lakehouse_core.delta_io.append`), called when the query starts.
 
     It lives beside the checkpoint, on the same file system (read and written through Hadoop's
     FileSystem of ``spark``, so any URI works), and dies with it: a restarted query reuses it,
@@ -214,8 +215,8 @@ def query_name(query: StreamingQuery) -> str:
 
 def failure_of(query: StreamingQuery, error: BaseException) -> Failure:
     """Why ``query`` failed with ``error``: the error its ``foreachBatch`` function raised, as
-    noted before it crossed into the JVM (:func:`core.failures.guarded`), else what Spark's
-    error says (:meth:`~core.failures.Failure.of_spark`)."""
+    noted before it crossed into the JVM (:func:`lakehouse_core.failures.guarded`), else what
+    Spark's error says (:meth:`~lakehouse_core.failures.Failure.of_spark`)."""
     noted_failure = failures.noted(str(query.runId))
     return noted_failure if noted_failure is not None else Failure.of_spark(str(error))
 
@@ -223,7 +224,8 @@ def failure_of(query: StreamingQuery, error: BaseException) -> Failure:
 def failure(query: StreamingQuery, error: BaseException) -> LakehouseError:
     """The LakehouseError for a failed query: the one raised in this project's Python code that
     Spark ran (a ``foreachBatch`` function, the Kafka source), else a
-    :class:`~core.failures.QueryFailedError` naming the query and its error's first line."""
+    :class:`~lakehouse_core.failures.QueryFailedError` naming the query and its error's first
+    line."""
     return failure_of(query, error).exception(query_name(query))
 
 

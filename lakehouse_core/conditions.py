@@ -48,7 +48,7 @@ from sqlglot.dialects.spark import Spark
 from sqlglot.errors import ParseError, SqlglotError
 from sqlglot.tokenizer_core import Token, TokenType
 
-from core.errors import ConfigError
+from lakehouse_core.errors import ConfigError
 
 #: A literal's value: NULL, a boolean, an integer, a DOUBLE, a DECIMAL, a string, a TIMESTAMP
 #: (a naive ``datetime`` in UTC) or a DATE.

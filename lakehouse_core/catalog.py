@@ -7,10 +7,10 @@ from urllib.parse import urlparse
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 
-from core.config import CatalogSpec
-from core.errors import ConfigError
-from core.identifiers import quote_identifier
-from core.layout import LAYERS, Warehouse
+from lakehouse_core.config import CatalogSpec
+from lakehouse_core.errors import ConfigError
+from lakehouse_core.identifiers import quote_identifier
+from lakehouse_core.layout import LAYERS, Warehouse
 
 #: Session setting prefix recording the catalog entries this project registered (and where).
 REGISTERED_PREFIX = "lakehouse.catalog.registered."

@@ -32,10 +32,10 @@ from pyspark import SparkConf, SparkContext
 from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
-from core.catalog import register_tables
-from core.config import CatalogSpec
-from core.errors import EnvironmentSetupError
-from core.layout import Warehouse
+from lakehouse_core.catalog import register_tables
+from lakehouse_core.config import CatalogSpec
+from lakehouse_core.errors import EnvironmentSetupError
+from lakehouse_core.layout import Warehouse
 
 SparkMode = Literal["auto", "active", "local-jars", "maven"]
 
@@ -118,7 +118,7 @@ def get_spark(
 ) -> SparkSession:
     """Return a SparkSession that can read and write Delta tables; with ``warehouse``, one whose
     catalog names its tables (``gold.revenue_per_minute``, or as ``catalog`` says: see
-    :func:`core.catalog.register_tables`).
+    :func:`lakehouse_core.catalog.register_tables`).
 
     ``master`` defaults to the submitted one under ``spark-submit``, else ``local[2]``; a
     running or submitted session keeps its own settings and jars (``extra_conf`` is for the
