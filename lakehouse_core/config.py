@@ -1,5 +1,6 @@
-"""Pipeline settings in one import: the specs (:mod:`lakehouse_core.specs`) and the TOML loader that
-builds them (:mod:`lakehouse_core.loader`). Code outside ``lakehouse_core`` imports settings from here."""
+"""Pipeline settings in one import: the specs (:mod:`lakehouse_core.specs`) and the TOML loader
+that builds them (:mod:`lakehouse_core.loader`). Code outside ``lakehouse_core`` imports settings
+from here."""
 
 from lakehouse_core.loader import (
     alerts_from,

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any, Literal
 
 import tomli_w
@@ -418,23 +417,10 @@ class PipelineConfig:
         return document
 
     def to_toml(self) -> str:
-        """The config as pipeline TOML text: :meth:`from_toml` (or :func:`load_config` of a file
-        holding it) gives an equal config back."""
+        """The config as pipeline TOML text: :func:`lakehouse_core.loader.config_from_toml` (or
+        :func:`~lakehouse_core.loader.load_config` of a file holding it) gives an equal config
+        back."""
         return tomli_w.dumps(self.to_mapping(), multiline_strings=True)
-
-    @staticmethod
-    def from_toml(text: str, base: str | Path = ".") -> PipelineConfig:
-        """The config that pipeline TOML ``text`` declares; a relative ``[quality]`` suites
-        directory is taken relative to ``base``.
-
-        Raises:
-            ConfigError: not TOML, or unknown or invalid settings (as :func:`load_config`).
-        """
-        from lakehouse_core.loader import (
-            config_from_toml,  # the loader builds specs: import it late
-        )
-
-        return config_from_toml(text, base)
 
     def _resolve_as_of(self, table: GoldTable) -> GoldTable:
         """``table`` with its join's ``as_of`` decided: event time when the entity keeps SCD

@@ -13,6 +13,7 @@ from pyspark.sql import SparkSession
 from lakehouse import (
     Lakehouse,
     cdc_table,
+    config_from_toml,
     events_table,
     gold_table,
     join,
@@ -21,7 +22,6 @@ from lakehouse import (
     tumbling,
 )
 from lakehouse.demo.generator import WorkloadConfig, generate, write_files
-from lakehouse_core.config import PipelineConfig
 
 pytestmark = pytest.mark.integration
 
@@ -68,7 +68,7 @@ def test_a_pipeline_declared_in_python_runs(spark: SparkSession, tmp_path: Path)
             ),
         ],
     )
-    assert PipelineConfig.from_toml(lh.config.to_toml()) == lh.config
+    assert config_from_toml(lh.config.to_toml()) == lh.config
 
     lh.run(f"files:{tmp_path / 'source'}")
 

@@ -1,7 +1,8 @@
 """Pipelines declared in Python (:mod:`lakehouse.declare`) are the pipelines their TOML
 declares: each constructor gives the spec the same TOML entry gives, a wrong declaration raises
-the ConfigError line its TOML raises, and ``PipelineConfig.to_toml`` reads back (``from_toml``,
-``load_config``) to an equal config for randomly generated pipelines. Pure Python: no Spark."""
+the ConfigError line its TOML raises, and ``PipelineConfig.to_toml`` reads back
+(``config_from_toml``, ``load_config``) to an equal config for randomly generated pipelines.
+Pure Python: no Spark."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from lakehouse import (
     alert,
     catalog,
     cdc_table,
+    config_from_toml,
     count_window,
     events_table,
     gold_table,
@@ -48,7 +50,7 @@ pytestmark = pytest.mark.unit
 
 
 def from_toml(text: str) -> PipelineConfig:
-    return PipelineConfig.from_toml(textwrap.dedent(text))
+    return config_from_toml(textwrap.dedent(text))
 
 
 # --- each constructor gives what its TOML gives ---------------------------------------------
@@ -365,7 +367,7 @@ def shop_in_python() -> PipelineConfig:
 def test_every_declaration_equals_its_toml() -> None:
     declared = shop_in_python()
     assert declared == from_toml(SHOP_TOML)
-    assert PipelineConfig.from_toml(declared.to_toml()) == declared
+    assert config_from_toml(declared.to_toml()) == declared
     # The join of an SCD type 2 Debezium entity was decided as of event time, as in TOML.
     revenue = declared.gold_declarations[0]
     assert revenue.join is not None and revenue.join.as_of == "event_time"
@@ -644,7 +646,7 @@ def test_lakehouse_takes_declarations_and_shows_them_as_toml(tmp_path: Path) -> 
     lh = Lakehouse(tmp_path / "wh", tables=tables, gold=gold)
     assert lh.config == pipeline_config(tables=tables, gold=gold)
     assert lh.config.gold_declarations == tuple(gold)
-    assert PipelineConfig.from_toml(lh.config.to_toml()) == lh.config
+    assert config_from_toml(lh.config.to_toml()) == lh.config
     assert lh._spark is None  # declaring starts no Spark
     # Declarations alone: exactly what is declared, no demo gold tables.
     assert Lakehouse(tmp_path / "wh", tables=tables).config.gold_declarations == ()
@@ -946,5 +948,5 @@ def test_a_random_pipeline_reads_back_from_its_toml(
         maintenance=maintenance,
     )
     text = declared.to_toml()
-    assert PipelineConfig.from_toml(text) == declared, text
-    assert PipelineConfig.from_toml(text).to_toml() == text
+    assert config_from_toml(text) == declared, text
+    assert config_from_toml(text).to_toml() == text
