@@ -6,10 +6,9 @@ group-by columns, the :class:`Measure` s, an optional filter in the safe conditi
 another silver table, or a time-bounded :class:`StreamJoin` (a ``row`` window: one gold row per
 source row, measuring another silver table's rows in a lookback before it). The same
 declaration comes from a ``[[gold]]`` entry of the pipeline TOML
-(:func:`lakehouse_core.loader.gold_table_from`) or from Python. Every mistake found at load raises
-one
-:class:`~lakehouse_core.errors.ConfigError` naming it and the fix; columns are checked against the
-source's schema once it is known (:meth:`GoldTable.check_columns`).
+(:func:`lakehouse_core.loader.gold_table_from`) or from Python. Every mistake found at load
+raises one :class:`~lakehouse_core.errors.ConfigError` naming it and the fix; columns are checked
+against the source's schema once it is known (:meth:`GoldTable.check_columns`).
 """
 
 from __future__ import annotations

@@ -46,9 +46,9 @@ class Trigger:
     @staticmethod
     def parse(text: str | None) -> Trigger:
         """``None`` for availableNow, or a duration of
-        :func:`lakehouse_core.durations.parse_duration`
-        (``10s``, ``500ms``, ``1 minute``, ``1 day``; any case; 0 or more) as its canonical text
-        (days become hours, Spark's largest unit).
+        :func:`lakehouse_core.durations.parse_duration` (``10s``, ``500ms``, ``1 minute``,
+        ``1 day``; any case; 0 or more) as its canonical text (days become hours, Spark's
+        largest unit).
 
         Raises:
             ConfigError: ``text`` is not such a duration.

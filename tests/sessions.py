@@ -60,9 +60,8 @@ QUICK_JVM = f"{QUICK_COMPILER} {KEEP_COMPILED} {SERIAL_GC}"
 
 def driver_java_options(quick_compiler: bool = True, share_classes: bool = True) -> str:
     """Java options of a test driver: :data:`~lakehouse_core.spark.DRIVER_JAVA_OPTIONS`,
-    :data:`QUICK_JVM`
-    if asked (else :data:`SERIAL_GC` alone) and, with ``share_classes`` where it is built, the
-    tests' class archive."""
+    :data:`QUICK_JVM` if asked (else :data:`SERIAL_GC` alone) and, with ``share_classes`` where it
+    is built, the tests' class archive."""
     options = [DRIVER_JAVA_OPTIONS, QUICK_JVM if quick_compiler else SERIAL_GC]
     archive = class_archive.archive_path()
     if share_classes and archive.exists():

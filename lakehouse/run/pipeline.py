@@ -87,8 +87,8 @@ def run_once(
     Raises:
         LakehouseError: unless not ``raise_on_failure`` (then the report lists them), the
             failure of the one table that failed, or
-            :class:`~lakehouse_core.failures.FailedTablesError`
-            naming several (see :func:`lakehouse_core.failures.raise_failures`).
+            :class:`~lakehouse_core.failures.FailedTablesError` naming several (see
+            :func:`lakehouse_core.failures.raise_failures`).
     """
     started = time.monotonic()
     recover_and_say(spark, warehouse.root)

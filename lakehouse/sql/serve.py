@@ -1,6 +1,6 @@
 """``lakehouse serve``: Spark's Thrift JDBC/ODBC server (HiveServer2 protocol) over the
-warehouse's tables, every statement checked by :mod:`lakehouse_core.sql_guard` before Spark parses
-it.
+warehouse's tables, every statement checked by :mod:`lakehouse_core.sql_guard` before Spark
+parses it.
 
 How the check is hooked in (Spark 4.0, no Scala code of ours): the server gets a session of its
 own whose ``SparkSessionExtensions`` carry one more parser, a Python object behind a Py4J proxy
