@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
@@ -244,10 +244,10 @@ def write(ctx: BronzeBatch, checked: Checked, writes: TopicWrites, ensured: set[
             batch_id,
         )
 
-    def append_topic(topic: str) -> None:
+    def append_topic(topic: str, session: SparkSession) -> None:
         path = ctx.warehouse.table("bronze", tables[topic])
         if topic not in ensured:
-            ensure_bronze_table(spark, path, topic)
+            ensure_bronze_table(session, path, topic)
             ensured.add(topic)
         append_once(writes.appended[topic], path, app_id, batch_id)
 

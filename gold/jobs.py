@@ -76,7 +76,7 @@ from lakehouse_core.errors import ConfigError
 from lakehouse_core.failures import Failure
 from lakehouse_core.gold_tables import GoldTable
 from lakehouse_core.layout import HISTORY_SUFFIX, LATE_EVENTS, Warehouse
-from lakehouse_core.parallel import run_side_by_side
+from lakehouse_core.parallel import in_session, run_side_by_side
 from lakehouse_core.streaming import Trigger
 
 
@@ -553,7 +553,7 @@ class _SharedBatch:
         if "_commit_version" in batch.columns:
             newest = kept.agg(F.max("_commit_version")).first()[0]  # type: ignore[index]
         tasks = [partial(self._part, m, kept, batch_id, newest, query_app) for m in taking]
-        errors = run_side_by_side(spark, tasks) if SIDE_BY_SIDE else [t() for t in tasks]
+        errors = run_side_by_side(spark, tasks) if SIDE_BY_SIDE else [t(spark) for t in tasks]
         raised = next((e for e in errors if e is not None), None)
         if raised is not None:
             raise raised
@@ -566,10 +566,18 @@ class _SharedBatch:
         return member.prepared is not None or member.try_prepare(spark, self.isolation)
 
     def _part(
-        self, member: _Member, batch: DataFrame, batch_id: int, newest: int | None, app: str
+        self,
+        member: _Member,
+        batch: DataFrame,
+        batch_id: int,
+        newest: int | None,
+        app: str,
+        session: SparkSession,
     ) -> Exception | None:
-        """One declaration's part; its error is returned (after it is noted in the isolation,
-        or for the batch to raise without one)."""
+        """One declaration's part, in ``session`` (its own when the parts run side by side:
+        the mark and transaction id of its commits are its own); its error is returned (after
+        it is noted in the isolation, or for the batch to raise without one)."""
+        batch = in_session(batch, session)
         try:
             member.apply(batch, batch_id, newest, app)
         except Exception as error:

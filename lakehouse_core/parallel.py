@@ -11,32 +11,48 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 from pyspark import SparkContext
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 T = TypeVar("T")
 
 
-def run_side_by_side(spark: SparkSession, tasks: Sequence[Callable[[], T]]) -> list[T]:
+def run_side_by_side(spark: SparkSession, tasks: Sequence[Callable[[SparkSession], T]]) -> list[T]:
     """Run ``tasks`` at once, each in its own thread; wait for all of them; return their
     results in order, or raise the first failure (in task order) once all have ended.
 
-    Each thread runs its Spark jobs as the calling thread would: ``spark`` is its active
-    session in the JVM (where Delta looks up a commit's settings), and it gets a copy of the
-    caller's local properties (its job group, so stopping a stream cancels their jobs too).
-    A single task runs in the calling thread.
+    Each task is given a session of its own (:func:`session_copy` of ``spark``: the same
+    settings, views and functions), which is also its thread's active session in the JVM,
+    where Delta looks up a commit's settings: the settings a task makes for its commits (a
+    batch mark, a transaction id: :func:`lakehouse_core.delta_io.session_settings`) reach
+    neither another task's commits nor ``spark``. Each thread gets a copy of the caller's local
+    properties (its job group, so stopping a stream cancels their jobs too). A single task runs
+    in the calling thread, with ``spark``.
     """
     if len(tasks) <= 1:
-        return [task() for task in tasks]
+        return [task(spark) for task in tasks]
     context = SparkContext._active_spark_context
     assert context is not None and context._jvm is not None
     properties = context._jsc.sc().getLocalProperties()
     sessions = context._jvm.org.apache.spark.sql.SparkSession
 
-    def in_thread(task: Callable[[], T]) -> T:
+    def in_thread(task: Callable[[SparkSession], T]) -> T:
         context._jsc.sc().setLocalProperties(properties.clone())
-        sessions.setActiveSession(spark._jsparkSession)
-        return task()
+        own = session_copy(spark)
+        sessions.setActiveSession(own._jsparkSession)
+        return task(own)
 
     with ThreadPoolExecutor(max_workers=len(tasks), thread_name_prefix="side-by-side") as pool:
         futures = [pool.submit(in_thread, task) for task in tasks]
     return [future.result() for future in futures]
+
+
+def session_copy(spark: SparkSession) -> SparkSession:
+    """A new session with the settings, temporary views and functions ``spark`` has now
+    (Spark's ``cloneSession``); a setting changed in one does not change the other."""
+    return SparkSession(spark.sparkContext, spark._jsparkSession.cloneSession())
+
+
+def in_session(frame: DataFrame, session: SparkSession) -> DataFrame:
+    """``frame`` as a DataFrame of ``session``: the frames derived from it, the tables read
+    and the commits made through their session take ``session``'s settings."""
+    return DataFrame(frame._jdf, session)
