@@ -50,7 +50,6 @@ from lakehouse_core.delta_io import (
     USER_METADATA,
     current_version,
     merge_materialized,
-    session_settings,
     table_exists,
 )
 from lakehouse_core.errors import ConfigError
@@ -58,6 +57,7 @@ from lakehouse_core.failures import Failure, TableFailure
 from lakehouse_core.identifiers import is_plain_identifier, require_identifier
 from lakehouse_core.layout import Layer, Warehouse
 from lakehouse_core.models import SqlModel, check_models
+from lakehouse_core.parallel import in_session, session_copy
 from lakehouse_core.sql_guard import DIALECT
 from silver.verify import MAX_REPORTED, TableCheck
 
@@ -365,22 +365,27 @@ def _merge_changes(
     count = changes.count()
     if count == 0:
         return 0
+    # The commit's mark and transaction id are settings of a session of its own: the run's
+    # session is shared with the event log's thread and, under a pipeline handle, with the
+    # notebook's own writes, which would carry them (and be skipped as already written).
+    own = session_copy(spark)
+    for key, value in {
+        TXN_APP_ID: new.app_id,
+        TXN_VERSION: str(new.refresh),
+        USER_METADATA: new.to_json(),
+    }.items():
+        own.conf.set(key, value)
+    changes = in_session(changes, own)
     set_columns: dict[str, str | Column] = {c: F.col(f"s.{c}") for c in result.columns}
     merge = (
-        DeltaTable.forPath(spark, path)
+        DeltaTable.forPath(own, path)
         .alias("t")
         .merge(changes.alias("s"), _same("t", "s", model.key))
         .whenMatchedDelete(condition=F.col(f"s.{CHANGE}") == "delete")
         .whenMatchedUpdate(set=set_columns)
         .whenNotMatchedInsert(condition=F.col(f"s.{CHANGE}") == "upsert", values=set_columns)
     )
-    settings = {
-        TXN_APP_ID: new.app_id,
-        TXN_VERSION: str(new.refresh),
-        USER_METADATA: new.to_json(),
-    }
-    with session_settings(spark, settings):
-        merge_materialized(merge, changes)
+    merge_materialized(merge, changes)
     return count
 
 

@@ -47,6 +47,7 @@ from lakehouse.run.summary import RunSummary
 from lakehouse_core import failures
 from lakehouse_core.failures import Failure, TableFailure
 from lakehouse_core.layout import Warehouse
+from lakehouse_core.parallel import session_copy
 from lakehouse_core.storage import delete, write_text
 from silver.job import BatchReport
 
@@ -232,6 +233,9 @@ class _Recorder:
         self, spark: SparkSession, warehouse: Warehouse, listener: EventLogListener, mode: str
     ) -> None:
         self.spark = spark
+        # Its appends go through a session of their own: the run's session carries the commit
+        # settings of whatever writes meanwhile (a SQL model's mark and transaction id).
+        self._writer = session_copy(spark)
         self.warehouse = warehouse
         self.listener = listener
         self._handle: JavaObject | None = None
@@ -274,7 +278,7 @@ class _Recorder:
         with self._write_lock:
             rows = self.listener.take()
             try:
-                append_rows(self.spark, self.warehouse, rows)
+                append_rows(self._writer, self.warehouse, rows)
             except BaseException:
                 self.listener.give_back(rows)
                 raise

@@ -19,7 +19,8 @@ from cdc.sources import SourceSpec, read_source
 from lakehouse.demo.generator import WorkloadConfig, generate, write_files
 from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.ops.status import pipeline_status
-from lakehouse.run.event_log import recording
+from lakehouse.run.event_log import EventLogListener, _Recorder, recording
+from lakehouse_core.delta_io import TXN_APP_ID, TXN_VERSION, USER_METADATA, session_settings
 from lakehouse_core.layout import Warehouse
 from lakehouse_core.streaming import Trigger, run_to_end
 from tests.cli import SHOP_TOML, run_cli
@@ -154,3 +155,30 @@ def check_silver(
     assert table["records_behind"] == 0
     assert table["applied_version"] == table["bronze_version"]
     assert table["freshness_seconds"] is None or table["freshness_seconds"] > 0
+
+
+def test_event_log_appends_carry_no_commit_settings_of_the_run(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The recorder appends from a thread of its own while the run writes: a SQL model's
+    refresh sets its mark and transaction id as the run session's settings for its MERGE.
+    Appends landing meanwhile carry neither, and the second is not taken for the first (with
+    the model's transaction id, Delta skipped it as already written)."""
+    warehouse = Warehouse(str(tmp_path))
+    recorder = _Recorder(spark, warehouse, EventLogListener(None), "continuous")
+    model = {USER_METADATA: '{"model": "m"}', TXN_APP_ID: "model m", TXN_VERSION: "4"}
+    with session_settings(spark, model):
+        for batch in (1, 2):
+            recorder.listener.give_back([{"query": "q", "event": "progress", "batch_id": batch}])
+            recorder.flush()
+    rows = spark.read.format("delta").load(warehouse.event_log)
+    assert sorted(r.batch_id for r in rows.collect()) == [1, 2]
+    log = Path(warehouse.event_log, "_delta_log")
+    actions = [
+        json.loads(line) for f in sorted(log.glob("*.json")) for line in f.read_text().splitlines()
+    ]
+    assert [a["txn"] for a in actions if "txn" in a] == []
+    assert [a["commitInfo"].get("userMetadata") for a in actions if "commitInfo" in a] == [
+        None,
+        None,
+    ]

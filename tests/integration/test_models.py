@@ -33,7 +33,9 @@ from pyspark.sql import functions as F
 from cdc.records import Record
 from cdc.sources import SourceSpec
 from gold.models import (
+    ModelState,
     Outcome,
+    _merge_changes,
     check_models_of,
     ordered_models,
     refresh,
@@ -45,7 +47,7 @@ from lakehouse.ops.replay import replay
 from lakehouse.run.pipeline import run_once
 from lakehouse_core import storage
 from lakehouse_core.config import PipelineConfig, TableSpec
-from lakehouse_core.delta_io import current_version
+from lakehouse_core.delta_io import current_version, merge_materialized
 from lakehouse_core.gold_tables import GoldTable, Measure, Window
 from lakehouse_core.layout import Warehouse
 from lakehouse_core.models import SqlModel
@@ -244,3 +246,29 @@ def test_models_follow_their_inputs_exactly_once(spark: SparkSession, tmp_path: 
     replay(spark, warehouse, CONFIG)
     assert_models_equal_python(spark, warehouse, "after replay")
     assert [(c.ok, c.note) for c in check_models_of(spark, warehouse, CONFIG)] == [(True, "")] * 2
+
+
+def test_writes_made_during_a_models_merge_carry_none_of_its_settings(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refresh's MERGE commits with its mark and transaction id; a write made through the
+    run's session meanwhile (the event log's thread, a notebook's own write under a pipeline
+    handle) carries neither, so a second such write is not skipped as already written."""
+    path, other = str(tmp_path / "model"), str(tmp_path / "other")
+    spark.createDataFrame([(1, "a")], "category string, value string").write.format("delta").save(
+        path
+    )
+    result = spark.createDataFrame([("1", "b"), ("2", "c")], "category string, value string")
+    model = SqlModel("m", "SELECT category, value FROM silver.items", key=("category",))
+    new = ModelState(model="m", digest="d", generation="g", refresh=4, inputs={})
+
+    def merge_with_writes_meanwhile(*args: Any) -> None:
+        for n in (1, 2):
+            spark.createDataFrame([(n,)], "n long").write.format("delta").mode("append").save(other)
+        merge_materialized(*args)
+
+    monkeypatch.setattr("gold.models.merge_materialized", merge_with_writes_meanwhile)
+    assert _merge_changes(spark, path, model, result.localCheckpoint(), new) == 2
+    assert sorted(row.n for row in spark.read.format("delta").load(other).collect()) == [1, 2]
+    newest = DeltaTable.forPath(spark, path).history(1).first()
+    assert newest is not None and newest.userMetadata == new.to_json()
