@@ -368,13 +368,8 @@ def _merge_changes(
     # The commit's mark and transaction id are settings of a session of its own: the run's
     # session is shared with the event log's thread and, under a pipeline handle, with the
     # notebook's own writes, which would carry them (and be skipped as already written).
-    own = session_copy(spark)
-    for key, value in {
-        TXN_APP_ID: new.app_id,
-        TXN_VERSION: str(new.refresh),
-        USER_METADATA: new.to_json(),
-    }.items():
-        own.conf.set(key, value)
+    settings = {TXN_APP_ID: new.app_id, TXN_VERSION: str(new.refresh), USER_METADATA: new.to_json()}
+    own = session_copy(spark, settings)
     changes = in_session(changes, own)
     set_columns: dict[str, str | Column] = {c: F.col(f"s.{c}") for c in result.columns}
     merge = (

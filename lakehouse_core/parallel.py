@@ -6,7 +6,7 @@ writes to different tables can overlap even where the executors' cores are few.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
@@ -46,10 +46,14 @@ def run_side_by_side(spark: SparkSession, tasks: Sequence[Callable[[SparkSession
     return [future.result() for future in futures]
 
 
-def session_copy(spark: SparkSession) -> SparkSession:
+def session_copy(spark: SparkSession, settings: Mapping[str, str] | None = None) -> SparkSession:
     """A new session with the settings, temporary views and functions ``spark`` has now
-    (Spark's ``cloneSession``); a setting changed in one does not change the other."""
-    return SparkSession(spark.sparkContext, spark._jsparkSession.cloneSession())
+    (Spark's ``cloneSession``), and ``settings`` besides; a setting changed in one does not
+    change the other."""
+    own = SparkSession(spark.sparkContext, spark._jsparkSession.cloneSession())
+    for key, value in (settings or {}).items():
+        own.conf.set(key, value)
+    return own
 
 
 def in_session(frame: DataFrame, session: SparkSession) -> DataFrame:
