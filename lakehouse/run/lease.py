@@ -1,14 +1,17 @@
 """One pipeline per warehouse: a lease claimed, renewed and released by Delta commits.
 
-The lease is the Delta table ``<warehouse>/_system/lease``. It holds no rows: each claim,
-renewal and release is an empty commit whose ``userMetadata`` names the holder (run id, pid,
-host, command, when it started, when the lease expires) and which carries Delta's transaction
-id (``txnAppId`` :data:`LEASE_APP_ID`, ``txnVersion`` the table version after it). Two writers
-that read the same version both write the same transaction version: Delta commits one; the
-other's commit is rejected (a concurrent transaction) or skipped as already done. Each writer
-then reads the newest commit back and holds the lease only if it names its run. So exactly one
-of two claimers wins wherever Delta's commits are atomic, on a local disk or an object store,
-with no lock file and no rename.
+The lease is the Delta table ``<warehouse>/_system/lease``. It holds no rows and no files: each
+claim, renewal and release is a commit that changes only a table property, :data:`FOLLOWS`, to
+the table version it follows, and whose ``userMetadata`` names the holder (run id, pid, host,
+command, when it started, when the lease expires) and that version again. A commit counts only
+if it landed right after the version it follows; the holder is the one the newest commit that
+counts names. Two writers that read the same version both write commits that follow it: only
+the first lands right after it (Delta numbers commits one by one; a concurrent change of the
+same property may also be rejected), so only one counts. Each writer then reads the lease back
+and holds it only if it names its run. So exactly one of two claimers wins wherever Delta's
+commits are atomic, on a local disk or an object store, with no lock file and no rename; and a
+commit is cheap, as it writes no data (no Spark job, unlike a write under Delta's transaction
+id, which reads the table's state).
 
 A holder renews the lease every :data:`RENEW_SECONDS` (three heartbeats) from a
 thread of its own, and releases it when it ends. A lease past its expiry (a run that was
@@ -26,7 +29,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -38,14 +41,17 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import StringType, StructField, StructType
 
 from lakehouse.run.event_log import HEARTBEAT_SECONDS
-from lakehouse_core.delta_io import discard_half_created
+from lakehouse_core.delta_io import USER_METADATA, discard_half_created, quoted_path
 from lakehouse_core.errors import LakehouseError
 from lakehouse_core.layout import Warehouse
+from lakehouse_core.parallel import session_copy
 
-#: Delta's transaction application id of every lease commit.
-LEASE_APP_ID = "lakehouse pipeline lease"
-#: Seconds between two renewals of a held lease (three heartbeats: each renewal is a Delta
-#: commit, with a small data file, so they are rarer than the heartbeat's rewrite).
+#: The table property each lease commit sets to the version it follows.
+FOLLOWS = "lakehouse.lease.follows"
+#: The newest commits read to find the newest one that counts (each claimer that lost a race
+#: leaves at most one that does not, per attempt).
+HISTORY_WINDOW = 32
+#: Seconds between two renewals of a held lease (three heartbeats).
 RENEW_SECONDS = 3 * HEARTBEAT_SECONDS
 #: Seconds a lease holds without renewal: three missed renewals.
 LEASE_SECONDS = 3 * RENEW_SECONDS
@@ -56,16 +62,13 @@ CLAIM_ATTEMPTS = 8
 P = ParamSpec("P")
 R = TypeVar("R")
 _SCHEMA = StructType([StructField("holder", StringType())])
-#: Table properties of the lease table: its log is cleaned after an hour and the files its
-#: commits replaced may be vacuumed after an hour, so a run renewing for days keeps a bounded
-#: number of files.
+#: Table properties of the lease table: its log keeps an hour of commits, cleaned at each
+#: checkpoint (every hundred commits: a checkpoint is a Spark job, a commit is not), so a run
+#: renewing for days keeps a bounded number of files.
 _PROPERTIES = {
     "delta.logRetentionDuration": "interval 1 hours",
-    "delta.deletedFileRetentionDuration": "interval 1 hours",
-    "delta.checkpointInterval": "10",
+    "delta.checkpointInterval": "100",
 }
-#: Renewals between two vacuums of the lease table (an hour's).
-VACUUM_EVERY = int(3600 / RENEW_SECONDS)
 
 
 class PipelineRunningError(LakehouseError):
@@ -89,15 +92,21 @@ class Holder:
     jvm_pid: int | None = None
     released: bool = False
 
-    def to_text(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
+    def to_text(self, follows: int | None = None) -> str:
+        """The ``userMetadata`` of a commit naming this holder (that follows version
+        ``follows``)."""
+        fields = asdict(self) if follows is None else {**asdict(self), "follows": follows}
+        return json.dumps(fields, sort_keys=True)
 
     @staticmethod
     def from_text(text: str | None) -> Holder | None:
         """The holder a commit's ``userMetadata`` names (None: not a lease commit)."""
         try:
             value = json.loads(text or "")
-            return Holder(**value) if isinstance(value, dict) else None
+            if not isinstance(value, dict):
+                return None
+            value.pop("follows", None)
+            return Holder(**value)
         except (ValueError, TypeError):
             return None
 
@@ -115,14 +124,34 @@ def lease_path(warehouse: Warehouse) -> str:
 
 
 def current(spark: SparkSession, path: str) -> tuple[int, Holder | None]:
-    """The lease table's newest version and the holder its newest commit names (-1, None: no
-    table yet)."""
+    """The lease table's newest version and the holder named by its newest commit that counts
+    (:func:`holder_of`); -1, None: no table yet."""
     if not DeltaTable.isDeltaTable(spark, path):
         return -1, None
-    row = DeltaTable.forPath(spark, path).history(1).select("version", "userMetadata").first()
-    if row is None:
+    rows = DeltaTable.forPath(spark, path).history(HISTORY_WINDOW).select("version", "userMetadata")
+    commits = [(int(row.version), row.userMetadata) for row in rows.collect()]
+    if not commits:
         return -1, None
-    return int(row.version), Holder.from_text(row.userMetadata)
+    return max(version for version, _ in commits), holder_of(commits)
+
+
+def holder_of(commits: Iterable[tuple[int, str | None]]) -> Holder | None:
+    """The holder named by the newest of ``commits`` (version, ``userMetadata``) that counts: a
+    lease commit that landed right after the version it follows, or one that names none (the
+    lease commits of earlier releases, which Delta's transaction id kept in order). None: no
+    lease commit counts."""
+    for version, text in sorted(commits, key=lambda commit: commit[0], reverse=True):
+        holder = Holder.from_text(text)
+        if holder is not None and _follows(text) in (None, version - 1):
+            return holder
+    return None
+
+
+def _follows(text: str | None) -> int | None:
+    """The version a lease commit's ``userMetadata`` says it follows (None: it says none)."""
+    value = json.loads(text or "{}")
+    follows = value.get("follows") if isinstance(value, dict) else None
+    return follows if isinstance(follows, int) else None
 
 
 def is_free(holder: Holder | None, now: datetime, ours: frozenset[str] = frozenset()) -> bool:
@@ -165,9 +194,9 @@ def _ended_here(holder: Holder) -> bool:
 
 
 def _commit(spark: SparkSession, path: str, version: int, holder: Holder) -> Exception | None:
-    """Write the empty commit that follows ``version`` of the lease table, naming ``holder``
-    (Delta keeps only one of two such commits; see the module's doc). Returns the write's
-    error, if any: losing the race is one (the newest commit, read back, tells who won)."""
+    """Write the commit that follows ``version`` of the lease table, naming ``holder`` (only
+    one of two such commits counts; see the module's doc). Returns the write's error, if any:
+    losing the race may be one (the lease, read back, tells who won)."""
     if version < 0:
         discard_half_created(spark, path)  # a kill while it was first created
         with suppress(Exception):  # a concurrent claimer may create it first: both go on
@@ -176,16 +205,11 @@ def _commit(spark: SparkSession, path: str, version: int, holder: Holder) -> Exc
                 builder = builder.property(key, value)
             builder.execute()
         version = max(version, 0)
+    # The holder goes in a session of the commit's own: the caller's session may be writing
+    # other tables meanwhile.
+    own = session_copy(spark, {USER_METADATA: holder.to_text(follows=version)})
     try:
-        (
-            spark.createDataFrame([], _SCHEMA)
-            .write.format("delta")
-            .mode("overwrite")  # the table keeps one (empty) file, not one per renewal
-            .option("txnAppId", LEASE_APP_ID)
-            .option("txnVersion", version + 1)
-            .option("userMetadata", holder.to_text())
-            .save(path)
-        )
+        own.sql(f"ALTER TABLE {quoted_path(path)} SET TBLPROPERTIES ('{FOLLOWS}' = '{version}')")
     except Exception as error:
         return error
     return None
@@ -214,15 +238,11 @@ class Lease:
         self._thread.start()
 
     def _renewing(self) -> None:
-        renewals = 0
         while not self._stop.wait(RENEW_SECONDS):
             with suppress(Exception):  # a failed renewal is tried again at the next interval
                 if not self.renew():
                     self.lost.set()
                     return
-                renewals += 1
-                if renewals % VACUUM_EVERY == 0:
-                    DeltaTable.forPath(self.spark, self.path).vacuum()
 
     def renew(self) -> bool:
         """Extend the lease by :data:`LEASE_SECONDS`; False if another run holds it now."""
