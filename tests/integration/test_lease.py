@@ -260,7 +260,7 @@ def test_the_lease_is_held_once_per_process(spark: SparkSession, tmp_path: Path)
             assert taken.renew()
     assert issubclass(PipelineRunningError, Exception)
     # However often it was claimed, renewed and released, the table holds at most one file
-    # (each commit replaces the table's contents; appends left one file per commit).
+    # (its commits change a table property and write none; appends left one file per commit).
     assert DeltaTable.forPath(spark, path).detail().first().numFiles <= 1
 
 
