@@ -136,7 +136,9 @@ class Warehouse:
         if spark is None:
             from pyspark.sql import SparkSession
 
-            spark = SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
+            from lakehouse_core.parallel import active_session
+
+            spark = active_session() or SparkSession.builder.getOrCreate()
         layer_dir = f"{self._layer_root(layer)}/{layer}"
         return [
             name

@@ -1,4 +1,5 @@
-"""Independent Spark writes of one micro-batch run side by side, in threads.
+"""Spark sessions per thread: independent writes of one micro-batch run side by side, each in
+a thread and session of its own, and the session active in a thread.
 
 Much of a small Delta write is driver time (reading the log, planning, the commit), which
 writes to different tables can overlap even where the executors' cores are few.
@@ -60,3 +61,23 @@ def in_session(frame: DataFrame, session: SparkSession) -> DataFrame:
     """``frame`` as a DataFrame of ``session``: the frames derived from it, the tables read
     and the commits made through their session take ``session``'s settings."""
     return DataFrame(frame._jdf, session)
+
+
+def active_session() -> SparkSession | None:
+    """The session active in this thread (Spark keeps one per thread), None if none is.
+
+    Not PySpark's ``SparkSession.getActiveSession()``: that returns the session of the whole
+    process that last created a DataFrame from local data, in any thread; a streaming query's
+    micro-batch or a side-by-side task, each in a session of its own, would then pass theirs
+    to a command run next in the caller's thread."""
+    context = SparkContext._active_spark_context
+    if context is None or context._jvm is None:
+        return None
+    active = context._jvm.org.apache.spark.sql.SparkSession.getActiveSession()
+    if not active.isDefined():
+        return None
+    session = active.get()
+    for known in (SparkSession._activeSession, SparkSession._instantiatedSession):
+        if known is not None and known._jsparkSession.equals(session):
+            return known
+    return SparkSession(context, session)

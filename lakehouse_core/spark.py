@@ -36,6 +36,7 @@ from lakehouse_core.catalog import register_tables
 from lakehouse_core.config import CatalogSpec
 from lakehouse_core.errors import EnvironmentSetupError
 from lakehouse_core.layout import Warehouse
+from lakehouse_core.parallel import active_session
 
 SparkMode = Literal["auto", "active", "local-jars", "maven"]
 
@@ -194,7 +195,7 @@ def _copy_lines(source: int, target: int) -> None:
 def _session(
     mode: SparkMode, master: str | None, app_name: str, extra_conf: dict[str, str] | None
 ) -> SparkSession:
-    active = SparkSession.getActiveSession()
+    active = active_session()
     if active is None and mode in ("auto", "active") and DATABRICKS_RUNTIME in os.environ:
         # A Databricks job task (a wheel's entry point) runs beside the cluster's session
         # without it being active yet: the builder returns it.

@@ -18,7 +18,8 @@ from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
 from lakehouse_core.delta_io import BATCH_MARK, TXN_APP_ID, TXN_VERSION, USER_METADATA, dml_once
-from lakehouse_core.parallel import run_side_by_side
+from lakehouse_core.parallel import active_session, run_side_by_side
+from lakehouse_core.spark import get_spark
 
 pytestmark = pytest.mark.integration
 
@@ -52,6 +53,23 @@ def test_tasks_overlap_and_run_as_the_calling_thread(
 
     assert results == [(caller_property, True, False, 3), (caller_property, True, False, 5)]
     assert spark.sparkContext.getLocalProperty(PROPERTY) == caller_property
+
+
+def test_the_callers_thread_keeps_its_active_session(spark: SparkSession) -> None:
+    """Tasks that make DataFrames from local data in their sessions (which makes each the
+    process's active session for PySpark) leave the caller's thread with its own: a command
+    run next in it (``get_spark()``) takes the caller's session, not a task's, whose settings
+    (the catalog names a run registered, say) it lacks."""
+    spark.createDataFrame([(0,)], "n int").count()  # the caller's session is active here
+
+    def task(rows: int, session: SparkSession) -> int:
+        return session.createDataFrame([(n,) for n in range(rows)], "n int").count()
+
+    assert run_side_by_side(spark, [partial(task, 2), partial(task, 3)]) == [2, 3]
+
+    assert SparkSession.getActiveSession() is not spark  # PySpark's: the last task's session
+    assert active_session() is spark
+    assert get_spark() is spark
 
 
 def test_a_failure_is_raised_once_every_task_has_ended(spark: SparkSession) -> None:
