@@ -71,8 +71,8 @@ def active_session() -> SparkSession | None:
     micro-batch or a side-by-side task, each in a session of its own, would then pass theirs
     to a command run next in the caller's thread."""
     context = SparkContext._active_spark_context
-    if context is None or context._jvm is None:
-        return None
+    if context is None or context._jvm is None:  # no JVM here (Spark Connect): PySpark's
+        return SparkSession.getActiveSession()
     active = context._jvm.org.apache.spark.sql.SparkSession.getActiveSession()
     if not active.isDefined():
         return None
