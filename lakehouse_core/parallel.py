@@ -7,8 +7,9 @@ writes to different tables can overlap even where the executors' cores are few.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import TypeVar
 
 from pyspark import SparkContext
@@ -81,3 +82,18 @@ def active_session() -> SparkSession | None:
         if known is not None and known._jsparkSession.equals(session):
             return known
     return SparkSession(context, session)
+
+
+@contextmanager
+def active_session_kept() -> Iterator[None]:
+    """Keep this thread's active session across the block: PySpark's ``createDataFrame`` makes
+    its own session the active one, and a session copy's would otherwise stay active for the
+    commands run next in this thread (:func:`active_session`)."""
+    before = active_session()
+    try:
+        yield
+    finally:
+        if before is not None:
+            jvm = before.sparkContext._jvm
+            assert jvm is not None
+            jvm.org.apache.spark.sql.SparkSession.setActiveSession(before._jsparkSession)

@@ -47,7 +47,7 @@ from lakehouse.run.summary import RunSummary
 from lakehouse_core import failures
 from lakehouse_core.failures import Failure, TableFailure
 from lakehouse_core.layout import Warehouse
-from lakehouse_core.parallel import session_copy
+from lakehouse_core.parallel import active_session_kept, session_copy
 from lakehouse_core.storage import delete, write_text
 from silver.job import BatchReport
 
@@ -215,10 +215,11 @@ def append_rows(spark: SparkSession, warehouse: Warehouse, rows: list[dict[str, 
     """Append event-log rows (creating the table on the first append)."""
     if not rows:
         return
-    frame = spark.createDataFrame(
-        [tuple(row.get(field.name) for field in EVENT_LOG_SCHEMA.fields) for row in rows],
-        EVENT_LOG_SCHEMA,
-    )
+    with active_session_kept():  # ``spark`` may be a copy: the thread keeps its own active
+        frame = spark.createDataFrame(
+            [tuple(row.get(field.name) for field in EVENT_LOG_SCHEMA.fields) for row in rows],
+            EVENT_LOG_SCHEMA,
+        )
     # mergeSchema: a table written before a column was added takes it (its rows: null).
     frame.write.format("delta").mode("append").option("mergeSchema", "true").save(
         warehouse.event_log

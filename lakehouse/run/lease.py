@@ -44,7 +44,7 @@ from lakehouse.run.event_log import HEARTBEAT_SECONDS
 from lakehouse_core.delta_io import USER_METADATA, discard_half_created, quoted_path
 from lakehouse_core.errors import LakehouseError
 from lakehouse_core.layout import Warehouse
-from lakehouse_core.parallel import session_copy
+from lakehouse_core.parallel import active_session_kept, session_copy
 
 #: The table property each lease commit sets to the version it follows.
 FOLLOWS = "lakehouse.lease.follows"
@@ -379,7 +379,9 @@ def leased(
             spark, warehouse = bound.arguments["spark"], bound.arguments["warehouse"]
             if first is not None:
                 first(bound.arguments["config"])
-            with holding(spark, warehouse, command):
+            # A command run next in this thread takes the session active before this one:
+            # none of the sessions the function's work made active stays so.
+            with active_session_kept(), holding(spark, warehouse, command):
                 return function(*args, **kwargs)
 
         return run

@@ -22,6 +22,8 @@ from lakehouse.ops.status import pipeline_status
 from lakehouse.run.event_log import EventLogListener, _Recorder, recording
 from lakehouse_core.delta_io import TXN_APP_ID, TXN_VERSION, USER_METADATA, session_settings
 from lakehouse_core.layout import Warehouse
+from lakehouse_core.parallel import active_session
+from lakehouse_core.spark import get_spark
 from lakehouse_core.streaming import Trigger, run_to_end
 from tests.cli import SHOP_TOML, run_cli
 
@@ -182,3 +184,16 @@ def test_event_log_appends_carry_no_commit_settings_of_the_run(
         None,
         None,
     ]
+
+
+def test_an_append_leaves_the_callers_session_active(spark: SparkSession, tmp_path: Path) -> None:
+    """The recorder appends through a copy of the run's session, from the run's thread when it
+    ends. Making its rows a DataFrame there does not leave the copy active in that thread, where
+    the next command run in process (``get_spark()``) would take it, without the catalog names
+    the run registered since."""
+    recorder = _Recorder(spark, Warehouse(str(tmp_path)), EventLogListener(None), "once")
+    spark.createDataFrame([(0,)], "n int")  # the caller's session is active in this thread
+    recorder.listener.give_back([{"query": "q", "event": "progress", "batch_id": 1}])
+    recorder.flush()
+    assert active_session() is spark
+    assert get_spark() is spark
