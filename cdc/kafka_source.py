@@ -50,6 +50,7 @@ from cdc.kafka_options import (
 )
 from cdc.records import KAFKA_SCHEMA
 from lakehouse_core.errors import ConfigError, SourceUnavailableError
+from lakehouse_core.parallel import make_active
 
 KAFKA_FORMAT = "lakehouse_kafka"
 
@@ -88,18 +89,9 @@ def register_kafka_source(spark: SparkSession) -> str:
             _REDACTION_CONF, f"{current}|{REDACTED_OPTIONS}" if current else REDACTED_OPTIONS
         )
     spark.conf.set(_AVAILABLE_NOW_WRAPPER_CONF, "true")
-    _make_active(spark)
+    make_active(spark)
     spark.dataSource.register(KafkaDataSource)
     return KAFKA_FORMAT
-
-
-def _make_active(spark: SparkSession) -> None:
-    """Make ``spark`` the active session, in Python and on this thread in the JVM, as PySpark's
-    own ``createDataFrame`` does."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
-    SparkSession._activeSession = spark
 
 
 def read_kafka_stream(spark: SparkSession, options: Mapping[str, str]) -> DataFrame:

@@ -94,6 +94,13 @@ def active_session_kept() -> Iterator[None]:
         yield
     finally:
         if before is not None:
-            jvm = before.sparkContext._jvm
-            assert jvm is not None
-            jvm.org.apache.spark.sql.SparkSession.setActiveSession(before._jsparkSession)
+            make_active(before)
+
+
+def make_active(spark: SparkSession) -> None:
+    """Make ``spark`` the active session, in Python and on this thread in the JVM, as PySpark's
+    own ``createDataFrame`` does."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+    SparkSession._activeSession = spark
