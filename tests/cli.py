@@ -17,6 +17,8 @@ from lakehouse.cli.common import console
 LAKEHOUSE = Path(sys.executable).parent / "lakehouse"
 #: The demo shop's settings (``lakehouse.demo.settings.SHOP_CONFIG`` as TOML), for ``--config``.
 SHOP_TOML = Path(__file__).resolve().parent.parent / "examples" / "shop.toml"
+#: The shop's tables without its gold declarations, for tests of a run's failure modes.
+SHOP_TABLES_TOML = Path(__file__).resolve().parent / "data" / "shop_tables.toml"
 COMMAND_TIMEOUT = 900
 WIDE = 250  # columns: rich does not wrap the tables it prints
 

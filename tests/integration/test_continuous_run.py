@@ -20,7 +20,7 @@ from lakehouse_core.identifiers import table_name_for_topic
 from lakehouse_core.layout import QUARANTINE_TABLE, Warehouse
 from lakehouse_core.spark import mute_jvm_stderr
 from lakehouse_core.streaming import Trigger
-from tests.cli import LAKEHOUSE, SHOP_TOML, run_cli
+from tests.cli import LAKEHOUSE, SHOP_TABLES_TOML, run_cli
 from tests.helpers import bronze_frame, customer_change
 from tests.runs import Run
 
@@ -99,7 +99,7 @@ def test_sigterm_stops_between_micro_batches(spark: SparkSession, tmp_path: Path
             str(LAKEHOUSE),
             "run",
             "--config",
-            str(SHOP_TOML),
+            str(SHOP_TABLES_TOML),
             "--source",
             f"files:{source}",
             "--warehouse",
@@ -137,7 +137,7 @@ def test_sigterm_stops_between_micro_batches(spark: SparkSession, tmp_path: Path
     finished = run_cli(
         "run",
         "--config",
-        SHOP_TOML,
+        SHOP_TABLES_TOML,
         "--source",
         f"files:{source}",
         "--warehouse",
@@ -150,7 +150,7 @@ def test_sigterm_stops_between_micro_batches(spark: SparkSession, tmp_path: Path
         for name in Warehouse.from_path(warehouse).table_names("bronze")
     )
     assert bronze == len(records)
-    verified = run_cli("verify", "--config", SHOP_TOML, "--warehouse", warehouse)
+    verified = run_cli("verify", "--config", SHOP_TABLES_TOML, "--warehouse", warehouse)
     assert verified.returncode == 0, verified.stdout
 
 

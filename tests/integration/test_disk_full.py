@@ -20,11 +20,11 @@ from pyspark.sql import SparkSession
 
 from cdc.sources import SourceSpec
 from lakehouse.demo.generator import WorkloadConfig, generate, write_files
-from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.run.pipeline import run_once
+from lakehouse_core.config import load_config
 from lakehouse_core.layout import Warehouse
 from tests import sessions
-from tests.cli import COMMAND_TIMEOUT, LAKEHOUSE, SHOP_TOML, WIDE
+from tests.cli import COMMAND_TIMEOUT, LAKEHOUSE, SHOP_TABLES_TOML, WIDE
 from tests.warehouses import assert_same_tables
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -68,13 +68,13 @@ def test_a_full_disk_is_one_line_and_the_next_run_continues(
     source = tmp_path / "source"
     write_files(generate(WorkloadConfig(events=600, seed=5, malformed_rate=0.01)), source, 150)
     reference = Warehouse.from_path(tmp_path / "reference")
-    run_once(spark, SourceSpec("files", str(source)), reference, SHOP_CONFIG)
+    run_once(spark, SourceSpec("files", str(source)), reference, load_config(SHOP_TABLES_TOML))
     warehouse = tmp_path / "wh"
     warehouse.mkdir()
     run = (
         "run",
         "--config",
-        SHOP_TOML,
+        SHOP_TABLES_TOML,
         "--once",
         "--source",
         f"files:{source}",

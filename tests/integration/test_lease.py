@@ -31,7 +31,7 @@ from lakehouse.run.lease import (
 from lakehouse_core.delta_io import note_query_start
 from lakehouse_core.identifiers import table_name_for_topic
 from lakehouse_core.layout import Warehouse
-from tests.cli import LAKEHOUSE, SHOP_TOML, lakehouse, run_cli
+from tests.cli import LAKEHOUSE, SHOP_TABLES_TOML, lakehouse, run_cli
 from tests.helpers import bronze_frame, customer_change
 from tests.runs import Run
 
@@ -60,7 +60,7 @@ def run_args(source: Path, warehouse: Path, *trigger: str) -> list[str]:
         str(LAKEHOUSE),
         "run",
         "--config",
-        str(SHOP_TOML),
+        str(SHOP_TABLES_TOML),
         "--source",
         f"files:{source}",
         "--warehouse",
@@ -133,7 +133,7 @@ def test_two_runs_started_together_one_runs(
     else:  # one ended before the other claimed: their holds did not overlap
         assert holds_in_turn(spark, warehouse), both
     assert_bronze_once(spark, warehouse, records)
-    verified = run_cli("verify", "--config", SHOP_TOML, "--warehouse", warehouse)
+    verified = run_cli("verify", "--config", SHOP_TABLES_TOML, "--warehouse", warehouse)
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert "bronze." in verified.stdout, verified.stdout
 

@@ -17,7 +17,7 @@ from lakehouse.demo.generator import WorkloadConfig, generate, write_files
 from lakehouse.local.broker import free_port
 from lakehouse_core.layout import Warehouse
 from tests import sessions
-from tests.cli import LAKEHOUSE, SHOP_TOML, run_cli
+from tests.cli import LAKEHOUSE, SHOP_TABLES_TOML, run_cli
 from tests.runs import Run
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
@@ -51,7 +51,7 @@ def test_sigterm_to_the_process_group_stops_cleanly(spark: SparkSession, tmp_pat
             str(LAKEHOUSE),
             "run",
             "--config",
-            str(SHOP_TOML),
+            str(SHOP_TABLES_TOML),
             "--source",
             f"files:{source}",
             "--warehouse",
@@ -86,7 +86,7 @@ def test_sigterm_to_the_process_group_stops_cleanly(spark: SparkSession, tmp_pat
     finished = run_cli(
         "run",
         "--config",
-        SHOP_TOML,
+        SHOP_TABLES_TOML,
         "--source",
         f"files:{source}",
         "--warehouse",

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ import pytest
 from lakehouse.demo.settings import SHOP_CONFIG, ShopGoldSpec, shop_gold_tables
 from lakehouse_core.config import PipelineConfig, load_config
 from lakehouse_core.errors import ConfigError
-from tests.cli import SHOP_TOML
+from tests.cli import SHOP_TABLES_TOML, SHOP_TOML
 
 pytestmark = pytest.mark.unit
 
@@ -28,6 +29,10 @@ def test_the_shop_toml_loads_equal_to_the_python_settings() -> None:
     assert load_config(SHOP_TOML) == SHOP_CONFIG
     assert SHOP_CONFIG.gold_tables == shop_gold_tables(ShopGoldSpec())
     assert [t.name for t in SHOP_CONFIG.gold_tables] == ["revenue_per_minute", "user_sessions"]
+
+
+def test_the_shop_tables_toml_is_the_shop_without_gold() -> None:
+    assert load_config(SHOP_TABLES_TOML) == replace(SHOP_CONFIG, gold_tables=())
 
 
 def test_no_config_is_no_declarations() -> None:
