@@ -39,6 +39,16 @@ ONE_TASK = {
     "spark.default.parallelism": "1",
     "spark.databricks.delta.snapshotPartitions": "1",
 }
+#: No join is planned as a broadcast unless a plan asks for one, and Delta answers a count or
+#: min/max from the table's files, not its log's statistics: each broadcast, and each answer
+#: from the statistics, is one more Spark job, started and planned for a test's few rows,
+#: which cost more than the join's shuffle or the read they spare (five gold, silver and
+#: replay modules, two pairs in turn, wall time: 441 s against 555 s, 564 s against 581 s).
+#: ``make bench`` and a user's session keep Spark's and Delta's defaults.
+FEWER_JOBS = {
+    "spark.sql.autoBroadcastJoinThreshold": "-1",
+    "spark.databricks.delta.optimizeMetadataQuery.enabled": "false",
+}
 #: Java's just-in-time compilation with its quick compiler only.
 QUICK_COMPILER = "-XX:TieredStopAtLevel=1"
 #: With the quick compiler, compiled code stays in the code cache: by default Java evicts code
@@ -72,16 +82,24 @@ def driver_java_options(quick_compiler: bool = True, share_classes: bool = True)
 
 def session_settings(quick_compiler: bool = True) -> dict[str, str]:
     """The settings every test session starts with: :data:`INTERPRETED`, :data:`ONE_TASK`,
-    :data:`LOCAL_FS`, the ``objstore://`` scheme, the tests' file systems on the classpath of
-    the driver and of any executor, and the Java options of both (:func:`driver_java_options`;
-    ``quick_compiler`` False for a worker's own session)."""
+    :data:`FEWER_JOBS`, :data:`LOCAL_FS`, the ``objstore://`` scheme, the tests' file systems on
+    the classpath of the driver and of any executor, and the Java options of both
+    (:func:`driver_java_options`; ``quick_compiler`` False for a worker's own session)."""
     jar = str(fs_jar())
     classpath = {"spark.driver.extraClassPath": jar, "spark.executor.extraClassPath": jar}
     java = {
         "spark.driver.extraJavaOptions": driver_java_options(quick_compiler),
         "spark.executor.extraJavaOptions": QUICK_JVM,
     }
-    return {**INTERPRETED, **ONE_TASK, **LOCAL_FS, **objstore.SETTINGS, **classpath, **java}
+    return {
+        **INTERPRETED,
+        **ONE_TASK,
+        **FEWER_JOBS,
+        **LOCAL_FS,
+        **objstore.SETTINGS,
+        **classpath,
+        **java,
+    }
 
 
 def submit_args(settings: dict[str, str] | None = None, quick_compiler: bool = True) -> str:
