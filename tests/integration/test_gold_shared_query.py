@@ -355,11 +355,24 @@ def scenario(
     return warehouse, silver, second
 
 
+@pytest.fixture(scope="module")
+def uncrashed(
+    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Warehouse, Silver, list[str]]:
+    """The :func:`scenario` that never crashes, the reference of the crash and upgrade tests
+    (run once for both: the same seed, the same declarations)."""
+    with pytest.MonkeyPatch.context() as patch:
+        return scenario(spark, tmp_path_factory.mktemp("reference"), crash_sites(patch), None)
+
+
 def test_a_crash_between_two_declarations_writes_then_a_restart_is_exact(
-    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    spark: SparkSession,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    uncrashed: tuple[Warehouse, Silver, list[str]],
 ) -> None:
     faults = crash_sites(monkeypatch)
-    reference, silver, calls = scenario(spark, tmp_path / "reference", faults, None)
+    reference, silver, calls = uncrashed
     assert_equals_oracle(spark, reference, silver, FEW)
     want = late_keys(spark, reference)
     assert want and max(want.values()) == 1
@@ -380,7 +393,10 @@ def test_a_crash_between_two_declarations_writes_then_a_restart_is_exact(
 
 
 def test_a_warehouse_of_one_query_per_declaration_goes_on_under_the_shared_query(
-    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    spark: SparkSession,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    uncrashed: tuple[Warehouse, Silver, list[str]],
 ) -> None:
     """Per-declaration checkpoints (``gold_<name>``: the query of a group of one, as before
     queries were shared, without the places) of two declarations are taken up by the shared
@@ -388,7 +404,7 @@ def test_a_warehouse_of_one_query_per_declaration_goes_on_under_the_shared_query
     did not run that batch), so its unfinished batch is done under its own ids; the new
     declaration starts from silver's first version."""
     faults = crash_sites(monkeypatch)
-    reference, _, _ = scenario(spark, tmp_path / "reference", faults, None)
+    reference = uncrashed[0]
     old = FEW[:2]
 
     def forget_places(warehouse: Warehouse) -> None:
