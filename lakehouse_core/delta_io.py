@@ -261,6 +261,35 @@ def committed_log(spark: SparkSession, path: str) -> bool:
     return any(_COMMITTED.match(name) for name in storage.names(spark, f"{path}/_delta_log"))
 
 
+#: A commit file of a ``_delta_log``: its version, 20 digits, and ``.json``.
+_COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
+
+
+def newest_commit_messages(
+    spark: SparkSession, path: str, limit: int
+) -> Iterator[tuple[int, str | None]]:
+    """The version and ``userMetadata`` of the table's newest commits (at most ``limit``),
+    newest first; none if the table has no commit. Read on the driver from the commit files
+    of its log, one by one as they are asked for: Delta's history is a Spark job per read, and
+    brings the table's state up to date first."""
+    log = f"{path}/_delta_log"
+    versions = (match[1] for match in map(_COMMIT_FILE.match, storage.names(spark, log)) if match)
+    for version in sorted(versions, reverse=True)[:limit]:
+        commit = storage.read_text(spark, f"{log}/{version}.json")
+        if commit is not None:  # gone meanwhile: the log's cleanup removed it
+            yield int(version), _user_metadata(commit)
+
+
+def _user_metadata(commit: str) -> str | None:
+    """The ``userMetadata`` of a commit file's ``commitInfo`` action (None: it has none)."""
+    for line in commit.splitlines():
+        action = json.loads(line) if line.strip() else {}
+        if "commitInfo" in action:
+            text = action["commitInfo"].get("userMetadata")
+            return text if isinstance(text, str) else None
+    return None
+
+
 def half_created(spark: SparkSession, path: str) -> bool:
     """Whether ``path`` is a table a kill interrupted before its first commit: a ``_delta_log``
     without a committed version (empty, or only temporary files), or data files and no

@@ -11,7 +11,8 @@ same property may also be rejected), so only one counts. Each writer then reads 
 and holds it only if it names its run. So exactly one of two claimers wins wherever Delta's
 commits are atomic, on a local disk or an object store, with no lock file and no rename; and a
 commit is cheap, as it writes no data (no Spark job, unlike a write under Delta's transaction
-id, which reads the table's state).
+id, which reads the table's state), and so is a read of the lease: its newest commits are read
+from the table's log on the driver, not through Delta's history (a Spark job per read).
 
 A holder renews the lease every :data:`RENEW_SECONDS` (three heartbeats) from a
 thread of its own, and releases it when it ends. A lease past its expiry (a run that was
@@ -41,7 +42,12 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import StringType, StructField, StructType
 
 from lakehouse.run.event_log import HEARTBEAT_SECONDS
-from lakehouse_core.delta_io import USER_METADATA, discard_half_created, quoted_path
+from lakehouse_core.delta_io import (
+    USER_METADATA,
+    discard_half_created,
+    newest_commit_messages,
+    quoted_path,
+)
 from lakehouse_core.errors import LakehouseError
 from lakehouse_core.layout import Warehouse
 from lakehouse_core.parallel import active_session_kept, session_copy
@@ -125,14 +131,15 @@ def lease_path(warehouse: Warehouse) -> str:
 
 def current(spark: SparkSession, path: str) -> tuple[int, Holder | None]:
     """The lease table's newest version and the holder named by its newest commit that counts
-    (:func:`holder_of`); -1, None: no table yet."""
-    if not DeltaTable.isDeltaTable(spark, path):
-        return -1, None
-    rows = DeltaTable.forPath(spark, path).history(HISTORY_WINDOW).select("version", "userMetadata")
-    commits = [(int(row.version), row.userMetadata) for row in rows.collect()]
-    if not commits:
-        return -1, None
-    return max(version for version, _ in commits), holder_of(commits)
+    (:func:`holder_of`); -1, None: no table yet. Its commits are read newest first until one
+    counts, from the table's log (:func:`~lakehouse_core.delta_io.newest_commit_messages`)."""
+    newest, holder = -1, None
+    for version, text in newest_commit_messages(spark, path, HISTORY_WINDOW):
+        newest = max(newest, version)
+        holder = _counting(version, text)
+        if holder is not None:
+            break
+    return newest, holder
 
 
 def holder_of(commits: Iterable[tuple[int, str | None]]) -> Holder | None:
@@ -141,10 +148,17 @@ def holder_of(commits: Iterable[tuple[int, str | None]]) -> Holder | None:
     lease commits of earlier releases, which Delta's transaction id kept in order). None: no
     lease commit counts."""
     for version, text in sorted(commits, key=lambda commit: commit[0], reverse=True):
-        holder = Holder.from_text(text)
-        if holder is not None and _follows(text) in (None, version - 1):
+        holder = _counting(version, text)
+        if holder is not None:
             return holder
     return None
+
+
+def _counting(version: int, text: str | None) -> Holder | None:
+    """The holder a commit (``version``, ``userMetadata``) names if it counts (see
+    :func:`holder_of`)."""
+    holder = Holder.from_text(text)
+    return holder if holder is not None and _follows(text) in (None, version - 1) else None
 
 
 def _follows(text: str | None) -> int | None:

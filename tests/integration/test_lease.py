@@ -9,6 +9,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -21,10 +22,12 @@ from cdc.records import Record
 from lakehouse.demo.generator import WorkloadConfig, generate, write_files
 from lakehouse.ops.audit import check_bronze_coordinates
 from lakehouse.run.lease import (
+    HISTORY_WINDOW,
     Holder,
     PipelineRunningError,
     _commit,
     current,
+    holder_of,
     holding,
     lease_path,
 )
@@ -262,6 +265,32 @@ def test_the_lease_is_held_once_per_process(spark: SparkSession, tmp_path: Path)
     # However often it was claimed, renewed and released, the table holds at most one file
     # (its commits change a table property and write none; appends left one file per commit).
     assert DeltaTable.forPath(spark, path).detail().first().numFiles <= 1
+
+
+def test_the_lease_is_claimed_read_and_released_without_a_spark_job(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Once the lease table exists, a claim, a read and a release run no Spark job (the
+    commits change a table property, the reads take the newest commits from the table's log),
+    and a read agrees with Delta's own history of the table."""
+    warehouse = Warehouse(str(tmp_path))
+    path = lease_path(warehouse)
+    with holding(spark, warehouse, "first"):
+        pass
+    context = spark.sparkContext
+    context.setJobGroup("lease", "the lease's claim, read and release")
+    try:
+        with holding(spark, warehouse, "second") as held:
+            _, holder = current(spark, path)
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+    assert list(context.statusTracker().getJobIdsForGroup("lease")) == []
+    assert holder == held.holder
+    history = DeltaTable.forPath(spark, path).history(HISTORY_WINDOW).collect()
+    commits = [(row.version, row.userMetadata) for row in history]
+    released = current(spark, path)
+    assert released == (max(version for version, _ in commits), holder_of(commits))
+    assert released[1] == replace(held.holder, released=True)
 
 
 @pytest.mark.slow
