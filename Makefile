@@ -48,8 +48,8 @@ lint: venv
 # Lint and the tests at once (mypy from scratch takes a minute of one core, while the test
 # workers start their JVMs). Two test workers (pytest-xdist), each with its own Spark session
 # (a worker keeps a core busy: with three, the processors were 3 % idle and the suite took
-# longer); a module stays on one worker, so its module-scoped fixtures (a demo run, a shared warehouse)
-# are built once. Modules go to the workers heaviest first (tests/conftest.py), not in
+# longer); a module stays on one worker, so its module-scoped fixtures (a demo run, a shared
+# warehouse) are built once. Modules go to the workers heaviest first (tests/conftest.py), not in
 # xdist's default order (most tests first, which left the one-test modules to the end).
 test: venv
 	$(MAKE) --no-print-directory -j2 lint tests

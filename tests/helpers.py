@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -505,3 +505,13 @@ DECIMAL_FITS: list[tuple[str, Any, str | None, str | None]] = [
         _misfit("small", "decimal(12,4)", "9 digits before the point"),
     ),
 ]
+
+
+def spark_jobs(spark: SparkSession, group: str, run: Callable[[], object]) -> int:
+    """How many Spark jobs ``run`` starts (in this thread, under the job group ``group``)."""
+    spark.sparkContext.setJobGroup(group, group)
+    try:
+        run()
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+    return len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from delta.tables import DeltaTable
@@ -35,7 +36,7 @@ from lakehouse_core.delta_io import note_query_start
 from lakehouse_core.identifiers import table_name_for_topic
 from lakehouse_core.layout import Warehouse
 from tests.cli import LAKEHOUSE, SHOP_TABLES_TOML, lakehouse, run_cli
-from tests.helpers import bronze_frame, customer_change
+from tests.helpers import bronze_frame, customer_change, spark_jobs
 from tests.runs import Run
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
@@ -277,20 +278,19 @@ def test_the_lease_is_claimed_read_and_released_without_a_spark_job(
     path = lease_path(warehouse)
     with holding(spark, warehouse, "first"):
         pass
-    context = spark.sparkContext
-    context.setJobGroup("lease", "the lease's claim, read and release")
-    try:
+    seen: dict[str, Any] = {}
+
+    def claim_read_release() -> None:
         with holding(spark, warehouse, "second") as held:
-            _, holder = current(spark, path)
-    finally:
-        context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
-    assert list(context.statusTracker().getJobIdsForGroup("lease")) == []
-    assert holder == held.holder
+            seen["held"], seen["holder"] = held.holder, current(spark, path)[1]
+
+    assert spark_jobs(spark, "lease", claim_read_release) == 0
+    assert seen["holder"] == seen["held"]
     history = DeltaTable.forPath(spark, path).history(HISTORY_WINDOW).collect()
     commits = [(row.version, row.userMetadata) for row in history]
     released = current(spark, path)
     assert released == (max(version for version, _ in commits), holder_of(commits))
-    assert released[1] == replace(held.holder, released=True)
+    assert released[1] == replace(seen["held"], released=True)
 
 
 @pytest.mark.slow

@@ -21,7 +21,6 @@ import json
 import os
 import signal
 import threading
-from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -47,7 +46,7 @@ from lakehouse_core.streaming import Trigger
 from silver.job import apply_batch, ensure_shared_tables, entity_tables
 from tests.browser import Browser, dump_dom, screenshot
 from tests.cli import run_cli, table_cells
-from tests.helpers import bronze_frame, source_frame
+from tests.helpers import bronze_frame, source_frame, spark_jobs
 from tests.logs import logged
 
 pytestmark = pytest.mark.integration
@@ -497,16 +496,6 @@ def test_bronze_expectations_run_no_more_spark_jobs(spark: SparkSession, tmp_pat
         assert lake.rows(lake.bronze, "offset") == [(0,), (1,)]
     assert jobs[0] == jobs[1] > 0, jobs
     assert jobs[2] == jobs[3] > jobs[0], jobs  # the metrics' append: a few jobs more
-
-
-def spark_jobs(spark: SparkSession, group: str, run: Callable[[], object]) -> int:
-    """How many Spark jobs ``run`` starts."""
-    spark.sparkContext.setJobGroup(group, group)
-    try:
-        run()
-    finally:
-        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
-    return len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
 
 
 #: How long the continuous run of the periodic-validation test may take before it is stopped.

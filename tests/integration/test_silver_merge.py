@@ -41,6 +41,7 @@ from tests.helpers import (
     merge_counts,
     pg_envelope,
     pg_key,
+    spark_jobs,
 )
 
 pytestmark = pytest.mark.integration
@@ -555,9 +556,11 @@ def test_a_batch_of_the_last_batchs_schema_skips_schema_discovery(
     first = [event(0, "c", 1, (100, 10), "a1"), event(1, "c", 2, (100, 11), "b1")]
     lake.apply(first, 0, app_id)
     assert lake.state.schemas.version is not None
-    kept = _jobs(lake, lambda: lake.apply([event(2, "u", 1, (100, 12), "a2")], 1, app_id))
+    steady = [event(2, "u", 1, (100, 12), "a2")]
+    kept = spark_jobs(lake.spark, "steady", lambda: lake.apply(steady, 1, app_id))
     cold = Lake(lake.spark, lake.tables)  # the same tables, nothing kept between batches
-    fresh = _jobs(lake, lambda: cold.apply([event(3, "u", 2, (100, 13), "b2")], 2, app_id))
+    new = [event(3, "u", 2, (100, 13), "b2")]
+    fresh = spark_jobs(lake.spark, "fresh", lambda: cold.apply(new, 2, app_id))
 
     assert kept < fresh, (kept, fresh)
     assert kept <= STEADY_BATCH_JOBS, kept
@@ -570,18 +573,6 @@ def test_a_batch_of_the_last_batchs_schema_skips_schema_discovery(
 #: source as kept, without Delta's own copy (5). A bound, so that a change that adds a job per
 #: batch, which every micro-batch of every run pays, is seen.
 STEADY_BATCH_JOBS = 10
-
-
-def _jobs(lake: Lake, action: Any) -> int:
-    """Spark jobs ``action`` ran."""
-    context = lake.spark.sparkContext
-    group = f"jobs-{id(action)}"
-    context.setJobGroup(group, group)
-    try:
-        action()
-    finally:
-        context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
-    return len(context.statusTracker().getJobIdsForGroup(group))
 
 
 # --------------------------------------------------------------------------------------------
