@@ -42,7 +42,7 @@ from pyspark.sql import functions as F
 
 from expectations.enforce import DROPPED_PREFIX
 from lakehouse.ops.replay import recover
-from lakehouse.run.entities import dependent_gold, resolve_entities
+from lakehouse.run.entities import chosen_entities, declared_entities, dependent_gold
 from lakehouse.run.pipeline import run_from_bronze
 from lakehouse_core.config import PipelineConfig, TableSpec
 from lakehouse_core.delta_io import (
@@ -116,11 +116,15 @@ def forget(
 
     Raises:
         TableNotFoundError: ``table`` is not an entity of the warehouse.
-        ConfigError: ``values`` do not name the entity's key columns or do not fit their types.
+        ConfigError: a silver or gold table the warehouse holds lacks its declaration in
+            ``config`` (:func:`lakehouse.run.entities.declared_entities`: the key would be
+            looked for under the wrong settings, or left in a table nothing recomputes), or
+            ``values`` do not name the entity's key columns or do not fit their types.
         PipelineError: a job failed, or a readable table version still holds the key.
     """
     recover(spark, warehouse.root)
-    spec = resolve_entities(spark, warehouse, config, table)[0]
+    specs = declared_entities(spark, warehouse, config, "forget")
+    spec = chosen_entities(specs, warehouse, table)[0]
     bronze_path = warehouse.table("bronze", table_name_for_topic(spec.topic))
     key = entity_key(spark, _load(spark, bronze_path), spec, values)
     shown = json.dumps(dict(key.values))

@@ -34,7 +34,12 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from lakehouse.ops.replay import recover
-from lakehouse.run.entities import entity_specs
+from lakehouse.run.entities import (
+    entity_specs,
+    held_event_topics,
+    missing_declarations,
+    refusal,
+)
 from lakehouse.run.pipeline import run_from_bronze
 from lakehouse_core import storage
 from lakehouse_core.config import PipelineConfig, TableSpec
@@ -48,6 +53,7 @@ from lakehouse_core.delta_io import (
     table_exists,
     vacuum,
 )
+from lakehouse_core.errors import ConfigError
 from lakehouse_core.identifiers import table_name_for_topic
 from lakehouse_core.layout import LAYERS, Warehouse
 from silver.retention import REASONS, marked_events, retention_conflicts
@@ -84,16 +90,23 @@ def maintain(
     now: datetime,
 ) -> MaintenanceReport:
     """Run every maintenance step on every table of ``warehouse``; ``now`` is the reference
-    time for the retention settings (timezone-aware)."""
+    time for the retention settings (timezone-aware).
+
+    Raises:
+        ConfigError: an entity whose rows a step deletes by its settings (bronze retention,
+            tombstone GC) is held as an ``events`` table that ``config`` does not declare
+            (:func:`check_trimmed_declared`); nothing is changed.
+    """
     recover(spark, warehouse.root)
     settings = config.maintenance
+    specs = entity_specs(spark, warehouse, config)
+    check_trimmed_declared(spark, warehouse, config, specs)
     report = MaintenanceReport()
     report.tables = [
         TableMaintenance(name, path, file_stats(spark, path))
         for name, path in maintained_tables(spark, warehouse)
     ]
     by_name = {t.table: t for t in report.tables}
-    specs = entity_specs(spark, warehouse, config)
     if settings.bronze_retention_days is not None:
         cutoff = now - timedelta(days=settings.bronze_retention_days)
         for spec in specs:
@@ -119,6 +132,24 @@ def maintain(
         vacuum(spark, table.path, hours)
         table.after = file_stats(spark, table.path)
     return report
+
+
+def check_trimmed_declared(
+    spark: SparkSession, warehouse: Warehouse, config: PipelineConfig, specs: list[TableSpec]
+) -> None:
+    """Refuse to delete an entity's rows by settings it is not held under: of ``specs``, those
+    whose bronze retention applies or whose tombstones exist must not be held as ``events``
+    tables that ``config`` does not declare (their Debezium defaults are not what made them).
+
+    Raises:
+        ConfigError: naming each such table and the declaration it lacks.
+    """
+    trims = config.maintenance.bronze_retention_days is not None
+    touched = [s for s in specs if trims or table_exists(spark, warehouse.tombstones(s.name))]
+    events = held_event_topics(spark, warehouse, config, touched)
+    if events:
+        held = [f"silver.{spec.name}" for spec in touched]
+        raise ConfigError(refusal("maintain", missing_declarations(config, touched, held, events)))
 
 
 def maintained_tables(spark: SparkSession, warehouse: Warehouse) -> Iterator[tuple[str, str]]:

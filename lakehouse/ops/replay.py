@@ -35,14 +35,15 @@ from gold.watermarks import carry_over
 from lakehouse.run import commit_swap, recovery, swap
 from lakehouse.run.entities import (
     chosen_entities,
+    declared_entities,
     dependent_gold,
     derived_paths,
-    entity_specs,
     rebuilt_together,
 )
 from lakehouse.run.pipeline import run_from_bronze
 from lakehouse_core.config import PipelineConfig
 from lakehouse_core.delta_io import forget_cached_logs, table_exists
+from lakehouse_core.errors import ConfigError
 from lakehouse_core.layout import LATE_EVENTS, QUARANTINE_TABLE, Warehouse, is_uri
 from lakehouse_core.storage import delete_tree
 
@@ -68,13 +69,16 @@ def replay(
     together with it) and the gold tables that read them.
 
     Raises:
+        ConfigError: a silver or gold table the warehouse holds lacks its declaration in
+            ``config`` (:func:`lakehouse.run.entities.declared_entities`), or the rebuild did
+            not make a live table it would replace (nothing is swapped in either case).
         TableNotFoundError: no bronze tables, or ``table`` is not an entity of the warehouse.
         PipelineError: a silver or gold job failed (the live tables are unchanged).
     """
     started = time.monotonic()
     on_object_store = is_uri(warehouse.root)
     recovery.recover_and_say(spark, warehouse.root)
-    specs = entity_specs(spark, warehouse, config)
+    specs = declared_entities(spark, warehouse, config, "replay")
     present = [spec.name for spec in specs]
     chosen = [spec.name for spec in chosen_entities(specs, warehouse, table)]
     entities = rebuilt_together(config, chosen, present)
@@ -92,6 +96,11 @@ def replay(
     run_from_bronze(spark, staged, config, entities)
     _keep_event_time_history(spark, warehouse, staged, config, entities)
     retire = derived_paths(warehouse, config, entities)
+    if on_object_store:
+        install = commit_swap.staged_paths(spark, staging)
+    else:
+        install = swap.staged_paths(Path(staging))
+    _refuse_unmade(spark, warehouse, staging, swap.unreplaced_tables(install, retire))
     log.info("replay: swapping the rebuilt tables in")
     if on_object_store:
         commit_swap.seal(spark, staging, retire, gold_inputs(warehouse, config, entities))
@@ -108,6 +117,27 @@ def replay(
             report.tables.append((f"{layer}.{name}", rows))
     report.seconds = time.monotonic() - started
     return report
+
+
+def _refuse_unmade(
+    spark: SparkSession, warehouse: Warehouse, staging: str, unmade: Collection[str]
+) -> None:
+    """Refuse to swap when the rebuild did not make a table the warehouse holds that it was
+    to replace (``unmade``: relative paths): the swap would leave it stale beside the rebuilt
+    state of its entity.
+
+    Raises:
+        ConfigError: naming those tables (the unsealed staging tree is discarded).
+    """
+    held = [path for path in unmade if table_exists(spark, f"{warehouse.root}/{path}")]
+    if held:
+        delete_tree(spark, staging)
+        names = ", ".join(path.replace("/", ".", 1) for path in held)
+        raise ConfigError(
+            f"replay refused: the rebuild did not make {names}, which the warehouse holds "
+            "(the declarations given do not make it from bronze). Nothing was changed; pass "
+            "the --config the pipeline ran with."
+        )
 
 
 def _keep_event_time_history(

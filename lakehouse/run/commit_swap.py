@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
+from lakehouse.run.swap import retirable
 from lakehouse_core import checkpoints, storage
 from lakehouse_core.delta_io import commit_message, has_commit, replace_contents, table_exists
 from lakehouse_core.streaming import APP_ID_FILE
@@ -85,13 +86,15 @@ def seal(
 ) -> None:
     """Mark the staging tree complete (one write of the manifest).
 
-    ``retire``: relative paths of live derived state to delete unless the rebuild produced it;
+    ``retire``: relative paths of live derived state to delete unless the rebuild produced it
+    (never a silver or gold table it did not make: :func:`lakehouse.run.swap.retirable`);
     ``inputs``: for each gold checkpoint (relative path), the silver table it reads.
     """
+    install = staged_paths(spark, staging)
     manifest = {
         "generation": uuid.uuid4().hex,
-        "install": staged_paths(spark, staging),
-        "retire": sorted(set(retire)),
+        "install": install,
+        "retire": retirable(install, retire),
         "inputs": dict(inputs),
     }
     storage.write_text(spark, f"{staging}/{MANIFEST}", json.dumps(manifest, indent=1))

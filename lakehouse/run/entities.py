@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
@@ -13,10 +13,14 @@ from gold.progress import applied_location
 from gold.registry import GoldJob, gold_jobs
 from lakehouse_core.config import PipelineConfig, TableSpec
 from lakehouse_core.delta_io import table_exists
-from lakehouse_core.errors import TableNotFoundError
-from lakehouse_core.layout import Warehouse
+from lakehouse_core.errors import ConfigError, TableNotFoundError
+from lakehouse_core.identifiers import table_name_for_topic
+from lakehouse_core.layout import HISTORY_SUFFIX, QUARANTINE_TABLE, Layer, Warehouse
 from lakehouse_core.streaming import APP_ID_FILE
 from silver.topic_kind import holds_plain_events
+
+#: The layers the pipeline computes from bronze, whose tables its declarations make.
+DERIVED_LAYERS: tuple[Layer, ...] = ("silver", "gold")
 
 
 @dataclass(frozen=True)
@@ -86,15 +90,94 @@ def entity_specs(
     return bronze_topics(spark, warehouse, config).specs
 
 
-def resolve_entities(
-    spark: SparkSession, warehouse: Warehouse, config: PipelineConfig, table: str | None
+def held_event_topics(
+    spark: SparkSession, warehouse: Warehouse, config: PipelineConfig, specs: Sequence[TableSpec]
+) -> list[str]:
+    """The topics of ``specs`` that ``config`` does not declare, whose silver table the
+    warehouse holds and whose bronze records are plain events: an ``events`` declaration made
+    that table, and it is missing now (:func:`bronze_topics` takes such a topic for Debezium
+    changes, as its table exists). One sample of bronze per such topic."""
+    declared = {table.topic for table in config.tables}
+    return [
+        spec.topic
+        for spec in specs
+        if spec.topic not in declared
+        and table_exists(spark, warehouse.table("silver", spec.name))
+        and _holds_plain_events(spark, warehouse.table("bronze", table_name_for_topic(spec.topic)))
+    ]
+
+
+def missing_declarations(
+    config: PipelineConfig,
+    specs: Collection[TableSpec],
+    held: Collection[str],
+    event_topics: Collection[str],
+) -> list[str]:
+    """Each table of ``held`` (``silver.<name>`` or ``gold.<name>``, those a warehouse holds)
+    that the declarations of ``config`` do not make as it is held, with the declaration it
+    needs; empty when every held table is declared.
+
+    ``specs``: the silver spec of each bronze topic (:func:`entity_specs`); ``event_topics``:
+    those of their topics that hold plain events without a declaration
+    (:func:`held_event_topics`). A silver table is declared when it is the quarantine, a topic's
+    entity (an event topic's only through its ``events`` declaration) or the history table of
+    an SCD type 2 entity; a gold table when a declaration, pattern, SQL model or alert makes
+    it (``gold.late_events`` and ``gold.alerts`` always are).
+    """
+    entities = {spec.name: spec for spec in specs}
+    histories = {spec.history_name for spec in specs if spec.history_name is not None}
+    gold = {*config.taken_gold_names, *(model.name for model in config.models)}
+    lacking = []
+    for table in sorted(held):
+        layer, _, name = table.partition(".")
+        if layer == "gold":
+            if name not in gold:
+                lacking.append(
+                    f"{table} (needs its [[gold]], [[patterns]], [[models]] or [[alerts]] entry)"
+                )
+        elif name == QUARANTINE_TABLE or name in histories:
+            continue
+        elif name in entities:
+            topic = entities[name].topic
+            if topic in event_topics:
+                lacking.append(f'{table} (needs topic {topic} declared with format = "events")')
+        elif name.removesuffix(HISTORY_SUFFIX) in entities and name.endswith(HISTORY_SUFFIX):
+            entity = name.removesuffix(HISTORY_SUFFIX)
+            lacking.append(f"{table} (needs stored_as_scd_type = 2 on table {entity})")
+        else:
+            lacking.append(f"{table} (needs a [[tables]] entry named {name} for its topic)")
+    return lacking
+
+
+def refusal(command: str, lacking: Sequence[str]) -> str:
+    """The one line a command refuses with when the declarations given lack tables the
+    warehouse holds (``lacking``: each with the declaration it needs), and the fix."""
+    return (
+        f"{command} refused: the declarations given lack tables the warehouse holds: "
+        f"{', '.join(lacking)}. Nothing was changed; pass the --config the pipeline ran with."
+    )
+
+
+def declared_entities(
+    spark: SparkSession, warehouse: Warehouse, config: PipelineConfig, command: str
 ) -> list[TableSpec]:
-    """Every entity fed by the warehouse's bronze, or only ``table``.
+    """The warehouse's entities (:func:`entity_specs`), once every silver and gold table it
+    holds is declared as held (:func:`missing_declarations`).
 
     Raises:
-        TableNotFoundError: the warehouse has no bronze tables, or none feeds ``table``.
+        ConfigError: a held table lacks its declaration (:func:`refusal` of ``command``).
     """
-    return chosen_entities(entity_specs(spark, warehouse, config), warehouse, table)
+    specs = entity_specs(spark, warehouse, config)
+    held = [
+        f"{layer}.{name}"
+        for layer in DERIVED_LAYERS
+        for name in warehouse.table_names(layer, spark)
+    ]
+    events = held_event_topics(spark, warehouse, config, specs)
+    lacking = missing_declarations(config, specs, held, events)
+    if lacking:
+        raise ConfigError(refusal(command, lacking))
+    return specs
 
 
 def chosen_entities(

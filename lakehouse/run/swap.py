@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from pathlib import Path
 
 from lakehouse_core import checkpoints
@@ -68,9 +68,30 @@ def staged_paths(staging: Path) -> list[str]:
     return sorted(found)
 
 
+def unreplaced_tables(install: Collection[str], retire: Iterable[str]) -> list[str]:
+    """The paths of ``retire`` that are silver or gold tables (``<layer>/<name>``) the rebuild
+    does not ``install``: a swap never removes such a table (:func:`retirable`)."""
+    return sorted(
+        {
+            path
+            for path in retire
+            if path.partition("/")[0] in _LAYERS and path.count("/") == 1 and path not in install
+        }
+    )
+
+
+def retirable(install: Collection[str], retire: Iterable[str]) -> list[str]:
+    """The paths of ``retire`` a swap may remove: derived state of the rebuilt entities, but
+    no silver or gold table the rebuild did not make (:func:`unreplaced_tables`)."""
+    retiring = set(retire)
+    return sorted(retiring - set(unreplaced_tables(install, retiring)))
+
+
 def seal(staging: Path, retire: Iterable[str]) -> None:
-    """Mark the staging tree complete: write the manifest of what to install and retire."""
-    manifest = {"install": staged_paths(staging), "retire": sorted(set(retire))}
+    """Mark the staging tree complete: write the manifest of what to install and retire
+    (:func:`retirable`)."""
+    install = staged_paths(staging)
+    manifest = {"install": install, "retire": retirable(install, retire)}
     temporary = staging / f".{MANIFEST}.tmp"
     temporary.write_text(json.dumps(manifest, indent=1), encoding="utf-8")
     os.replace(temporary, staging / MANIFEST)

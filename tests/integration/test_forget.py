@@ -245,6 +245,9 @@ def test_bad_keys_are_refused_before_anything_changes(
         forget(spark, warehouse, SHOP_CONFIG, "orders", {"id": "abc"})
     with pytest.raises(TableNotFoundError, match=r"Unknown table 'payments'"):
         forget(spark, warehouse, SHOP_CONFIG, "payments", {"id": 1})
+    # Without the declarations that made the clickstream and the gold tables, nothing is done.
+    with pytest.raises(ConfigError, match=r"^forget refused: .*silver\.clickstream \(needs"):
+        forget(spark, warehouse, PipelineConfig(), "orders", {"id": 1})
     after = DeltaTable.forPath(spark, warehouse.table("bronze", BRONZE)).history(1).first()
     assert before == after
 

@@ -253,6 +253,22 @@ def arrive(spark: SparkSession, root: Path, part: str, batch: list[Record]) -> N
     )
 
 
+def test_maintain_refuses_to_trim_an_events_table_without_its_declaration(
+    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Bronze retention judged with the Debezium defaults of a held ``events`` table (its
+    declaration missing) is refused before anything is changed."""
+    pristine = Warehouse.from_path(incremental_warehouse(spark, tmp_path_factory))
+    warehouse = copy_warehouse(Path(pristine.root), tmp_path_factory.mktemp("refused") / "wh")
+    config = PipelineConfig(maintenance=MaintenanceSpec(bronze_retention_days=1))
+    before = {name: file_stats(spark, path) for name, path in maintained_tables(spark, warehouse)}
+    with pytest.raises(ConfigError, match=r"^maintain refused: .*silver\.clickstream \(needs"):
+        maintain(spark, warehouse, config, datetime.now(UTC) + timedelta(days=30))
+    assert {
+        name: file_stats(spark, path) for name, path in maintained_tables(spark, warehouse)
+    } == before
+
+
 def test_bronze_retention_drops_superseded_records(spark: SparkSession, tmp_path: Path) -> None:
     arrive(spark, tmp_path, "first", FIRST)
     arrive(spark, tmp_path, "second", SECOND)

@@ -185,8 +185,9 @@ def test_a_swap_on_an_object_store_installs_the_rebuilt_table_exactly_once(
     DeltaTable.create(spark).location(staged).addColumns(schema).execute()
     rebuilt = spark.createDataFrame([(1, 11), (3, 30)], schema)
     rebuilt.write.format("delta").mode("append").save(staged)
-    spark.range(1).write.format("delta").save(f"{root}/gold/dropped")  # the rebuild has none
-    commit_swap.seal(spark, staging, retire=["gold/dropped"], inputs={})
+    # Derived state the rebuild has none of goes (a silver or gold table never does).
+    spark.range(1).write.format("delta").save(f"{root}/_system/tombstones/dropped")
+    commit_swap.seal(spark, staging, retire=["_system/tombstones/dropped"], inputs={})
 
     def crash(*args: object) -> None:
         raise RuntimeError("crash after the table commits")  # before the retired table goes
@@ -197,7 +198,7 @@ def test_a_swap_on_an_object_store_installs_the_rebuilt_table_exactly_once(
     monkeypatch.undo()
     assert commit_swap.recover(spark, root)  # finishes the install
     assert not commit_swap.recover(spark, root)  # nothing left to do
-    assert not storage.exists(spark, f"{root}/gold/dropped")
+    assert not storage.exists(spark, f"{root}/_system/tombstones/dropped")
     table = spark.read.format("delta").load(live)
     assert table.schema == schema
     assert sorted(table.collect()) == sorted(rebuilt.collect())

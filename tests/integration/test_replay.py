@@ -1,5 +1,6 @@
 """Replay: silver and gold rebuilt from bronze equal, row for row, what incremental processing
-produced (silver, gold and quarantine), for the whole warehouse and for one table."""
+produced (silver, gold and quarantine), for the whole warehouse and for one table; without the
+declarations that made the warehouse's tables, it refuses and changes nothing."""
 
 from __future__ import annotations
 
@@ -16,8 +17,10 @@ from lakehouse.demo.job import REVENUE_BY_TIER
 from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.ops.replay import replay
 from lakehouse.run import swap
+from lakehouse.run.entities import DERIVED_LAYERS
 from lakehouse.run.pipeline import run_from_bronze, run_once
-from lakehouse_core.errors import TableNotFoundError
+from lakehouse_core.config import PipelineConfig
+from lakehouse_core.errors import ConfigError, TableNotFoundError
 from lakehouse_core.layout import QUARANTINE_TABLE, Warehouse
 from tests.cli import SHOP_TOML, run_cli, table_cells
 from tests.logs import logged
@@ -55,6 +58,9 @@ def test_replay_equals_incremental_processing(
     }
     commits = (Path(warehouse.checkpoint("silver_orders")) / "commits").iterdir()
     assert len(list(commits)) >= 2  # the incremental run had several batches
+
+    with pytest.raises(ConfigError, match=r"silver\.clickstream"):  # refused: nothing changed
+        replay(spark, warehouse, PipelineConfig())
 
     report = replay(spark, warehouse, SHOP_CONFIG)
 
@@ -169,3 +175,45 @@ def test_a_failed_replay_leaves_the_warehouse_as_it_was(
     assert_same_tables(spark, pristine, warehouse)
     assert swap.recover(warehouse.root) is False  # an unsealed rebuild is discarded
     assert not staging.exists()
+
+
+def test_replay_without_the_declarations_refuses_and_changes_nothing(
+    spark: SparkSession, pristine: Warehouse, tmp_path: Path
+) -> None:
+    """``make demo``'s warehouse replayed without its config: the clickstream is an events
+    table that no declaration makes now, and nothing declares the gold tables. The replay
+    refuses in one line naming them before it stages anything; every table keeps its rows."""
+    warehouse = copy_warehouse(Path(pristine.root), tmp_path / "wh")
+    tables = {
+        f"{layer}.{name}": warehouse.table(layer, name)
+        for layer in DERIVED_LAYERS
+        for name in warehouse.table_names(layer)
+    }
+    assert {"silver.clickstream", f"gold.{SESSIONS_TABLE}"} <= set(tables)
+    before = {name: table_identity(spark, path) for name, path in tables.items()}
+    counts = {name: spark.read.format("delta").load(path).count() for name, path in tables.items()}
+
+    with pytest.raises(ConfigError) as refused:
+        replay(spark, warehouse, PipelineConfig())
+    message = str(refused.value)
+    assert "\n" not in message and message.startswith("replay refused: ")
+    assert 'silver.clickstream (needs topic shop.clickstream declared with format = "events")' in (
+        message
+    )
+    assert f"gold.{REVENUE_TABLE}" in message and f"gold.{SESSIONS_TABLE}" in message
+    assert "--config the pipeline ran with" in message
+    assert "silver.orders" not in message  # its Debezium defaults are what made it
+
+    result = run_cli("replay", "--warehouse", warehouse.root)
+
+    assert result.returncode == 2, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "Traceback" not in result.stdout + result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.strip()]
+    assert errors == [f"error: {message}"], result.stderr
+    assert "replayed" not in result.stdout
+    assert not (Path(warehouse.root) / swap.STAGING).exists()  # nothing was staged
+    assert {name: table_identity(spark, path) for name, path in tables.items()} == before
+    assert {
+        name: spark.read.format("delta").load(path).count() for name, path in tables.items()
+    } == counts
+    assert counts["silver.clickstream"] > 0

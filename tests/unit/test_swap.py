@@ -78,3 +78,17 @@ def test_an_unsealed_rebuild_is_discarded(tmp_path: Path) -> None:
     assert swap.recover(tmp_path) is False
     assert tree(tmp_path) == {"silver/orders/data": "live"}
     assert not (tmp_path / swap.STAGING).exists()
+
+
+def test_a_swap_keeps_a_live_table_the_rebuild_did_not_make(tmp_path: Path) -> None:
+    put(tmp_path / "silver/orders/data", "old orders")
+    put(tmp_path / "silver/clickstream/data", "clicks")
+    put(tmp_path / "_system/tombstones/clickstream/data", "old tombstones")
+    staging = swap.prepare(tmp_path)
+    put(staging / "silver/orders/data", "new orders")
+    swap.seal(staging, ["silver/orders", "silver/clickstream", "_system/tombstones/clickstream"])
+    swap.swap(tmp_path)
+    assert tree(tmp_path) == {
+        "silver/orders/data": "new orders",
+        "silver/clickstream/data": "clicks",
+    }
