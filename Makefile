@@ -67,8 +67,11 @@ test-deep: venv
 unit: venv
 	$(BIN)/pytest -m unit $(PYTEST_ARGS)
 
-# Then one silver batch against tables of 100k, 1M and 10M rows, without and with deletion vectors.
+# First the Spark jobs and Delta commits of a steady run of the demo's whole pipeline (exact
+# counts, per query and table); last, one silver batch against tables of 100k, 1M and 10M rows,
+# without and with deletion vectors.
 bench: venv
+	$(BIN)/python -m benchmarks.batch_jobs $(BATCH_JOBS_ARGS)
 	$(BIN)/python -m benchmarks.bench $(BENCH_ARGS)
 	$(BIN)/python -m benchmarks.gold_bench $(GOLD_BENCH_ARGS)
 	$(BIN)/python -m benchmarks.nexmark_bench $(NEXMARK_BENCH_ARGS)
