@@ -23,6 +23,17 @@ from lakehouse_core.widening import TypeWidening
 #: reader keeps opening them.
 GOLD_WIDENING: TypeWidening = "rewrite"
 
+#: The setting a gold or pattern micro-batch plans its joins under: no join is broadcast unless
+#: a plan asks for it. A broadcast is a Spark job of its own, and a batch's joins are mostly of
+#: frames its scope limits to what the change reaches, which a shuffle inside the batch's job
+#: joins for less (a steady ``run --once`` of the demo's pipeline, 100 records: 230 to 235 jobs
+#: before, 171 to 176 after; ``benchmarks/batch_jobs.py``). A join with a whole table (a
+#: per-group window's silver rows, an enrichment's entity) was shuffled before too once the
+#: table passed Spark's broadcast size (10 MB), since the scope's rows have no size estimate.
+#: Set on the query's own session (Spark gives each streaming query a copy of the session that
+#: started it), never on the session a user passed in.
+NO_AUTO_BROADCAST = ("spark.sql.autoBroadcastJoinThreshold", "-1")
+
 
 def silver_changes(
     spark: SparkSession,
@@ -97,12 +108,25 @@ def start_on_changes(
     stream = silver_changes(spark, source, place.location, place.starting_version)
     if combine is not None:
         stream = combine(stream, spark, place.location)
+    app_id = query_app_id(spark, place.location)
     writer = (
         stream.writeStream.queryName(query)
         .option("checkpointLocation", place.location)
-        .foreachBatch(guarded(batch_function(query_app_id(spark, place.location))))
+        .foreachBatch(guarded(_without_auto_broadcast(batch_function(app_id))))
     )
     return trigger.apply(writer).start()
+
+
+def _without_auto_broadcast(
+    function: Callable[[DataFrame, int], None],
+) -> Callable[[DataFrame, int], None]:
+    """``function`` run with :data:`NO_AUTO_BROADCAST` set on its micro-batch's session."""
+
+    def call(batch: DataFrame, batch_id: int) -> None:
+        batch.sparkSession.conf.set(*NO_AUTO_BROADCAST)
+        function(batch, batch_id)
+
+    return call
 
 
 class GoldJob(NamedTuple):
