@@ -50,6 +50,7 @@ from lakehouse_core.delta_io import (
     USER_METADATA,
     current_version,
     merge_materialized,
+    newest_commit_messages,
     table_exists,
 )
 from lakehouse_core.errors import ConfigError
@@ -300,8 +301,8 @@ def recorded_state(
     )
     if state is not None and inputs is not None and is_current(state, model, inputs):
         return state
-    row = DeltaTable.forPath(spark, path).history(1).select("userMetadata").first()
-    committed = None if row is None else ModelState.from_json(row.userMetadata, model.name)
+    newest = next(newest_commit_messages(spark, path, 1), None)
+    committed = None if newest is None else ModelState.from_json(newest[1], model.name)
     if committed is not None and (
         state is None
         or (committed.generation == state.generation and committed.refresh > state.refresh)

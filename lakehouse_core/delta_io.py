@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from lakehouse_core import storage
+from lakehouse_core.errors import TableNotFoundError
 from lakehouse_core.identifiers import quote_identifier
 from lakehouse_core.widening import TableChanges, TypeWidening, table_changes
 
@@ -153,10 +154,16 @@ def files_on_disk(spark: SparkSession, path: str) -> int:
 
 
 def current_version(spark: SparkSession, path: str) -> int:
-    """The table's newest version."""
-    row = DeltaTable.forPath(spark, path).history(1).select("version").first()
-    assert row is not None  # every Delta table has a version 0
-    return int(row.version)
+    """The table's newest version, read on the driver from the commit files of its log
+    (Delta's history is a Spark job per read; a run asked this of every bronze table).
+
+    Raises:
+        TableNotFoundError: no Delta table with a commit is at ``path``.
+    """
+    versions = _commit_versions(spark, path)
+    if not versions:
+        raise TableNotFoundError(f"No Delta table at {path}: its _delta_log holds no commit.")
+    return max(versions)
 
 
 def versions(spark: SparkSession, path: str) -> list[int]:
@@ -273,11 +280,17 @@ def newest_commit_messages(
     of its log, one by one as they are asked for: Delta's history is a Spark job per read, and
     brings the table's state up to date first."""
     log = f"{path}/_delta_log"
-    versions = (match[1] for match in map(_COMMIT_FILE.match, storage.names(spark, log)) if match)
-    for version in sorted(versions, reverse=True)[:limit]:
-        commit = storage.read_text(spark, f"{log}/{version}.json")
+    for version in sorted(_commit_versions(spark, path), reverse=True)[:limit]:
+        commit = storage.read_text(spark, f"{log}/{version:020d}.json")
         if commit is not None:  # gone meanwhile: the log's cleanup removed it
-            yield int(version), _user_metadata(commit)
+            yield version, _user_metadata(commit)
+
+
+def _commit_versions(spark: SparkSession, path: str) -> list[int]:
+    """The versions of the commit files in the log of the table at ``path`` (the log's cleanup
+    keeps the newest)."""
+    names = storage.names(spark, f"{path}/_delta_log")
+    return [int(match[1]) for match in map(_COMMIT_FILE.match, names) if match]
 
 
 def _user_metadata(commit: str) -> str | None:
