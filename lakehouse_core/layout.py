@@ -123,6 +123,12 @@ class Warehouse:
         return f"{self.root}/_system/event_log"
 
     @property
+    def declarations(self) -> str:
+        """The declarations the pipeline's runs ran with: a TOML file per version, with a JSON
+        file beside it (when, which command); see :mod:`lakehouse.run.declarations`."""
+        return f"{self.root}/_system/declarations"
+
+    @property
     def heartbeat(self) -> str:
         """The file a running pipeline keeps fresh (and removes when it stops)."""
         return f"{self.root}/_system/pipeline_heartbeat.json"

@@ -20,6 +20,8 @@ from lakehouse_core.errors import LakehouseError
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from lakehouse.run.declarations import Choice
+    from lakehouse_core.config import PipelineConfig
     from lakehouse_core.failures import TableFailure
 
 console = Console()
@@ -62,8 +64,9 @@ CONFIG = click.option(
     "config_path",
     default=None,
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Pipeline TOML file (default: none; Debezium topics still become silver tables, "
-    "everything else is declared here; the demo shop's: examples/shop.toml).",
+    help="Pipeline TOML file (default: the declarations the warehouse last ran with, else none: "
+    "Debezium topics still become silver tables, everything else is declared here; the demo "
+    "shop's: examples/shop.toml).",
 )
 KAFKA_OPTION = click.option(
     "--kafka-option",
@@ -111,6 +114,38 @@ EXISTING_WAREHOUSE = click.option(
     type=WarehouseLocation(exists=True),
     help="Warehouse root: a directory or a Hadoop URI (s3a://bucket/warehouse, abfss://...).",
 )
+
+
+def given_config(config_path: Path | None) -> PipelineConfig | None:
+    """The declarations of ``--config`` (None: not given), read before Spark starts."""
+    from lakehouse_core.config import load_config
+
+    return None if config_path is None else load_config(config_path)
+
+
+def declarations(
+    given: PipelineConfig | None, warehouse: str, spark: SparkSession | None = None
+) -> Choice:
+    """The declarations a command runs with (:func:`lakehouse.run.declarations.choose`):
+    ``given`` (``--config``), else those ``warehouse`` last ran with, else none; a note on
+    stderr when ``given`` differs from those. A local warehouse's are read as plain files, a
+    URI's through ``spark`` if given, else with ``pyarrow`` (as ``lakehouse status`` reads)."""
+    from lakehouse.run.declarations import Files, choose, hadoop_files, newest_recorded
+    from lakehouse_core.layout import Warehouse, is_uri
+
+    place = Warehouse.from_path(warehouse)
+    files = None
+    if is_uri(place.root):
+        if spark is not None:
+            files = hadoop_files(spark)
+        else:
+            from lakehouse.ops.status import _names, _read_text
+
+            files = Files(_names, _read_text)
+    chosen = choose(given, newest_recorded(place, files))
+    if chosen.note is not None:
+        errors.print(chosen.note, markup=False, highlight=False, soft_wrap=True)
+    return chosen
 
 
 def kafka_options(pairs: tuple[str, ...], settings_file: Path | None) -> dict[str, str]:

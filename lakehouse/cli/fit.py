@@ -10,6 +10,8 @@ import click
 from lakehouse.cli.common import (
     CONFIG,
     EXISTING_WAREHOUSE,
+    declarations,
+    given_config,
     print_table,
     spark_options,
     spark_session,
@@ -33,18 +35,18 @@ def fit(
     score with the newest from their next micro-batch. Schedule it like any batch job.
     """
     from gold.alerts import fit as fit_alert
-    from lakehouse_core.config import load_config
     from lakehouse_core.layout import Warehouse
 
-    config = load_config(config_path)
-    specs = [spec for spec in config.alerts if only is None or spec.name == only]
-    if not specs:
-        declared = ", ".join(spec.name for spec in config.alerts) or "none"
-        raise ConfigError(
-            f"No alert to fit{f' named {only!r}' if only else ''} (declared: {declared}). "
-            "Declare one in an [[alerts]] entry of the --config file."
-        )
+    given = given_config(config_path)
     with spark_session(spark_mode, master) as spark:
+        config = declarations(given, warehouse, spark).config
+        specs = [spec for spec in config.alerts if only is None or spec.name == only]
+        if not specs:
+            declared = ", ".join(spec.name for spec in config.alerts) or "none"
+            raise ConfigError(
+                f"No alert to fit{f' named {only!r}' if only else ''} (declared: {declared}). "
+                "Declare one in an [[alerts]] entry of the --config file."
+            )
         fits = []
         for spec in specs:
             log.info(f"gold: fitting {spec.baseline_table} from silver.{spec.source}")

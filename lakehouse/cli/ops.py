@@ -21,6 +21,8 @@ from lakehouse.cli.common import (
     KAFKA_OPTION,
     KAFKA_SETTINGS,
     console,
+    declarations,
+    given_config,
     kafka_options,
     print_table,
     spark_options,
@@ -56,9 +58,9 @@ def verify(
     from cdc.sources import SourceSpec
     from lakehouse.ops.audit import verify_warehouse
     from lakehouse.ops.source_check import partition_gaps
-    from lakehouse_core.config import load_config
     from lakehouse_core.layout import Warehouse
 
+    given = given_config(config_path)
     spec = None
     if source is not None:
         spec = replace(
@@ -71,7 +73,8 @@ def verify(
             )
     root = Warehouse.from_path(warehouse)
     with spark_session(spark_mode, master) as spark:
-        checks = verify_warehouse(spark, root, load_config(config_path))
+        config = declarations(given, warehouse, spark).config
+        checks = verify_warehouse(spark, root, config)
         gaps = [] if spec is None else [g.line() for g in partition_gaps(spark, root, spec)]
     for line in gaps:
         console.print(f"source: {line}", markup=False, highlight=False, soft_wrap=True)
@@ -118,16 +121,16 @@ def replay(
     tables are replaced only when it is complete. Stop the pipeline first.
     """
     from lakehouse.ops.replay import replay as replay_tables
-    from lakehouse_core.config import load_config
     from lakehouse_core.layout import Warehouse
 
-    config = load_config(config_path)
+    given = given_config(config_path)
     from lakehouse.run.lease import holding  # one pipeline per warehouse
 
     with (
         spark_session(spark_mode, master) as spark,
         holding(spark, Warehouse.from_path(warehouse), "replay"),
     ):
+        config = declarations(given, warehouse, spark).config
         report = replay_tables(spark, Warehouse.from_path(warehouse), config, table)
     print_table("Rebuilt from bronze", ["table", "rows"], [list(t) for t in report.tables])
     console.print(f"replayed {', '.join(report.entities)} in {report.seconds:.1f} s")
@@ -166,18 +169,18 @@ def forget(
     older versions of the touched tables can no longer be read (VACUUM with retention 0).
     """
     from lakehouse.ops.forget import forget as forget_key
-    from lakehouse_core.config import load_config
     from lakehouse_core.layout import Warehouse
     from silver.keys import parse_key
 
     values = parse_key(key_text)
-    config = load_config(config_path)
+    given = given_config(config_path)
     from lakehouse.run.lease import holding  # one pipeline per warehouse
 
     with (
         spark_session(spark_mode, master) as spark,
         holding(spark, Warehouse.from_path(warehouse), "forget"),
     ):
+        config = declarations(given, warehouse, spark).config
         report = forget_key(spark, Warehouse.from_path(warehouse), config, table, values, reason)
     if not report.held:
         console.print(
@@ -228,22 +231,22 @@ def maintain(
     Exit status 1 if bronze retention had to keep records that silver still needs.
     """
     from lakehouse.ops.maintenance import maintain as run_maintenance
-    from lakehouse_core.config import load_config
     from lakehouse_core.layout import Warehouse
 
-    config = load_config(config_path)
+    given = given_config(config_path)
     overrides = {
         "vacuum_retention_hours": vacuum_retention_hours,
         "bronze_retention_days": bronze_retention_days,
     }
-    settings = replace(config.maintenance, **{k: v for k, v in overrides.items() if v is not None})
-    config = replace(config, maintenance=settings)
     from lakehouse.run.lease import holding  # one pipeline per warehouse
 
     with (
         spark_session(spark_mode, master) as spark,
         holding(spark, Warehouse.from_path(warehouse), "maintain"),
     ):
+        config = declarations(given, warehouse, spark).config
+        kept = {k: v for k, v in overrides.items() if v is not None}
+        config = replace(config, maintenance=replace(config.maintenance, **kept))
         report = run_maintenance(spark, Warehouse.from_path(warehouse), config, datetime.now(UTC))
     rows = [
         [

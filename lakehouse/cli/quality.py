@@ -11,6 +11,8 @@ from lakehouse.cli.common import (
     CONFIG,
     EXISTING_WAREHOUSE,
     console,
+    declarations,
+    given_config,
     print_table,
     spark_options,
     spark_session,
@@ -35,19 +37,23 @@ def validate(
     master: str | None,
 ) -> None:
     """Run every table's suite through Great Expectations (table-level expectations too);
-    exit 1 if a fail-level expectation does not hold. Without --config: the demo's suites."""
+    exit 1 if a fail-level expectation does not hold. Without --config: the suites of the
+    declarations the warehouse last ran with, else the demo's."""
     from expectations.validate import validate_warehouse
-    from lakehouse_core.config import QualitySpec, load_config
+    from lakehouse_core.config import QualitySpec
     from lakehouse_core.errors import ConfigError
     from lakehouse_core.layout import Warehouse
 
-    quality = load_config(config_path).quality if config_path else QualitySpec(packaged_suites=True)
-    if not quality.enabled:
+    given = given_config(config_path)
+    if given is not None and not given.quality.enabled:
         raise ConfigError(
             f"{config_path} names no suites: set 'suites' (a directory) or "
             "'packaged_suites = true' in its [quality] table."
         )
     with spark_session(spark_mode, master) as spark:
+        quality = declarations(given, warehouse, spark).config.quality
+        if not quality.enabled:
+            quality = QualitySpec(packaged_suites=True)
         result = validate_warehouse(spark, Warehouse.from_path(warehouse), quality, docs)
     rows = [
         [v.table, v.expectation, v.action, "ok" if v.success else "BROKEN", _count(v.unexpected)]

@@ -16,7 +16,9 @@ from lakehouse.cli.common import (
     KAFKA_SETTINGS,
     WarehouseLocation,
     console,
+    declarations,
     errors,
+    given_config,
     kafka_options,
     print_failures,
     spark_options,
@@ -117,7 +119,6 @@ def run(
     from lakehouse.run.pipeline import run_continuously, run_once
     from lakehouse.run.queries import Backoff, give_up_seconds
     from lakehouse.run.summary import RunSummary
-    from lakehouse_core.config import load_config
     from lakehouse_core.layout import Warehouse
     from lakehouse_core.streaming import Trigger
 
@@ -143,8 +144,9 @@ def run(
     DEBUG.set(debug)
     trigger = Trigger.parse(processing_time)
     backoff = Backoff(give_up_seconds=give_up_seconds(give_up_after))
-    config = load_config(config_path)
+    given = given_config(config_path)
     with spark_session(spark_mode, master, warehouse) as spark:
+        config = declarations(given, warehouse, spark).config
         if trigger.once:
             report = run_once(
                 spark,

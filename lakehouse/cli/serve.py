@@ -8,7 +8,14 @@ from pathlib import Path
 
 import click
 
-from lakehouse.cli.common import CONFIG, EXISTING_WAREHOUSE, console, spark_options
+from lakehouse.cli.common import (
+    CONFIG,
+    EXISTING_WAREHOUSE,
+    console,
+    declarations,
+    given_config,
+    spark_options,
+)
 
 #: Signals that stop the server (it then exits 0).
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -49,11 +56,10 @@ def serve(
     URL jdbc:hive2://HOST:PORT/default), read-only unless --allow-writes; stops on SIGTERM
     or Ctrl-C."""
     from lakehouse.sql.serve import require_free, scratch_dir, serve, session_settings
-    from lakehouse_core.config import load_config
     from lakehouse_core.layout import Warehouse
     from lakehouse_core.spark import get_spark
 
-    config = load_config(config_path)
+    given = given_config(config_path)
     require_free(host, port)
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in STOP_SIGNALS}
@@ -66,6 +72,7 @@ def serve(
                 extra_conf=session_settings(scratch_dir(), spark_mode),
             )
         spark.sparkContext.setLogLevel("ERROR")
+        config = declarations(given, warehouse, spark).config
         serve(
             spark,
             Warehouse.from_path(warehouse),

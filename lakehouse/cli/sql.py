@@ -10,7 +10,9 @@ import click
 from lakehouse.cli.common import (
     CONFIG,
     EXISTING_WAREHOUSE,
+    declarations,
     errors,
+    given_config,
     print_table,
     spark_options,
     spark_session,
@@ -63,24 +65,28 @@ def sql(
 
     Read-only unless --allow-writes: SELECT, SHOW, DESCRIBE and EXPLAIN run, nothing that
     changes a table, and no file is read by path. Bronze never changes here, not even with
-    --allow-writes: use `lakehouse forget` and `lakehouse maintain`. With --config, the tables
-    have the names its [catalog] gives them.
+    --allow-writes: use `lakehouse forget` and `lakehouse maintain`. The tables have the names
+    the [catalog] of the declarations gives them (--config's, else the warehouse's last run's).
     """
     from lakehouse.sql.session import as_checked, spark_errors
     from lakehouse_core.catalog import run_sql
-    from lakehouse_core.config import load_config
+    from lakehouse_core.config import PipelineConfig
     from lakehouse_core.layout import Warehouse
     from lakehouse_core.sql_guard import check
 
-    names = load_config(config_path).catalog
+    given = given_config(config_path)
+    given_names = (given or PipelineConfig()).catalog
     # Before Spark starts: a refusal is quick.
-    check(statement, allow_writes=allow_writes, protected={names.schema("bronze")})
+    check(statement, allow_writes=allow_writes, protected={given_names.schema("bronze")})
     output = output or ("table" if sys.stdout.isatty() else "csv")
     with (
         spark_session(spark_mode, master) as spark,
         as_checked(spark, allow_writes),
         spark_errors(),
     ):
+        names = declarations(given, warehouse, spark).config.catalog
+        if names != given_names:  # the recorded [catalog] names bronze otherwise
+            check(statement, allow_writes=allow_writes, protected={names.schema("bronze")})
         frame = run_sql(spark, Warehouse.from_path(warehouse), statement, names)
         check_columns(output, frame.columns)
         rows = [tuple(row) for row in (frame.limit(limit + 1) if limit else frame).collect()]

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from lakehouse.cli.common import CONFIG, EXISTING_WAREHOUSE, console
+from lakehouse.cli.common import CONFIG, EXISTING_WAREHOUSE, console, declarations, given_config
 from lakehouse.cli.plain import Column, table_lines
 
 if TYPE_CHECKING:
@@ -63,10 +63,9 @@ def status(
     the last micro-batch, freshness and quarantine; and whether a pipeline runs now. Read
     from the Delta logs, checkpoints and event log without starting Spark."""
     from lakehouse.ops.status import pipeline_status, status_json
-    from lakehouse_core.config import load_config
     from lakehouse_core.layout import Warehouse
 
-    config = load_config(config_path)
+    config = declarations(given_config(config_path), warehouse).config
     try:
         while True:
             now = datetime.now(UTC)

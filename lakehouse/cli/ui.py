@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from lakehouse.cli.common import CONFIG, EXISTING_WAREHOUSE, console
+from lakehouse.cli.common import CONFIG, EXISTING_WAREHOUSE, console, declarations, given_config
 
 #: Signals that stop the server (it then exits 0).
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -41,10 +41,9 @@ def ui(warehouse: str, config_path: Path | None, host: str, port: int, interval:
     from the warehouse at each request without Spark; Ctrl-C stops it."""
     from lakehouse.ops.pipeline_page import pipeline_server, read_batches, render_pipeline_page
     from lakehouse.ops.status import pipeline_status, status_json
-    from lakehouse_core.config import load_config
     from lakehouse_core.layout import Warehouse
 
-    config = load_config(config_path)
+    config = declarations(given_config(config_path), warehouse).config
     place = Warehouse.from_path(warehouse)
 
     def page() -> str:

@@ -21,6 +21,7 @@ from lakehouse.local.pg_compare import differences, silver_tables
 from lakehouse.local.pg_workload import QUARANTINED
 from lakehouse.local.real_cdc import TABLE_TOPIC_PREFIX, CapturedWorkload
 from lakehouse.ops.audit import verify_warehouse
+from lakehouse.run.declarations import record_declarations
 from lakehouse.run.pipeline import run_once
 from lakehouse_core.alerting import AlertSpec
 from lakehouse_core.catalog import run_sql
@@ -228,6 +229,8 @@ def run_demo(
         source = workload_source(send_workload(workload, kafka_bootstrap), kafka_bootstrap)
         run_once(spark, source, warehouse, config)
     run_alerts(spark, warehouse, DEMO_CONFIG)
+    # Its alerts too are the warehouse's now: commands run later on it need no --config.
+    record_declarations(spark, warehouse, DEMO_CONFIG, "demo")
     log.info("verifying silver against the reference fold of bronze, gold against its declarations")
     checks = verify_warehouse(spark, warehouse, DEMO_CONFIG)
     counts: list[tuple[str, int]] = [

@@ -33,6 +33,7 @@ from gold.models import refresh_models
 from gold.pattern_jobs import final_from
 from gold.watermarks import carry_over
 from lakehouse.run import commit_swap, recovery, swap
+from lakehouse.run.declarations import record_declarations
 from lakehouse.run.entities import (
     chosen_entities,
     declared_entities,
@@ -109,6 +110,7 @@ def replay(
         swap.seal(Path(staging), retire)
         installed = swap.swap(warehouse.root)
     forget_cached_logs(spark)
+    record_declarations(spark, warehouse, config, "replay")  # the live tables' now
     _refresh_models(spark, warehouse, config)
     for relative in installed:
         layer, _, name = relative.partition("/")

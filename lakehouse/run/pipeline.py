@@ -24,6 +24,7 @@ from gold.alerts import ALERTS_TABLE, alert_jobs
 from gold.jobs import GoldIsolation
 from gold.models import ModelRetries, model_query, ordered_models, refresh_models
 from gold.registry import gold_jobs
+from lakehouse.run.declarations import record_declarations
 from lakehouse.run.entities import bronze_topics, entity_specs, undeclared_line
 from lakehouse.run.event_log import recording
 from lakehouse.run.lease import LeaseLostError, leased, lost_lease, lost_line
@@ -77,7 +78,8 @@ def run_once(
     raise_on_failure: bool = True,
 ) -> RunReport:
     """Process everything available now through every layer, then return; each micro-batch
-    goes into the event log (:mod:`lakehouse.run.event_log`).
+    goes into the event log (:mod:`lakehouse.run.event_log`), and ``config`` into the
+    warehouse's recorded declarations (:mod:`lakehouse.run.declarations`).
 
     A query stopped by a schema change of its Delta input (a gold job, when silver gained a
     column or widened a type) continues from its checkpoint. A table that fails does not stop
@@ -93,6 +95,7 @@ def run_once(
     started = time.monotonic()
     recover_and_say(spark, warehouse.root)
     check_damage(spark, warehouse.root)
+    record_declarations(spark, warehouse, config, "run --once")
     report = RunReport()
     with recording(spark, warehouse, report.summary, "once"):
         log.info(f"bronze: ingesting {source.describe()}")
@@ -346,6 +349,7 @@ def _run_continuously(
     ordered_models(config)
     recover_and_say(spark, warehouse.root)
     check_damage(spark, warehouse.root)
+    record_declarations(spark, warehouse, config, "run --processing-time")
     signals = stop is None and threading.current_thread() is threading.main_thread()
     stop = threading.Event() if stop is None else stop
     at_once = threading.Event()

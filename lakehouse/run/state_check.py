@@ -33,9 +33,10 @@ from lakehouse_core.errors import LakehouseError
 from lakehouse_core.layout import HISTORY_SUFFIX, LAYERS, Warehouse, is_uri
 from lakehouse_core.streaming import APP_ID_FILE
 
-#: ``_system`` folders that hold no tables (checkpoints and watermarks are files; a replay's
-#: staging is a whole warehouse that :mod:`lakehouse.run.recovery` finishes or discards).
-_NOT_TABLES = frozenset({"checkpoints", "watermarks", "replay"})
+#: ``_system`` folders that hold no tables (checkpoints, watermarks and the recorded
+#: declarations are files; a replay's staging is a whole warehouse that
+#: :mod:`lakehouse.run.recovery` finishes or discards).
+_NOT_TABLES = frozenset({"checkpoints", "watermarks", "declarations", "replay"})
 
 
 def table_dirs(spark: SparkSession, root: str) -> Iterator[str]:

@@ -8,17 +8,21 @@ or Java stack trace.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
 from lakehouse.api import Lakehouse
+from lakehouse.demo.job import DEMO_CONFIG
+from lakehouse_core.config import load_config
 from lakehouse_core.layout import Warehouse
 from lakehouse_core.spark import get_spark
-from tests.cli import lakehouse, run_cli, table_cells
+from tests.cli import SHOP_TOML, lakehouse, run_cli, table_cells
 from tests.delta_rs import assert_delta_rs_reads_same_rows
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
@@ -122,6 +126,47 @@ def test_sql_attributes_orders_to_their_clicks(
     assert sql.returncode == 0, sql.stdout + sql.stderr
     (cells,) = table_cells(sql.stdout)
     assert 0 < int(cells[1]) <= int(cells[0]), sql.stdout
+
+
+def test_the_warehouse_records_its_declarations_and_commands_use_them(
+    demo: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    """The demo's two runs --once had the same declarations: one version; the demo then
+    recorded its alerts too (a second). ``status`` and ``verify`` without --config use them
+    (every gold table listed, verify exits 0); a --config that differs gets a note."""
+    root, result = demo
+    assert result.returncode == 0
+    warehouse = Warehouse.from_path(root / "warehouse")
+    folder = Path(warehouse.declarations)
+    names = sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
+    assert names == ["0000000001.json", "0000000001.toml", "0000000002.json", "0000000002.toml"]
+    first = json.loads((folder / "0000000001.json").read_text(encoding="utf-8"))
+    second = json.loads((folder / "0000000002.json").read_text(encoding="utf-8"))
+    assert (first["command"], second["command"]) == ("run --once", "demo")
+    assert load_config(folder / "0000000001.toml") == replace(DEMO_CONFIG, alerts=())
+    assert load_config(folder / "0000000002.toml") == DEMO_CONFIG
+
+    status = run_cli("status", "--warehouse", warehouse.root, "--json")
+    assert status.returncode == 0 and status.stderr == "", status.stdout + status.stderr
+    gold = {entry["table"] for entry in json.loads(status.stdout)["gold"]}
+    declared = {f"gold.{t.name}" for t in (*DEMO_CONFIG.gold_tables, *DEMO_CONFIG.patterns)}
+    assert declared <= gold, gold
+
+    verify = run_cli("verify", "--warehouse", warehouse.root)
+    assert verify.returncode == 0, verify.stdout[-3000:] + verify.stderr[-3000:]
+    assert "note:" not in verify.stderr, verify.stderr
+    assert "gold.user_sessions: " in verify.stdout and "silver.clickstream: " in verify.stdout
+
+    other = run_cli("status", "--warehouse", warehouse.root, "--config", SHOP_TOML)
+    assert other.returncode == 0, other.stdout + other.stderr
+    assert other.stderr.splitlines() == [
+        "note: the declarations given differ from those the warehouse last ran with (demo of "
+        f"{second['recorded_at'][:19].replace('T', ' ')} UTC): "
+        "removed gold revenue_by_tier, removed gold spend_last_hour, removed gold order_blocks, "
+        "removed gold order_attribution, removed pattern order_bursts, removed pattern "
+        "abandoned_carts, removed alert big_orders, changed [quality]"
+    ], other.stderr
+    assert len(names) == 4  # commands that only read record nothing
 
 
 def test_every_table_opens_with_delta_rs(

@@ -5,6 +5,7 @@ declarations that made the warehouse's tables, it refuses and changes nothing.""
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -204,6 +205,10 @@ def test_replay_without_the_declarations_refuses_and_changes_nothing(
     assert "--config the pipeline ran with" in message
     assert "silver.orders" not in message  # its Debezium defaults are what made it
 
+    # The command without --config runs with the declarations the warehouse recorded; one
+    # written before runs recorded them (none here) has only the Debezium defaults.
+    assert (Path(warehouse.declarations) / "0000000001.toml").exists()
+    shutil.rmtree(warehouse.declarations)
     result = run_cli("replay", "--warehouse", warehouse.root)
 
     assert result.returncode == 2, result.stdout[-3000:] + result.stderr[-3000:]
