@@ -20,6 +20,7 @@ from cdc.sources import SourceSpec
 from lakehouse.demo.generator import WorkloadConfig
 from lakehouse.demo.job import DEMO_CONFIG, write_workload
 from lakehouse.run.pipeline import run_once
+from lakehouse_core.delta_io import session_settings
 from lakehouse_core.layout import Warehouse
 from tests.sessions import FEWER_JOBS
 
@@ -56,14 +57,8 @@ def delta_commits(root: Path) -> int:
 
 @pytest.fixture
 def user_defaults(spark: SparkSession) -> Iterator[None]:
-    before = {key: str(spark.conf.get(key)) for key in USER_DEFAULTS}
-    for key, default in USER_DEFAULTS.items():
-        spark.conf.set(key, default)
-    try:
+    with session_settings(spark, USER_DEFAULTS):
         yield
-    finally:
-        for key, setting in before.items():
-            spark.conf.set(key, setting)
 
 
 def test_a_steady_run_of_the_whole_pipeline_stays_within_its_jobs_and_commits(
