@@ -18,7 +18,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from bronze.table import ensure_bronze_table, with_ingestion_metadata
 from expectations.checks import load_layer_checks
 from expectations.compile import Check
-from expectations.enforce import Outcome, TableChecks
+from expectations.enforce import Outcome, Seen, TableChecks
 from expectations.metrics import record_outcomes
 from lakehouse_core.columns import REASON
 from lakehouse_core.config import QualitySpec
@@ -196,6 +196,7 @@ def check(ctx: BronzeBatch) -> Checked:
             rows.where(F.col("topic") == topic),
             (),
             ctx.batch_id,
+            Seen(counts[topic], f"records of {topic}"),
             COORDINATES,
         )
         outcomes += found

@@ -27,6 +27,12 @@ from pyspark.sql.types import StringType, StructType
 from expectations.suites import Rule
 from lakehouse_core.errors import ConfigError
 
+#: The expectations that count every row in scope, a null value too (the others count only
+#: rows whose value is not null).
+EVERY_ROW_TYPES = frozenset(
+    {"expect_column_values_to_not_be_null", "expect_column_values_to_be_of_type"}
+)
+
 
 @dataclass(frozen=True)
 class Check:

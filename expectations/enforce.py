@@ -18,7 +18,7 @@ from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from expectations.compile import Check, compile_rule, holds
+from expectations.compile import EVERY_ROW_TYPES, Check, compile_rule, holds
 from expectations.suites import Rule, TableSuite
 from lakehouse_core.errors import ExpectationFailedError
 
@@ -42,6 +42,30 @@ class Outcome:
     failed: int
     dropped: int
     held: bool
+
+
+@dataclass(frozen=True)
+class Seen:
+    """The rows of a micro-batch a layer's checks see, for their warnings: ``read`` rows
+    (None: not counted) of which the checks count ``scope`` (a plural noun phrase, e.g.
+    ``"inserts and updates not quarantined before the check"``)."""
+
+    read: int | None
+    scope: str
+
+
+def broke_warning(rule: Rule, batch_id: int, counted: int, failed: int, seen: Seen) -> str:
+    """The warning of a broken ``warn`` or ``drop`` expectation: ``failed`` of the ``counted``
+    rows, and, unless they are every row read, which rows it counts (``seen``)."""
+    dropped = " dropped to quarantine" if rule.action == "drop" else ""
+    head = f"expectation {rule.qualified} ({rule.action}) broke in micro-batch {batch_id}: "
+    if counted == seen.read:
+        return f"{head}{failed} of {counted} rows read{dropped}"
+    which = f"the {seen.scope}"
+    if rule.type not in EVERY_ROW_TYPES:
+        which += f" whose {rule.column} is not null"
+    read = "" if seen.read is None else f"{seen.read} read; "
+    return f"{head}{failed} of {counted} rows it checked{dropped} ({read}it checks {which})"
 
 
 @dataclass(frozen=True)
@@ -110,10 +134,12 @@ class TableChecks:
         rows: DataFrame,
         shown: Sequence[str],
         batch_id: int,
+        seen: Seen,
         coordinates: Coordinates | None = None,
     ) -> list[Outcome]:
         """The outcome of each check from the ``counts`` row of :meth:`totals`; warnings are
-        logged for each broken ``warn`` or ``drop`` expectation.
+        logged for each broken ``warn`` or ``drop`` expectation (:func:`broke_warning`, with
+        the rows ``seen``).
 
         Raises:
             ExpectationFailedError: a ``fail`` expectation does not hold; the message names it,
@@ -138,15 +164,7 @@ class TableChecks:
                     "Nothing of the batch was written; fix the data or relax the suite "
                     f"({self.suite.path}), then run again."
                 )
-            _log.warning(
-                "expectation %s (%s) broke in micro-batch %d: %d of %d rows%s",
-                rule.qualified,
-                rule.action,
-                batch_id,
-                failed,
-                counted,
-                " dropped to quarantine" if rule.action == "drop" else "",
-            )
+            _log.warning("%s", broke_warning(rule, batch_id, counted, failed, seen))
         return outcomes
 
 

@@ -24,7 +24,7 @@ from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, StructField, StructType, TimestampType
 
-from expectations.enforce import TableChecks
+from expectations.enforce import Seen, TableChecks
 from expectations.metrics import record_outcomes
 from gold.aggregates import (
     ADDS,
@@ -323,7 +323,8 @@ def _checked(ctx: GoldBatch, changes: DataFrame) -> DataFrame:
         return changes.localCheckpoint()
     compiled = checks.compile(changes.schema, F.col(PRESENT))
     kept, counts = kept_with_totals(changes, *TableChecks.totals(compiled))
-    outcomes = checks.judge(compiled, counts, kept, scope_columns(ctx.table), ctx.batch_id)
+    written = Seen(None, "rows the batch inserts or updates")
+    outcomes = checks.judge(compiled, counts, kept, scope_columns(ctx.table), ctx.batch_id, written)
     record_outcomes(kept.sparkSession, checks.metrics, outcomes, ctx.app_id, ctx.batch_id)
     return kept
 

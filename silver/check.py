@@ -8,11 +8,15 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from expectations.enforce import Outcome, TableChecks
+from expectations.enforce import Outcome, Seen, TableChecks
 from lakehouse_core.columns import REASON
 from silver.context import BatchContext
 from silver.decode import Decoded
 from silver.parse import BRONZE_COORDINATES
+
+#: The rows of a batch that silver's checks count (see ``silver.decode``: the upserts not
+#: quarantined before the check).
+SCOPE = "inserts and updates not quarantined before the check"
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,7 @@ def check(ctx: BatchContext, decoded: Decoded) -> Checked:
                 events,
                 decoded.layout.key_names,
                 ctx.batch_id,
+                Seen(decoded.counts.records, SCOPE),
                 BRONZE_COORDINATES,
             )
         )
