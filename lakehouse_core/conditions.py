@@ -409,6 +409,28 @@ class _Refused(Exception):
         self.problem = problem
 
 
+class _Unqualified(_Refused):
+    """A column ``qualifier.name`` (as ``column``) whose qualifier may not qualify one here."""
+
+    def __init__(self, column: str, qualifier: str, qualifiers: frozenset[str]) -> None:
+        super().__init__(
+            f"{column!r} reads {qualifier!r}, which is not one of the names that may qualify a "
+            f"column here ({', '.join(sorted(qualifiers))})"
+        )
+        self.column = column
+        self.qualifier = qualifier
+
+
+class UnknownQualifier(ConfigError):
+    """A condition reads ``column`` (``qualifier.name``) where ``qualifier`` is not among the
+    names that may qualify a column (a pattern's steps), so its caller can name what it is."""
+
+    def __init__(self, message: str, column: str, qualifier: str) -> None:
+        super().__init__(message)
+        self.column = column
+        self.qualifier = qualifier
+
+
 @lru_cache(maxsize=256)
 def parse_condition(text: str, where: str, qualifiers: frozenset[str] = frozenset()) -> Condition:
     """Parse and check ``text``; ``where`` names the setting in messages (e.g. ``apply_as_deletes
@@ -416,10 +438,19 @@ def parse_condition(text: str, where: str, qualifiers: frozenset[str] = frozense
     steps): ``step.column`` reads as the column named ``"step.column"``.
 
     Raises:
+        UnknownQualifier: with ``qualifiers``, a column ``name.column`` whose ``name`` is not
+            one of them.
         ConfigError: one line naming the setting, the offending construct and what is allowed.
     """
     try:
         return _parse(text, qualifiers=qualifiers)
+    except _Unqualified as unknown:
+        shown = text if len(text) <= 200 else text[:200] + "..."
+        raise UnknownQualifier(
+            f"Unsupported condition {shown!r} for {where}: {unknown.problem}.",
+            unknown.column,
+            unknown.qualifier,
+        ) from None
     except _Refused as refused:
         shown = text if len(text) <= 200 else text[:200] + "..."
         raise ConfigError(
@@ -716,6 +747,14 @@ class _Converter:
             and not any(node.args.get(part) for part in ("db", "catalog"))
         ):
             return Column(f"{qualifier.this}.{node.this.this}")
+        if (
+            self.qualifiers
+            and isinstance(qualifier, exp.Identifier)
+            and isinstance(node.this, exp.Identifier)
+            and not any(node.args.get(part) for part in ("db", "catalog"))
+        ):
+            column = f"{qualifier.this}.{node.this.this}"
+            raise _Unqualified(column, str(qualifier.this), self.qualifiers)
         if not isinstance(node.this, exp.Identifier) or any(
             node.args.get(part) for part in ("table", "db", "catalog")
         ):

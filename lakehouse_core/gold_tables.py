@@ -104,16 +104,28 @@ class Window:
                     f"A {self.kind} window takes {' and '.join(needed)}, not {setting}: "
                     f"remove {setting}."
                 )
-        for setting in ("size", "slide", "gap", "lookback"):
-            value = getattr(self, setting)
-            if value is not None:
-                require_duration(value, f"window {setting}")
         if self.kind == "count" and (
             isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 1
         ):
             raise ConfigError(
                 f"Invalid window count {self.count!r}: use a whole number of events, 1 or more."
             )
+        require_identifier(self.start_as, "window column name (start_as)")
+        require_identifier(self.end_as, "window column name (end_as)")
+        if self.start_as == self.end_as:
+            raise ConfigError(f"start_as and end_as are both {self.start_as!r}: pick two names.")
+
+    def check_durations(self, owner: str) -> None:
+        """Check the window's durations (``owner`` names the gold table in the error): each
+        reads as a duration above 0, and a hopping window's slide does not exceed its size.
+
+        Raises:
+            ConfigError: one line naming ``owner`` and the setting (``window.size``).
+        """
+        for setting in ("size", "slide", "gap", "lookback"):
+            value = getattr(self, setting)
+            if value is not None:
+                require_duration(value, f"window.{setting}", owner=owner)
         if self.kind == "hopping":
             assert self.size is not None and self.slide is not None
             if duration_micros(self.slide) > duration_micros(self.size):
@@ -121,10 +133,6 @@ class Window:
                     f"A hopping window's slide ({self.slide}) must not exceed its size "
                     f"({self.size}); use a tumbling window for gaps between windows."
                 )
-        require_identifier(self.start_as, "window column name (start_as)")
-        require_identifier(self.end_as, "window column name (end_as)")
-        if self.start_as == self.end_as:
-            raise ConfigError(f"start_as and end_as are both {self.start_as!r}: pick two names.")
 
     @property
     def per_group(self) -> bool:
@@ -337,7 +345,8 @@ class StreamJoin:
     t) with the rows of silver table ``source`` whose ``event_time`` lies in
     ``[t - within, t]`` and whose ``on`` columns equal its own (``on`` pairs each column of
     the gold table's source with the other table's column it equals). The gold table's
-    measures are taken over those rows (a row without any keeps count 0 and nulls)."""
+    measures are taken over those rows (a row without any keeps count 0 and nulls); the gold
+    table checks ``within``."""
 
     source: str
     on: tuple[tuple[str, str], ...]
@@ -357,7 +366,6 @@ class StreamJoin:
             require_identifier(source_column, "source column of the stream join's 'on'")
             require_identifier(other_column, f"column of {self.source!r} in the stream join's 'on'")
         require_identifier(self.event_time, f"event_time of the stream join with {self.source!r}")
-        require_duration(self.within, f"within of the stream join with {self.source!r}")
 
     @property
     def within_micros(self) -> int:
@@ -420,7 +428,11 @@ class GoldTable:
                 f"watermark_delay of {where} is negative ({self.watermark_delay!r}): it is how "
                 "far the watermark trails the newest event time; write e.g. '10 minutes'."
             )
-        require_duration(self.watermark_delay, f"watermark_delay of {where}")
+        owner = f"Gold table {self.name!r}"
+        require_duration(self.watermark_delay, "watermark_delay", owner=owner)
+        self.window.check_durations(owner)
+        if self.stream_join is not None:
+            require_duration(self.stream_join.within, "stream_join.within", owner=owner)
         outputs = [*self.group_by, *self.window.columns, *(m.name for m in self.measures)]
         repeated = sorted({name for name in outputs if outputs.count(name) > 1})
         if repeated:

@@ -13,7 +13,12 @@ from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any, Literal, get_args
 
-from lakehouse_core.conditions import Condition, condition_columns, parse_condition
+from lakehouse_core.conditions import (
+    Condition,
+    UnknownQualifier,
+    condition_columns,
+    parse_condition,
+)
 from lakehouse_core.durations import duration_micros, require_duration
 from lakehouse_core.errors import ConfigError
 from lakehouse_core.gold_tables import settings_of
@@ -87,14 +92,12 @@ class Step:
 
 @dataclass(frozen=True)
 class Absent:
-    """No event satisfying ``condition`` may come less than ``within`` after the last step."""
+    """No event satisfying ``condition`` may come less than ``within`` after the last step
+    (both checked by the pattern that has it)."""
 
     condition: str
     within: str
     parsed: Condition | None = field(default=None, init=False, compare=False, repr=False)
-
-    def __post_init__(self) -> None:
-        require_duration(self.within, "within of absent")
 
     @property
     def within_micros(self) -> int:
@@ -157,8 +160,11 @@ class Pattern:
         object.__setattr__(self, "measures", tuple(self.measures))
         for column in self.partition_by:
             require_identifier(column, f"partition_by column of {where}")
-        require_duration(self.within, f"within of {where}")
-        require_duration(self.watermark_delay, f"watermark_delay of {where}")
+        owner = f"Pattern {self.name!r}"
+        require_duration(self.within, "within", owner=owner)
+        require_duration(self.watermark_delay, "watermark_delay", owner=owner)
+        if self.absent is not None:
+            require_duration(self.absent.within, "absent.within", owner=owner)
         if self.after_match not in AFTER_MATCH:
             raise ConfigError(
                 f"Invalid after_match {self.after_match!r} for {where}: use "
@@ -182,9 +188,12 @@ class Pattern:
                 f"Step names of {where} must be unique; repeated: {', '.join(repeated)}."
             )
         for index, step in enumerate(self.steps):
-            condition = parse_condition(
-                step.condition, f"step {step.name!r} of {where}", frozenset(names)
-            )
+            try:
+                condition = parse_condition(
+                    step.condition, f"step {step.name!r} of {where}", frozenset(names)
+                )
+            except UnknownQualifier as unknown:
+                raise self._undeclared(f"step {step.name!r}", unknown, " before it") from None
             _require_earlier(condition, names[:index], f"step {step.name!r} of {where}")
             object.__setattr__(step, "parsed", condition)
         if self.absent is not None:
@@ -194,10 +203,22 @@ class Pattern:
                     "absent it needs a fixed count (e.g. times = 1): the absence window starts "
                     "at its last event."
                 )
-            condition = parse_condition(
-                self.absent.condition, f"absent of {where}", frozenset(names)
-            )
+            try:
+                condition = parse_condition(
+                    self.absent.condition, f"absent of {where}", frozenset(names)
+                )
+            except UnknownQualifier as unknown:
+                raise self._undeclared("absent", unknown) from None
             object.__setattr__(self.absent, "parsed", condition)
+
+    def _undeclared(self, part: str, unknown: UnknownQualifier, before: str = "") -> ConfigError:
+        """The error of a condition of ``part`` (``step 'hot'``, ``absent``) that reads a step
+        the pattern does not declare."""
+        return ConfigError(
+            f"Pattern {self.name!r} {part}: {unknown.column!r} reads step {unknown.qualifier!r}, "
+            f"which the pattern does not declare{before}; its steps are "
+            f"{', '.join(step.name for step in self.steps)}."
+        )
 
     def _check_measures(self, where: str) -> None:
         steps = {step.name for step in self.steps}

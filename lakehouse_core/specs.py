@@ -306,7 +306,7 @@ class QualitySpec:
         for name, action in self.actions:
             require_action(action, f"{name!r} in [quality.actions]")
         if self.validate_every is not None:
-            require_duration(self.validate_every, "validate_every in [quality]")
+            require_duration(self.validate_every, "validate_every", owner="[quality]")
 
     @property
     def validate_seconds(self) -> float | None:

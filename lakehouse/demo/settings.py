@@ -18,8 +18,8 @@ class ShopGoldSpec:
     """The tables and columns of the shop's two gold tables (:func:`shop_gold_tables`).
 
     Raises:
-        ConfigError: a name is not a plain identifier, or a duration is not
-            ``'<number> <unit>'`` above 0.
+        ConfigError: a name is not a plain identifier, or a duration is not a number and a
+            unit above 0.
     """
 
     orders_table: str = "orders"
@@ -41,8 +41,8 @@ class ShopGoldSpec:
             self.click_time,
         ):
             require_identifier(column, "gold setting")
-        for duration in (self.revenue_window, self.session_gap):
-            require_duration(duration)
+        for setting in ("revenue_window", "session_gap"):
+            require_duration(getattr(self, setting), setting, owner="Shop gold settings")
 
 
 def shop_gold_tables(spec: ShopGoldSpec | None = None) -> tuple[GoldTable, ...]:

@@ -35,6 +35,7 @@ from lakehouse_core.conditions import (
     Negate,
     Not,
     Or,
+    UnknownQualifier,
     condition_columns,
     parse_condition,
     parse_expression,
@@ -285,6 +286,23 @@ def test_refused_conditions(condition: str, problem: str) -> None:
     assert message.startswith(f"Unsupported condition {condition!r} for {WHERE}: {problem}")
     assert message.endswith(f"; {SUPPORTED}.")
     assert "\n" not in message
+
+
+def test_an_unknown_qualifier_is_named_only_where_names_may_qualify() -> None:
+    """Outside a pattern a qualified name is refused as before; in one (``qualifiers``: its
+    steps) a name that is not a step is named, so the pattern can say which steps it has."""
+    with pytest.raises(ConfigError) as plain:
+        parse_condition("warm.temp > 1", WHERE)
+    assert "'warm.temp' is not a column name: qualified names and struct fields" in str(plain.value)
+    assert not isinstance(plain.value, UnknownQualifier)
+    with pytest.raises(UnknownQualifier) as unknown:
+        parse_condition("warm.temp > 1", WHERE, frozenset({"cold", "hot"}))
+    assert (unknown.value.column, unknown.value.qualifier) == ("warm.temp", "warm")
+    assert str(unknown.value) == (
+        f"Unsupported condition 'warm.temp > 1' for {WHERE}: 'warm.temp' reads 'warm', which is "
+        "not one of the names that may qualify a column here (cold, hot)."
+    )
+    assert parse_condition("hot.temp > 1", WHERE, frozenset({"cold", "hot"})) is not None
 
 
 def test_size_and_nesting_are_bounded() -> None:

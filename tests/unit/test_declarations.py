@@ -459,12 +459,12 @@ MISTAKES: list[tuple[str, Callable[[], object], str]] = [
     ),
     (
         "bad duration",
-        lambda: tumbling("1 fortnight"),
+        _gold(window=tumbling("1 fortnight")),
         G + 'window = { kind = "tumbling", size = "1 fortnight" }\n' + M,
     ),
     (
         "slide above size",
-        lambda: hopping("1 minute", "5 minutes"),
+        _gold(window=hopping("1 minute", "5 minutes")),
         G + 'window = { kind = "hopping", size = "1 minute", slide = "5 minutes" }\n' + M,
     ),
     (

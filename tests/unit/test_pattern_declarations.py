@@ -74,7 +74,7 @@ MISTAKES = [
     ('{ name = "a" }, { name = "a" }', "", "repeated: a"),
     ('{ name = "a", condition = "x = b.x" }, { name = "b" }', "", "does not come before it"),
     ('{ name = "a", condition = "x = a.x" }', "", "does not come before it"),
-    ('{ name = "a", condition = "x = nowhere.x" }', "", "is not a column name"),
+    ('{ name = "a", condition = "x = nowhere.x" }', "", "reads step 'nowhere', which the"),
     ('{ name = "a", condition = "x IN (SELECT 1)" }', "", "Unsupported condition"),
     ('{ name = "a", colour = "red" }', "", "Unknown setting(s) colour"),
     ("", "", "has no steps"),
@@ -84,14 +84,18 @@ MISTAKES = [
     (GOOD_STEPS, 'measures = [{ name = "m", fn = "max", column = "x", step = "z" }]', "step 'z'"),
     (GOOD_STEPS, 'measures = [{ name = "match_id", fn = "count" }]', "twice"),
     (GOOD_STEPS, 'absent = { condition = "x = 1" }', "needs condition and within"),
-    (GOOD_STEPS, 'absent = { condition = "x = 1", within = "soon" }', "Invalid within"),
+    (
+        GOOD_STEPS,
+        'absent = { condition = "x = 1", within = "soon" }',
+        "absent.within 'soon' is not",
+    ),
     (
         '{ name = "a", times = "1+" }',
         'absent = { condition = "x = 1", within = "1 hour" }',
         "needs a fixed count",
     ),
     (GOOD_STEPS, "alert = 1", "true or false"),
-    (GOOD_STEPS, 'watermark_delay = "-1 hour"', "Invalid watermark_delay"),
+    (GOOD_STEPS, 'watermark_delay = "-1 hour"', "watermark_delay '-1 hour' is not a duration"),
     (GOOD_STEPS, "schedule = 1", "Unknown setting(s) schedule"),
 ]
 
@@ -102,6 +106,35 @@ def test_one_clear_error_per_mistake(tmp_path: Path, steps: str, extra: str, exp
         load_config(toml(tmp_path, steps, extra))
     message = str(raised.value)
     assert expected in message and "\n" not in message, message
+
+
+WARM = '{ name = "cold", condition = "temp < 0" }, { name = "hot", condition = "%s" }'
+
+
+@pytest.mark.parametrize(
+    ("steps", "extra", "message"),
+    [
+        (
+            WARM % "temp > warm.temp",
+            "",
+            "Pattern 'two_countries' step 'hot': 'warm.temp' reads step 'warm', which the "
+            "pattern does not declare before it; its steps are cold, hot.",
+        ),
+        (
+            WARM % "temp > cold.temp",
+            'absent = { condition = "temp > `warm`.temp", within = "5 min" }',
+            "Pattern 'two_countries' absent: 'warm.temp' reads step 'warm', which the pattern "
+            "does not declare; its steps are cold, hot.",
+        ),
+    ],
+    ids=["step", "absent"],
+)
+def test_a_step_not_declared_is_named_with_the_steps_there_are(
+    tmp_path: Path, steps: str, extra: str, message: str
+) -> None:
+    with pytest.raises(ConfigError) as raised:
+        load_config(toml(tmp_path, steps, extra))
+    assert str(raised.value) == message
 
 
 def test_the_command_line_says_it_in_one_line(tmp_path: Path) -> None:

@@ -209,7 +209,7 @@ def test_unknown_column_and_overrides_are_named(tmp_path: Path) -> None:
         (b"[quality]\nactions = 5\n", r"^'actions' in \[quality\] must be a table"),
         (
             b"[quality]\nvalidate_every = 'hourly'\n",
-            r"^Invalid validate_every in \[quality\] 'hourly': write '<number> <unit>'",
+            r"^\[quality\]: validate_every 'hourly' is not a duration: write a number and a ",
         ),
     ],
     ids=["quality-int", "unknown", "action", "actions-int", "validate-every"],

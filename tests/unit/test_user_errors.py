@@ -78,7 +78,9 @@ def test_deeply_nested_condition_is_refused() -> None:
 
 @pytest.mark.parametrize("setting", ["revenue_window", "session_gap"])
 def test_zero_length_window_is_refused_at_load(setting: str) -> None:
-    with pytest.raises(ConfigError, match=r"Invalid duration '0 minutes': .* above 0"):
+    with pytest.raises(
+        ConfigError, match=rf"^Shop gold settings: {setting} '0 minutes' is too short: .* 0,"
+    ):
         ShopGoldSpec(**{setting: "0 minutes"})
 
 
