@@ -219,15 +219,13 @@ def record_declarations(
     equal the newest recorded ones; return the new version (None: nothing written)."""
     config = comparable(config)
     files = PLAIN_FILES if not is_uri(warehouse.root) else hadoop_files(spark)
-    names = files.names(warehouse.declarations)
-    versions = recorded_versions(names)
-    if versions:
-        newest = files.read_text(f"{warehouse.declarations}/{version_file(versions[-1])}")
-        try:
-            if newest is not None and config_from_toml(newest) == config:
-                return None
-        except ConfigError:
-            pass  # an unreadable record: the given declarations replace it
+    try:
+        newest = newest_recorded(warehouse, files)
+    except ConfigError:
+        newest = None  # an unreadable record: the given declarations replace it
+    if newest is not None and newest.config == config:
+        return None
+    versions = recorded_versions(files.names(warehouse.declarations))
     version = (versions[-1] if versions else 0) + 1
     at = (now or datetime.now(UTC)).astimezone(UTC)
     notes = {
