@@ -1,0 +1,242 @@
+"""What a change of declarations implies for the warehouse: the pure comparison behind
+``lakehouse plan`` and the run's refusal of a silver change it cannot make.
+
+:func:`declaration_changes` compares the declarations a warehouse recorded (its last run's,
+:mod:`lakehouse.run.declarations`) with those given now and says, per declaration, what a run
+with the given ones does about it:
+
+* a new gold table or pattern: the run backfills it from its silver table's change feed;
+* a changed gold table or pattern (window, measures, filter, ...): the run applies the new
+  declaration to the windows (partitions) its new changes touch, and does not rebuild the rows
+  the table holds; ``lakehouse replay --table <source>`` rebuilds it whole;
+* a silver table whose ``keys``, ``sequence_by``, ``system_sequence_by``, SCD type, format or
+  topic changed: its rows were merged under the old contract, which no run can undo; the run
+  refuses (:func:`replay_needed`) until ``lakehouse replay --table <name>`` rebuilds it;
+* another changed silver setting (deletes, column lists, partial updates, ...): it applies to
+  the records the run reads from now on;
+* a removed declaration: its table stays in place, no longer updated (orphaned), until
+  ``lakehouse drop`` removes it;
+* a changed SQL model: recomputed whole at its next refresh; settings: from the next run.
+
+No Spark, no I/O: two :class:`~lakehouse_core.config.PipelineConfig` in, :class:`Change` out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from typing import Any, Literal
+
+from lakehouse_core.config import PipelineConfig, TableSpec
+from lakehouse_core.gold_tables import GoldTable
+from lakehouse_core.patterns import Pattern
+
+#: What a change implies: the run backfills the table, applies the change from now on,
+#: cannot make it (a replay must), leaves the table orphaned, or nothing to any table.
+Effect = Literal["backfill", "from_now", "replay", "orphaned", "recompute", "settings"]
+Action = Literal["added", "removed", "changed"]
+
+#: The silver settings whose change a run cannot apply to the rows it merged before: which row
+#: a record replaces (keys), which record wins (sequence), whether history is kept (SCD type),
+#: how records are read (format) and which records (topic).
+CONTRACT_SETTINGS = (
+    "keys",
+    "sequence_by",
+    "system_sequence_by",
+    "stored_as_scd_type",
+    "format",
+    "topic",
+)
+#: Plural names of the kinds, as the config's sections call them.
+_SECTIONS = (
+    ("table", "tables"),
+    ("gold", "gold_tables"),
+    ("pattern", "patterns"),
+    ("model", "models"),
+    ("alert", "alerts"),
+)
+_SETTINGS = ("quality", "catalog", "maintenance")
+#: How a removed declaration's table is removed (``table``: ``gold.<name>``).
+REMOVE = "to remove it: lakehouse drop {table} --yes"
+
+
+@dataclass(frozen=True)
+class Change:
+    """One declaration the given declarations add, remove or change, and what a run does.
+
+    ``kind``: ``table``, ``gold``, ``pattern``, ``model``, ``alert`` or ``settings``;
+    ``settings``: the settings that changed (empty when added or removed); ``effect``: see
+    :data:`Effect`; ``says``: what it implies, one sentence naming the command to run if any.
+    """
+
+    kind: str
+    name: str
+    action: Action
+    effect: Effect
+    says: str
+    settings: tuple[str, ...] = ()
+
+    @property
+    def what(self) -> str:
+        """``changed table orders (keys, sequence_by)``, ``added gold spend_last_hour``."""
+        label = f"[{self.name}]" if self.kind == "settings" else f"{self.kind} {self.name}"
+        detail = f" ({', '.join(self.settings)})" if self.settings else ""
+        return f"{self.action} {label}{detail}"
+
+    def line(self) -> str:
+        """The change and what it implies, as ``lakehouse plan`` prints it."""
+        return f"{self.what}: {self.says}"
+
+
+def changed_settings(old: Any, new: Any) -> tuple[str, ...]:
+    """The names of the dataclass fields (compared ones only) whose values differ."""
+    return tuple(
+        field.name
+        for field in fields(old)
+        if field.compare and getattr(old, field.name) != getattr(new, field.name)
+    )
+
+
+def declaration_changes(recorded: PipelineConfig, given: PipelineConfig) -> list[Change]:
+    """What ``given`` changes of the ``recorded`` declarations, and what a run with ``given``
+    does about each change (see the module's docstring); empty when they declare the same.
+    Tables first, then gold tables, patterns, models, alerts and settings; within a kind,
+    additions, removals, then changes, each in the order declared."""
+    changes: list[Change] = []
+    for kind, section in _SECTIONS:
+        old = {entry.name: entry for entry in getattr(recorded, section)}
+        new = {entry.name: entry for entry in getattr(given, section)}
+        changes += [_added(kind, entry, recorded) for name, entry in new.items() if name not in old]
+        changes += [_removed(kind, entry) for name, entry in old.items() if name not in new]
+        changes += [
+            _changed(kind, old[name], entry)
+            for name, entry in new.items()
+            if name in old and old[name] != entry
+        ]
+    for name in _SETTINGS:
+        before, after = getattr(recorded, name), getattr(given, name)
+        if before != after:
+            changes.append(
+                Change(
+                    "settings",
+                    name,
+                    "changed",
+                    "settings",
+                    "the run uses the new settings from its start",
+                    changed_settings(before, after),
+                )
+            )
+    return changes
+
+
+def replay_needed(changes: Sequence[Change], present: Sequence[str] | None = None) -> list[Change]:
+    """The changes a run cannot make (a silver table's contract, :data:`CONTRACT_SETTINGS`),
+    of the silver tables in ``present`` (None: of every table)."""
+    return [
+        change
+        for change in changes
+        if change.effect == "replay" and (present is None or change.name in present)
+    ]
+
+
+def refusal(needed: Sequence[Change]) -> str:
+    """The one line a run refuses with when ``needed`` (:func:`replay_needed`) is not empty."""
+    tables = ", ".join(f"silver.{change.name}" for change in needed)
+    what = "; ".join(change.what for change in needed)
+    commands = " and ".join(f"lakehouse replay --table {change.name}" for change in needed)
+    return (
+        f"The declarations change how {tables} merges its records ({what}): the rows it holds "
+        f"were merged under the old declarations, which a run cannot undo. Rebuild it from "
+        f"bronze with the new declarations first: {commands} (with the same --config or "
+        "--declarations), then run."
+    )
+
+
+def _added(kind: str, entry: Any, recorded: PipelineConfig) -> Change:
+    if kind == "table":
+        says = (
+            f"new: the run makes silver.{entry.name} from every record bronze holds of "
+            f"topic {entry.topic}"
+        )
+        return Change(kind, entry.name, "added", "backfill", says)
+    if kind in ("gold", "pattern"):
+        says = f"new: the run backfills gold.{entry.name} from silver.{entry.source}"
+        if kind == "gold" and _joins_a_running_share(entry, recorded):
+            says += f" (in its first micro-batch: when silver.{entry.source} next changes)"
+        return Change(kind, entry.name, "added", "backfill", says)
+    if kind == "model":
+        says = f"new: the run computes gold.{entry.name} at its first refresh"
+        return Change(kind, entry.name, "added", "backfill", says)
+    says = f"new: the run scores the rows of silver.{entry.source} against its baseline"
+    return Change(kind, entry.name, "added", "from_now", says)
+
+
+def _joins_a_running_share(table: GoldTable, recorded: PipelineConfig) -> bool:
+    """Whether ``table`` joins a query that at least two ``recorded`` declarations share
+    (:mod:`gold.jobs`: those without a join over one source): that query has run, and runs a
+    micro-batch only when its silver table changes (a group of one had a query of its own,
+    so the group it makes now starts a new query, whose first micro-batch reads everything)."""
+    if not _shareable(table):
+        return False
+    ran = [other for other in recorded.gold_tables if other.source == table.source]
+    return sum(1 for other in ran if _shareable(other)) >= 2
+
+
+def _shareable(table: GoldTable) -> bool:
+    """:func:`gold.jobs.shareable`, without loading Spark."""
+    return table.join is None and table.stream_join is None
+
+
+def _removed(kind: str, entry: Any) -> Change:
+    if kind == "alert":
+        says = (
+            "the run no longer scores its rows; the alerts it raised stay in gold.alerts "
+            "and its baseline stays"
+        )
+        return Change(kind, entry.name, "removed", "orphaned", says)
+    layer = "silver" if kind == "table" else "gold"
+    table = f"{layer}.{entry.name}"
+    says = f"{table} stays in place, no longer updated (orphaned)"
+    if kind == "table":
+        says = (
+            f"{table} stays in place (orphaned): the run no longer applies topic "
+            f"{entry.topic} with its declaration, and replay, forget and maintain refuse while "
+            f"the warehouse holds {table} undeclared"
+        )
+    says += f"; {REMOVE.format(table=table)}"
+    return Change(kind, entry.name, "removed", "orphaned", says)
+
+
+def _changed(kind: str, old: Any, new: Any) -> Change:
+    settings = changed_settings(old, new)
+    if kind == "table":
+        return _changed_table(old, new, settings)
+    if kind in ("gold", "pattern"):
+        assert isinstance(new, GoldTable | Pattern)
+        rows = "windows" if kind == "gold" else "partitions"
+        says = (
+            f"the run applies the new declaration to the {rows} its new changes touch and does "
+            f"not rebuild the rows gold.{new.name} holds; to rebuild them: lakehouse replay "
+            f"--table {new.source}"
+        )
+        return Change(kind, new.name, "changed", "from_now", says, settings)
+    if kind == "model":
+        says = f"the run's next refresh computes gold.{new.name} whole with the new SQL"
+        return Change(kind, new.name, "changed", "recompute", says, settings)
+    says = "the run scores the rows it reads from now on with the new settings"
+    return Change(kind, new.name, "changed", "from_now", says, settings)
+
+
+def _changed_table(old: TableSpec, new: TableSpec, settings: tuple[str, ...]) -> Change:
+    contract = tuple(name for name in settings if name in CONTRACT_SETTINGS)
+    if contract:
+        says = (
+            f"silver.{new.name} must be rebuilt from bronze: lakehouse replay --table "
+            f"{new.name} (a run refuses until then)"
+        )
+        return Change("table", new.name, "changed", "replay", says, settings)
+    says = (
+        f"the run applies it to the records it reads from now on; the rows silver.{new.name} "
+        f"holds stay as merged: lakehouse replay --table {new.name} applies it to all"
+    )
+    return Change("table", new.name, "changed", "from_now", says, settings)

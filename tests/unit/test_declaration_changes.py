@@ -1,0 +1,175 @@
+"""What a change of declarations implies (:mod:`lakehouse.run.changes`): per declaration added,
+removed or changed, the effect a run with the new declarations has, and the changes it
+refuses. Pure: two configs in, no Spark."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from lakehouse.declare import cdc_table, gold_table, measure, pipeline_config, tumbling
+from lakehouse.demo.job import DEMO_CONFIG
+from lakehouse.demo.settings import SHOP_CONFIG
+from lakehouse.run.changes import (
+    Change,
+    declaration_changes,
+    refusal,
+    replay_needed,
+)
+from lakehouse_core.config import PipelineConfig, QualitySpec
+from lakehouse_core.gold_tables import GoldTable
+
+pytestmark = pytest.mark.unit
+
+
+def _gold(config: PipelineConfig, name: str) -> GoldTable:
+    return next(table for table in config.gold_tables if table.name == name)
+
+
+def _one(changes: list[Change]) -> Change:
+    assert len(changes) == 1, [change.line() for change in changes]
+    return changes[0]
+
+
+def test_the_same_declarations_change_nothing() -> None:
+    assert declaration_changes(DEMO_CONFIG, DEMO_CONFIG) == []
+    assert declaration_changes(PipelineConfig(), PipelineConfig()) == []
+
+
+def test_new_gold_tables_and_patterns_backfill_from_silver() -> None:
+    changes = declaration_changes(SHOP_CONFIG, DEMO_CONFIG)
+    added = {change.name: change for change in changes if change.action == "added"}
+    assert set(added) == {
+        "revenue_by_tier",
+        "spend_last_hour",
+        "order_blocks",
+        "order_attribution",
+        "order_bursts",
+        "abandoned_carts",
+        "big_orders",
+    }
+    others = [change.what for change in changes if change.action != "added"]
+    assert others == ["changed [quality] (packaged_suites)"]  # the demo's own suites
+    bursts = added["order_bursts"]
+    assert (bursts.kind, bursts.effect) == ("pattern", "backfill")
+    assert bursts.line() == (
+        "added pattern order_bursts: new: the run backfills gold.order_bursts from silver.orders"
+    )
+    # the shop ran one declaration over orders (a query of its own): the shared query is new
+    assert added["spend_last_hour"].line() == (
+        "added gold spend_last_hour: new: the run backfills gold.spend_last_hour from silver.orders"
+    )
+
+
+def test_a_new_member_of_a_running_shared_query_backfills_when_silver_next_changes() -> None:
+    spend = _gold(DEMO_CONFIG, "spend_last_hour")
+    before = replace(
+        DEMO_CONFIG, gold_tables=tuple(t for t in DEMO_CONFIG.gold_tables if t != spend)
+    )
+    change = _one(declaration_changes(before, DEMO_CONFIG))
+    assert change.effect == "backfill"
+    assert change.says.endswith("(in its first micro-batch: when silver.orders next changes)")
+
+
+def test_a_changed_gold_table_names_its_settings_and_how_to_rebuild_it() -> None:
+    revenue = _gold(SHOP_CONFIG, "revenue_per_minute")
+    wider = gold_table(
+        "revenue_per_minute",
+        source="orders",
+        event_time=revenue.event_time,
+        window=tumbling("5 minutes"),
+        measures=[measure.sum("total", name="revenue")],
+    )
+    given = replace(
+        SHOP_CONFIG,
+        gold_tables=tuple(wider if t is revenue else t for t in SHOP_CONFIG.gold_tables),
+    )
+    change = _one(declaration_changes(SHOP_CONFIG, given))
+    assert (change.kind, change.action, change.effect) == ("gold", "changed", "from_now")
+    assert "window" in change.settings and "measures" in change.settings
+    assert change.what.startswith("changed gold revenue_per_minute (window, measures")
+    assert change.says == (
+        "the run applies the new declaration to the windows its new changes touch and does not "
+        "rebuild the rows gold.revenue_per_minute holds; to rebuild them: lakehouse replay "
+        "--table orders"
+    )
+    assert replay_needed([change]) == []
+
+
+def test_a_changed_filter_is_named() -> None:
+    revenue = _gold(SHOP_CONFIG, "revenue_per_minute")
+    filtered = replace(revenue, filter="total > 0")
+    given = replace(SHOP_CONFIG, gold_tables=(filtered, *SHOP_CONFIG.gold_tables[1:]))
+    change = _one(declaration_changes(SHOP_CONFIG, given))
+    assert change.settings == ("filter",)
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        {"keys": ("event_id", "user_id")},
+        {"sequence_by": ("event_id",)},
+        {"stored_as_scd_type": 2},
+        {"topic": "shop.clicks"},
+    ],
+)
+def test_a_changed_silver_contract_needs_a_replay_of_that_table(setting: dict[str, Any]) -> None:
+    clicks = SHOP_CONFIG.tables[0]
+    given = replace(SHOP_CONFIG, tables=(replace(clicks, **setting),))
+    change = _one(declaration_changes(SHOP_CONFIG, given))
+    assert (change.kind, change.effect, change.settings) == ("table", "replay", tuple(setting))
+    assert "lakehouse replay --table clickstream (a run refuses until then)" in change.says
+    assert replay_needed([change]) == [change]
+    assert replay_needed([change], present=["orders"]) == []
+    line = refusal([change])
+    assert line.startswith(
+        f"The declarations change how silver.clickstream merges its records (changed table "
+        f"clickstream ({next(iter(setting))}))"
+    )
+    assert "lakehouse replay --table clickstream" in line and "\n" not in line
+
+
+def test_another_silver_setting_applies_from_now_on() -> None:
+    clicks = SHOP_CONFIG.tables[0]
+    given = replace(SHOP_CONFIG, tables=(replace(clicks, apply_as_deletes="action = 'x'"),))
+    change = _one(declaration_changes(SHOP_CONFIG, given))
+    assert (change.effect, change.settings) == ("from_now", ("apply_as_deletes",))
+    assert "records it reads from now on" in change.says
+
+
+def test_removed_declarations_leave_their_tables_orphaned() -> None:
+    nothing = replace(PipelineConfig(), quality=DEMO_CONFIG.quality)
+    changes = declaration_changes(DEMO_CONFIG, nothing)
+    assert {change.action for change in changes} == {"removed"}
+    assert {change.effect for change in changes} == {"orphaned"}
+    by_name = {change.name: change for change in changes}
+    assert by_name["user_sessions"].line() == (
+        "removed gold user_sessions: gold.user_sessions stays in place, no longer updated "
+        "(orphaned); to remove it: lakehouse drop gold.user_sessions --yes"
+    )
+    clicks = by_name["clickstream"]
+    assert clicks.says.startswith(
+        "silver.clickstream stays in place (orphaned): the run no longer applies topic "
+        "shop.clickstream with its declaration"
+    )
+    assert clicks.says.endswith("lakehouse drop silver.clickstream --yes")
+    assert "gold.alerts" in by_name["big_orders"].says
+
+
+def test_tables_and_settings_declared_in_python_compare_like_toml() -> None:
+    orders = cdc_table("orders", topic="shop.public.orders")
+    before = pipeline_config(tables=[orders])
+    after = pipeline_config(
+        tables=[cdc_table("orders", topic="shop.public.orders", stored_as_scd_type=2)],
+        quality=QualitySpec(),
+    )
+    assert _one(declaration_changes(before, after)).effect == "replay"
+    added = _one(declaration_changes(PipelineConfig(), before))
+    assert added.line() == (
+        "added table orders: new: the run makes silver.orders from every record bronze holds "
+        "of topic shop.public.orders"
+    )
+    settings = declaration_changes(before, replace(before, quality=QualitySpec(suites="/x")))
+    assert _one(settings).what == "changed [quality] (suites)"
