@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from lakehouse_core.config import QualityAction, QualitySpec, require_action
 from lakehouse_core.errors import ConfigError
+from lakehouse_core.expects import DeclaredSuite
 from lakehouse_core.identifiers import require_identifier
 from lakehouse_core.layout import LAYERS
 
@@ -105,36 +106,70 @@ def suite_path(quality: QualitySpec, layer: str, table: str) -> Path | None:
 
 
 def suite_names(quality: QualitySpec, layer: str) -> list[str]:
-    """The tables of ``layer`` that have a suite."""
+    """The tables of ``layer`` that have a suite (a file, or expectations declared beside
+    the table)."""
     roots = [Path(quality.suites)] if quality.suites is not None else []
     if quality.packaged_suites:
         roots.append(PACKAGED_SUITES)
-    return sorted({p.stem for root in roots for p in (root / layer).glob("*.json")})
+    files = {p.stem for root in roots for p in (root / layer).glob("*.json")}
+    return sorted(files | {d.table for d in quality.declared if d.layer == layer})
+
+
+def suite_source(quality: QualitySpec, layer: str, table: str) -> str | None:
+    """Where suite ``<layer>.<table>`` is defined, for messages: its file, the expectations
+    declared beside the table, or both (None: no suite)."""
+    path = suite_path(quality, layer, table)
+    declared = f"the expectations declared on {layer} table {table!r}"
+    if not quality.declared_for(layer, table):
+        return None if path is None else str(path)
+    return declared if path is None else f"{path} and {declared}"
+
+
+def table_suite(quality: QualitySpec, layer: str, table: str) -> ExpectationSuite | None:
+    """The GX suite of table ``<layer>.<table>``: its file's expectations, then those declared
+    beside the table (None: neither).
+
+    Raises:
+        ConfigError: as :func:`_load`, or a declared expectation without a GX form.
+    """
+    found = _suite(quality, layer, table)
+    return None if found is None else found[0]
+
+
+def _suite(
+    quality: QualitySpec, layer: str, table: str
+) -> tuple[ExpectationSuite, list[Any]] | None:
+    path = suite_path(quality, layer, table)
+    declared = quality.declared_for(layer, table)
+    if path is None and not declared:
+        return None
+    name = f"{layer}.{table}"
+    if path is None:
+        document: dict[str, Any] = {"name": name, "expectations": []}
+        where = f"The expectations declared on {layer} table {table!r}"
+    else:
+        document, where = _document(path, name), f"Suite file {path}"
+    if declared:
+        extra = DeclaredSuite(layer, table, declared).configurations()
+        document = document | {"expectations": [*document.get("expectations", []), *extra]}
+    return _load(document, name, where)
 
 
 def read_suite(path: Path, name: str) -> ExpectationSuite:
     """The GX suite in ``path``, every expectation checked by GX's own models.
 
     Raises:
-        ConfigError: as :func:`_read`.
+        ConfigError: as :func:`_document` and :func:`_load`.
     """
-    return _read(path, name)[0]
+    return _load(_document(path, name), name, f"Suite file {path}")[0]
 
 
-def _read(path: Path, name: str) -> tuple[ExpectationSuite, list[Any]]:
-    """The GX suite in ``path`` and its expectations' configurations as written (GX's models
-    turn numbers into floats; the configurations keep a bigint bound exact).
+def _document(path: Path, name: str) -> dict[str, Any]:
+    """The JSON object of suite file ``path``.
 
     Raises:
-        ConfigError: the file is not JSON, not a suite, named other than ``name``, or holds an
-            expectation GX does not know or whose arguments GX refuses.
+        ConfigError: the file is not JSON, not an object, or named other than ``name``.
     """
-    from great_expectations.core.expectation_suite import (
-        ExpectationSuite,
-        expectationSuiteSchema,
-    )
-    from marshmallow import ValidationError
-
     where = f"Suite file {path}"
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
@@ -147,6 +182,23 @@ def _read(path: Path, name: str) -> tuple[ExpectationSuite, list[Any]]:
             f"{where} is named {document.get('name')!r}: a suite's name must be {name!r} "
             "(<layer>.<table>, as its path says)."
         )
+    return document
+
+
+def _load(document: dict[str, Any], name: str, where: str) -> tuple[ExpectationSuite, list[Any]]:
+    """The GX suite of a suite ``document`` and its expectations' configurations as written
+    (GX's models turn numbers into floats; the configurations keep a bigint bound exact).
+
+    Raises:
+        ConfigError: ``document`` is not a suite, or holds an expectation GX does not know or
+            whose arguments GX refuses (``where`` names it).
+    """
+    from great_expectations.core.expectation_suite import (
+        ExpectationSuite,
+        expectationSuiteSchema,
+    )
+    from marshmallow import ValidationError
+
     try:
         loaded = expectationSuiteSchema.load(document)
     except ValidationError as error:
@@ -174,11 +226,11 @@ def load_suite(quality: QualitySpec, layer: str, table: str) -> TableSuite | Non
         ConfigError: the suite is malformed, has an expectation type the streams cannot run,
             an unknown action, or two expectations of one name.
     """
-    path = suite_path(quality, layer, table)
-    if path is None:
+    found = _suite(quality, layer, table)
+    if found is None:
         return None
     name = f"{layer}.{table}"
-    _, configurations = _read(path, name)
+    _, configurations = found
     rules: list[Rule] = []
     table_level = 0
     for configuration in configurations:
@@ -221,7 +273,9 @@ def load_suite(quality: QualitySpec, layer: str, table: str) -> TableSuite | Non
             )
         rules.append(Rule(name, rule_name, kind, column, kwargs, action))
     _check_overrides(quality, name, rules)
-    return TableSuite(name, str(path), tuple(rules), table_level)
+    source = suite_source(quality, layer, table)
+    assert source is not None
+    return TableSuite(name, source, tuple(rules), table_level)
 
 
 def default_name(kind: str, column: str) -> str:
@@ -239,7 +293,7 @@ def check_overrides(quality: QualitySpec) -> None:
                 f"[quality.actions] key {qualified!r} must be '<layer>.<table>.<expectation>', "
                 "e.g. 'silver.orders.total_not_negative'."
             )
-        if suite_path(quality, layer, table) is None:
+        if table not in suite_names(quality, layer):
             raise ConfigError(
                 f"[quality.actions] names {qualified!r}, but there is no suite for "
                 f"{layer}.{table}. Suites of {layer}: "

@@ -19,7 +19,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from expectations.offline_docs import assets_root, make_offline
-from expectations.suites import default_name, read_suite, suite_names, suite_path
+from expectations.suites import default_name, suite_names, table_suite
 from lakehouse_core.config import QualityAction, QualitySpec, require_action
 from lakehouse_core.delta_io import table_exists
 from lakehouse_core.errors import ExpectationFailedError
@@ -91,9 +91,9 @@ def validate_warehouse(
             if not table_exists(spark, path):
                 validation.missing.append(name)
                 continue
-            suite_file = suite_path(quality, layer, table)
-            assert suite_file is not None
-            suite = context.suites.add_or_update(read_suite(suite_file, name))
+            declared_and_filed = table_suite(quality, layer, table)
+            assert declared_and_filed is not None
+            suite = context.suites.add_or_update(declared_and_filed)
             asset = next((a for a in source.assets if a.name == name), None)
             if asset is None:
                 asset = source.add_dataframe_asset(name)

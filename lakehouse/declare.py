@@ -36,6 +36,7 @@ from lakehouse_core.config import (
     TableSpec,
 )
 from lakehouse_core.errors import ConfigError
+from lakehouse_core.expects import Expectation, check_expectations, expectations_to_mapping
 from lakehouse_core.gold_tables import (
     GoldTable,
     Join,
@@ -69,6 +70,7 @@ __all__ = [
     "Absent",
     "AlertSpec",
     "CatalogSpec",
+    "Expectation",
     "GoldTable",
     "Join",
     "MaintenanceSpec",
@@ -90,6 +92,12 @@ __all__ = [
     "config_from_toml",
     "count_window",
     "events_table",
+    "expect",
+    "expect_all",
+    "expect_all_or_drop",
+    "expect_all_or_fail",
+    "expect_or_drop",
+    "expect_or_fail",
     "gold_table",
     "hopping",
     "join",
@@ -110,6 +118,9 @@ __all__ = [
 
 #: A column list as Python users write it: one name, or a sequence of names.
 Columns = str | Sequence[str]
+#: A table's expectations as Python users write them: ``expect(...)`` declarations and the
+#: groups ``expect_all(...)`` returns, in one list.
+Expectations = Sequence[Expectation | Sequence[Expectation]]
 #: The base of a relative suites directory declared in Python: the working directory.
 _HERE = Path(".")
 
@@ -132,6 +143,74 @@ def _plain(value: Any) -> Any:
     if isinstance(value, tuple | list):
         return [_plain(item) for item in value]
     return value
+
+
+# --- expectations ---------------------------------------------------------------------------
+
+
+def expect(name: str, condition: str) -> Expectation:
+    """Expectation ``name``: rows should satisfy ``condition``; a row that does not is counted
+    and warned about, and kept (Databricks' ``@dlt.expect``). ``condition`` is one column
+    compared with constants (``"total >= 0"``, ``"status IN ('new', 'paid')"``,
+    ``"email LIKE '%@%'"``, ``"customer_id IS NOT NULL"``; the forms are listed in
+    :mod:`lakehouse_core.expects`); it is checked with the table it is declared on."""
+    return Expectation(name, condition, "warn")
+
+
+def expect_or_drop(name: str, condition: str) -> Expectation:
+    """As :func:`expect`, but a row that breaks it goes to quarantine instead of the table
+    (``@dlt.expect_or_drop``; silver tables only: a gold row is derived, never withheld)."""
+    return Expectation(name, condition, "drop")
+
+
+def expect_or_fail(name: str, condition: str) -> Expectation:
+    """As :func:`expect`, but a row that breaks it fails the micro-batch, which commits
+    nothing (``@dlt.expect_or_fail``)."""
+    return Expectation(name, condition, "fail")
+
+
+def expect_all(expectations: Mapping[str, str]) -> tuple[Expectation, ...]:
+    """:func:`expect` of each name -> condition of ``expectations`` (``@dlt.expect_all``)."""
+    return tuple(expect(name, condition) for name, condition in _named(expectations))
+
+
+def expect_all_or_drop(expectations: Mapping[str, str]) -> tuple[Expectation, ...]:
+    """:func:`expect_or_drop` of each name -> condition (``@dlt.expect_all_or_drop``)."""
+    return tuple(expect_or_drop(name, condition) for name, condition in _named(expectations))
+
+
+def expect_all_or_fail(expectations: Mapping[str, str]) -> tuple[Expectation, ...]:
+    """:func:`expect_or_fail` of each name -> condition (``@dlt.expect_all_or_fail``)."""
+    return tuple(expect_or_fail(name, condition) for name, condition in _named(expectations))
+
+
+def _named(expectations: Mapping[str, str]) -> list[tuple[str, str]]:
+    if not isinstance(expectations, Mapping):
+        raise ConfigError(
+            "expect_all takes a dict of expectation name -> condition, e.g. "
+            f'{{"total_not_negative": "total >= 0"}}; not {expectations!r}.'
+        )
+    return list(expectations.items())
+
+
+def _expect_tables(expectations: Expectations, owner: str, layer: str) -> dict[str, Any]:
+    """The ``expect``/``expect_or_drop``/``expect_or_fail`` tables of a table's TOML entry
+    for ``expectations``, checked first so that no mistake is lost in the tables (a name
+    given twice, a condition without a GX form).
+
+    Raises:
+        ConfigError: as :func:`lakehouse_core.expects.check_expectations`.
+    """
+    if isinstance(expectations, Expectation | str | Mapping):
+        expectations = [expectations]  # type: ignore[list-item]  # checked below
+    flat: list[Any] = []
+    for item in expectations:
+        if isinstance(item, Sequence) and not isinstance(item, str):
+            flat.extend(item)
+        else:
+            flat.append(item)
+    check_expectations(flat, owner, layer)
+    return expectations_to_mapping(flat)
 
 
 # --- silver tables --------------------------------------------------------------------------
@@ -158,16 +237,21 @@ def cdc_table(
     on_incompatible_type: str = "fail",
     type_widening: str = "in_place",
     deletion_vectors: bool = False,
+    expectations: Expectations = (),
 ) -> TableSpec:
     """Silver table ``name`` from the Debezium change events of ``topic`` (required; a
     ``[[tables]]`` entry; the settings as in Databricks' ``create_auto_cdc_flow``, see
     docs/silver-semantics.md). ``keys``/``sequence_by`` default to the record key and the
-    connector's own sequence.
+    connector's own sequence. ``expectations``: :func:`expect`, :func:`expect_or_drop`,
+    :func:`expect_or_fail` and ``expect_all...`` declarations of the silver rows.
 
     Raises:
-        ConfigError: a missing, mistyped or invalid setting (the message its TOML gives).
+        ConfigError: a missing, mistyped or invalid setting or expectation (the message its
+            TOML gives).
     """
-    return table_from(_entry(**locals()))
+    settings = dict(locals())
+    tables = _expect_tables(settings.pop("expectations"), f"silver table {name!r}", "silver")
+    return table_from(_entry(**settings, **tables))
 
 
 def events_table(
@@ -192,16 +276,20 @@ def events_table(
     on_incompatible_type: str = "fail",
     type_widening: str = "in_place",
     deletion_vectors: bool = False,
+    expectations: Expectations = (),
 ) -> TableSpec:
     """Silver table ``name`` from a plain event stream ``topic`` (``format = "events"``):
     each event's ``keys`` identify it, ``sequence_by`` orders its versions (all three
-    required); ``schema`` (a
-    Spark DDL string) fixes the columns, else they are inferred.
+    required); ``schema`` (a Spark DDL string) fixes the columns, else they are inferred.
+    ``expectations``: as for :func:`cdc_table`.
 
     Raises:
-        ConfigError: a missing, mistyped or invalid setting (the message its TOML gives).
+        ConfigError: a missing, mistyped or invalid setting or expectation (the message its
+            TOML gives).
     """
-    return table_from(_entry(format="events", **locals()))
+    settings = dict(locals())
+    tables = _expect_tables(settings.pop("expectations"), f"silver table {name!r}", "silver")
+    return table_from(_entry(format="events", **settings, **tables))
 
 
 # --- gold tables ----------------------------------------------------------------------------
@@ -372,12 +460,15 @@ def gold_table(
     stream_join: StreamJoin | None = None,
     top_n: TopN | None = None,
     watermark_delay: str = "10 minutes",
+    expectations: Expectations = (),
 ) -> GoldTable:
     """Gold table ``gold.<name>``: ``measures`` of silver ``source``'s rows per ``group_by``
     values and ``window`` of ``event_time`` (a ``[[gold]]`` entry, docs/gold.md); ``columns``
     computes columns (name -> Spark SQL expression) first; ``filter`` keeps the rows it is
     true for. ``source``, ``event_time``, ``measures`` and ``window`` are required (``window``
-    may be left out with a ``stream_join``: one row per source row).
+    may be left out with a ``stream_join``: one row per source row). ``expectations``:
+    :func:`expect` and :func:`expect_or_fail` declarations (and their ``expect_all`` forms)
+    of the gold rows.
 
     Raises:
         ConfigError: a missing or invalid setting (the message its TOML gives).
@@ -396,7 +487,8 @@ def gold_table(
         top_n=top_n,
         watermark_delay=watermark_delay,
     )
-    return gold_table_from(entry)
+    tables = _expect_tables(expectations, f"gold table {name!r}", "gold")
+    return gold_table_from(entry | tables)
 
 
 # --- patterns -------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 that builds them (:mod:`lakehouse_core.loader`). Code outside ``lakehouse_core`` imports settings
 from here."""
 
+from lakehouse_core.expects import QUALITY_ACTIONS, Expectation, QualityAction, require_action
 from lakehouse_core.loader import (
     alerts_from,
     catalog_from,
@@ -15,7 +16,6 @@ from lakehouse_core.loader import (
 )
 from lakehouse_core.specs import (
     INCOMPATIBLE_TYPE_POLICIES,
-    QUALITY_ACTIONS,
     SCD_TYPES,
     TABLE_FORMATS,
     CatalogSpec,
@@ -23,11 +23,9 @@ from lakehouse_core.specs import (
     IncompatibleTypePolicy,
     MaintenanceSpec,
     PipelineConfig,
-    QualityAction,
     QualitySpec,
     TableFormat,
     TableSpec,
-    require_action,
 )
 
 __all__ = [
@@ -37,6 +35,7 @@ __all__ = [
     "TABLE_FORMATS",
     "CatalogSpec",
     "ConditionSetting",
+    "Expectation",
     "IncompatibleTypePolicy",
     "MaintenanceSpec",
     "PipelineConfig",

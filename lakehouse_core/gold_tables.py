@@ -26,6 +26,7 @@ from lakehouse_core.conditions import (
 )
 from lakehouse_core.durations import duration_micros, require_duration
 from lakehouse_core.errors import ConfigError
+from lakehouse_core.expects import Expectation, check_expectations, expectations_to_mapping
 from lakehouse_core.identifiers import require_identifier
 from lakehouse_core.layout import LATE_EVENTS
 
@@ -399,6 +400,9 @@ class GoldTable:
     stream_join: StreamJoin | None = None
     computed: tuple[tuple[str, str], ...] = ()
     top_n: TopN | None = None
+    #: Expectations of the gold table's rows (``expect`` and ``expect_or_fail`` in TOML;
+    #: :mod:`lakehouse_core.expects`).
+    expectations: tuple[Expectation, ...] = ()
     condition: Condition | None = field(default=None, init=False, compare=False, repr=False)
     expressions: tuple[tuple[str, Expr], ...] = field(
         default=(), init=False, compare=False, repr=False
@@ -416,6 +420,8 @@ class GoldTable:
         require_identifier(self.event_time, f"event_time of {where}")
         object.__setattr__(self, "group_by", tuple(self.group_by))
         object.__setattr__(self, "measures", tuple(self.measures))
+        object.__setattr__(self, "expectations", tuple(self.expectations))
+        check_expectations(self.expectations, where, "gold")
         for column in self.group_by:
             require_identifier(column, f"group_by column of {where}")
         if not self.measures:
@@ -700,7 +706,7 @@ def gold_table_to_mapping(table: GoldTable) -> dict[str, Any]:
         entry["stream_join"] = part_to_mapping(table.stream_join)
     if table.top_n is not None:
         entry["top_n"] = part_to_mapping(table.top_n)
-    return entry
+    return entry | expectations_to_mapping(table.expectations)
 
 
 def part_to_mapping(part: Join | StreamJoin | TopN) -> dict[str, Any]:

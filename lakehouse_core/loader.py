@@ -25,6 +25,7 @@ from pydantic_core import ErrorDetails
 
 from lakehouse_core.alerting import AlertSpec
 from lakehouse_core.errors import ConfigError
+from lakehouse_core.expects import ACTION_SETTINGS, expectations_from, require_action
 from lakehouse_core.gold_tables import (
     WINDOW_KINDS,
     GoldTable,
@@ -43,7 +44,6 @@ from lakehouse_core.specs import (
     PipelineConfig,
     QualitySpec,
     TableSpec,
-    require_action,
 )
 
 # --- the shape of a pipeline TOML document ------------------------------------------------
@@ -72,9 +72,18 @@ class Shape(BaseModel):
         return cls.where.format(parent=parent, name=f" {name!r}" if name != "" else "")
 
 
+#: The message of an ``expect`` table that is not of name = condition text.
+_EXPECT_MESSAGES = {
+    setting: f"'{setting}' of {{where}} must be a table of expectation name = condition, "
+    f'e.g. {setting} = {{{{ total_not_negative = "total >= 0" }}}}.'
+    for setting in ("expect", "expect_or_drop", "expect_or_fail")
+}
+
+
 class TableShape(Shape):
     where = "[[tables]]"
     missing = "Each [[tables]] entry needs 'name' and 'topic'."
+    messages = _EXPECT_MESSAGES
 
     name: str
     topic: str
@@ -97,6 +106,9 @@ class TableShape(Shape):
     stored_as_scd_type: int | str | None = None
     track_history_column_list: list[str] | None = None
     track_history_except_column_list: list[str] | None = None
+    expect: dict[str, str] | None = None
+    expect_or_drop: dict[str, str] | None = None
+    expect_or_fail: dict[str, str] | None = None
 
 
 _WINDOW_EXAMPLE = 'window = { kind = "tumbling", size = "1 minute" }'
@@ -221,6 +233,7 @@ class GoldShape(Shape):
         "stream_join": f"'stream_join' of {{where}} must be a table, e.g. "
         f"{_literal(_STREAM_JOIN_EXAMPLE)}.",
         "top_n": f"'top_n' of {{where}} must be a table, e.g. {_literal(_TOP_N_EXAMPLE)}.",
+        **_EXPECT_MESSAGES,
     }
 
     name: str
@@ -235,6 +248,8 @@ class GoldShape(Shape):
     stream_join: StreamJoinShape | None = None
     columns: dict[str, str] | None = None
     top_n: TopNShape | None = None
+    expect: dict[str, str] | None = None
+    expect_or_fail: dict[str, str] | None = None
 
 
 class StepShape(Shape):
@@ -593,8 +608,13 @@ def table_from(entry: Mapping[str, Any]) -> TableSpec:
 
 
 def _table(entry: Mapping[str, Any]) -> TableSpec:
-    values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in entry.items()}
-    return TableSpec(**values)
+    values: dict[str, Any] = {
+        k: tuple(v) if isinstance(v, list) else v
+        for k, v in entry.items()
+        if k not in ACTION_SETTINGS.values()
+    }
+    owner = f"silver table {entry['name']!r}"
+    return TableSpec(**values, expectations=expectations_from(entry, owner))
 
 
 def alerts_from(entries: Any) -> tuple[AlertSpec, ...]:
@@ -685,6 +705,7 @@ def _gold_table(entry: Mapping[str, Any]) -> GoldTable:
         stream_join=_stream_join(entry["stream_join"]) if "stream_join" in entry else None,
         computed=tuple(entry.get("columns", {}).items()),
         top_n=_top_n(entry["top_n"]) if "top_n" in entry else None,
+        expectations=expectations_from(entry, f"gold table {entry['name']!r}"),
     )
 
 

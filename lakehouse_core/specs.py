@@ -24,6 +24,14 @@ from lakehouse_core.columns import column_name_problem
 from lakehouse_core.conditions import Condition, parse_condition
 from lakehouse_core.durations import duration_micros, require_duration
 from lakehouse_core.errors import ConfigError
+from lakehouse_core.expects import (
+    DeclaredSuite,
+    Expectation,
+    QualityAction,
+    check_expectations,
+    expectations_to_mapping,
+    require_action,
+)
 from lakehouse_core.gold_tables import (
     GoldTable,
     check_gold_tables,
@@ -77,6 +85,9 @@ class TableSpec:
     stored_as_scd_type: int = 1
     track_history_column_list: tuple[str, ...] | None = None
     track_history_except_column_list: tuple[str, ...] | None = None
+    #: Expectations of the silver table (``expect``, ``expect_or_drop``, ``expect_or_fail``
+    #: in TOML; :mod:`lakehouse_core.expects`).
+    expectations: tuple[Expectation, ...] = ()
 
     def __post_init__(self) -> None:
         self._normalise_databricks_forms()
@@ -114,6 +125,8 @@ class TableSpec:
                 f"Must be one of {', '.join(TYPE_WIDENING_MODES)}."
             )
         self._check_history_settings()
+        object.__setattr__(self, "expectations", tuple(self.expectations))
+        check_expectations(self.expectations, f"silver table {self.name!r}", "silver")
 
     def _normalise_databricks_forms(self) -> None:
         """Take the settings as Databricks' ``create_auto_cdc_flow`` users write them: one
@@ -266,24 +279,6 @@ class MaintenanceSpec:
             )
 
 
-QualityAction = Literal["warn", "drop", "fail"]
-QUALITY_ACTIONS: tuple[QualityAction, ...] = ("warn", "drop", "fail")
-
-
-def require_action(action: object, where: str) -> QualityAction:
-    """``action`` if it is one of :data:`QUALITY_ACTIONS`.
-
-    Raises:
-        ConfigError: any other value, naming ``where`` it was found.
-    """
-    for known in QUALITY_ACTIONS:
-        if action == known:
-            return known
-    raise ConfigError(
-        f"Unknown action {action!r} for {where}. Must be one of {', '.join(QUALITY_ACTIONS)}."
-    )
-
-
 @dataclass(frozen=True)
 class QualitySpec:
     """Which data-quality suites a pipeline applies (the ``[quality]`` table of the config).
@@ -301,6 +296,9 @@ class QualitySpec:
     packaged_suites: bool = False
     actions: tuple[tuple[str, QualityAction], ...] = ()
     validate_every: str | None = None
+    #: The expectations declared beside the pipeline's tables (set by :class:`PipelineConfig`
+    #: from its tables and gold tables; not a ``[quality]`` setting, so not compared).
+    declared: tuple[DeclaredSuite, ...] = field(default=(), compare=False, repr=False)
 
     def __post_init__(self) -> None:
         for name, action in self.actions:
@@ -317,7 +315,14 @@ class QualitySpec:
 
     @property
     def enabled(self) -> bool:
-        return self.suites is not None or self.packaged_suites
+        return self.suites is not None or self.packaged_suites or bool(self.declared)
+
+    def declared_for(self, layer: str, table: str) -> tuple[Expectation, ...]:
+        """The expectations declared beside table ``<layer>.<table>`` (none: empty)."""
+        for suite in self.declared:
+            if (suite.layer, suite.table) == (layer, table):
+                return suite.expectations
+        return ()
 
     def action_for(self, name: str) -> QualityAction | None:
         """The configured action of expectation ``<layer>.<table>.<expectation>``, if any."""
@@ -391,19 +396,28 @@ class PipelineConfig:
         object.__setattr__(self, "patterns", tuple(self.patterns))
         golds = (t.name for t in self.gold_declarations)
         check_patterns(self.patterns, reserved_gold_names(golds, self.alerts))
+        declared = tuple(
+            DeclaredSuite(layer, spec.name, spec.expectations)
+            for layer, specs in (("silver", self.tables), ("gold", self.gold_tables))
+            for spec in specs
+            if spec.expectations
+        )
+        object.__setattr__(self, "quality", replace(self.quality, declared=declared))
 
     def to_mapping(self) -> dict[str, Any]:
         """The config as the TOML document :func:`load_config` reads (plain values; settings
         left at their defaults are left out)."""
         document: dict[str, Any] = {}
         if self.tables:
-            document["tables"] = [settings_of(table) for table in self.tables]
+            document["tables"] = [table_to_mapping(table) for table in self.tables]
         if self.gold_tables:
             document["gold"] = [gold_table_to_mapping(table) for table in self.gold_tables]
         for section, spec in (("maintenance", self.maintenance), ("catalog", self.catalog)):
             if settings_of(spec):
                 document[section] = settings_of(spec)
-        quality = {k: v for k, v in settings_of(self.quality).items() if k != "actions"}
+        quality = {
+            k: v for k, v in settings_of(self.quality).items() if k not in ("actions", "declared")
+        }
         if self.quality.actions:
             quality["actions"] = dict(self.quality.actions)
         if quality:
@@ -467,6 +481,13 @@ class PipelineConfig:
         spec = TableSpec(name=entity_name_for_topic(topic), topic=topic)
         _reject_history_name(self, spec.name, topic)
         return spec
+
+
+def table_to_mapping(table: TableSpec) -> dict[str, Any]:
+    """``table`` as its ``[[tables]]`` entry: its settings, and its expectations as the
+    ``expect``, ``expect_or_drop`` and ``expect_or_fail`` tables."""
+    entry = {k: v for k, v in settings_of(table).items() if k != "expectations"}
+    return entry | expectations_to_mapping(table.expectations)
 
 
 def _require_source_column(column: str, table: str) -> None:

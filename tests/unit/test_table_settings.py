@@ -168,7 +168,7 @@ TABLE = '[[tables]]\nname = "users"\ntopic = "app.users"\n'
             "ignore_null_update = true",
             r"^Unknown setting\(s\) ignore_null_update in \[\[tables\]\]\. Allowed: "
             r"apply_as_deletes, apply_as_truncates, column_list, deletion_vectors, "
-            r"except_column_list, format, "
+            r"except_column_list, expect, expect_or_drop, expect_or_fail, format, "
             r"ignore_null_updates, ignore_null_updates_column_list, "
             r"ignore_null_updates_except_column_list, keys, name, on_incompatible_type, schema, "
             r"sequence_by, stored_as_scd_type, system_sequence_by, tombstone_retention_days, "
