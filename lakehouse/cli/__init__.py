@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import click
 
-from lakehouse.cli import demo, fit, ops, quality, run, serve, sql, status, ui, workload
+from lakehouse.cli import demo, fit, ops, plan, quality, run, serve, sql, status, ui, workload
 from lakehouse.cli.common import DEBUG, INTERNAL_ERROR_EXIT, errors, first_line, showing_steps
 from lakehouse_core.errors import LakehouseError
 
@@ -26,6 +26,7 @@ for command in (
     workload.generate,
     workload.produce,
     run.run,
+    plan.plan,
     demo.demo,
     ops.verify,
     quality.validate,
@@ -72,7 +73,7 @@ def main(args: Sequence[str] | None = None) -> None:
     except LakehouseError as error:
         if os.environ.get("LAKEHOUSE_DEBUG"):
             raise
-        errors.print(f"error: {error}", markup=False, highlight=False, soft_wrap=True)
+        errors.print(f"error: {error}", markup=False, highlight=False, emoji=False, soft_wrap=True)
         sys.exit(2)
     except Exception as error:
         if DEBUG.get() or os.environ.get("LAKEHOUSE_DEBUG"):

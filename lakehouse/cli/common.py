@@ -15,14 +15,15 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from rich.text import Text
 
 from lakehouse import LOGGERS
-from lakehouse_core.errors import LakehouseError
+from lakehouse_core.errors import ConfigError, LakehouseError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from lakehouse.run.declarations import Choice
+    from lakehouse.run.declarations import Choice, Files
     from lakehouse_core.config import PipelineConfig
     from lakehouse_core.failures import TableFailure
+    from lakehouse_core.layout import Warehouse
 
 console = Console()
 errors = Console(stderr=True)
@@ -59,7 +60,7 @@ MALFORMED_RATE = click.option(
     type=float,
     help="Share of malformed records (0 to 1).",
 )
-CONFIG = click.option(
+_CONFIG_OPTION = click.option(
     "--config",
     "config_path",
     default=None,
@@ -68,6 +69,33 @@ CONFIG = click.option(
     "Debezium topics still become silver tables, everything else is declared here; the demo "
     "shop's: examples/shop.toml).",
 )
+#: Where :func:`given_config` finds ``--declarations`` (it reaches no command's arguments).
+_DECLARATIONS_KEY = "lakehouse.declarations"
+
+
+def _keep_declarations(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        ctx.meta[_DECLARATIONS_KEY] = value
+
+
+_DECLARATIONS_OPTION = click.option(
+    "--declarations",
+    default=None,
+    metavar="FILE.py[:NAME]|MODULE:NAME|FILE.toml",
+    expose_value=False,
+    callback=_keep_declarations,
+    help="The pipeline declared in Python instead of --config: a file or module and the name "
+    "of its PipelineConfig, Lakehouse or Pipeline (or of a function returning one; the "
+    "file's one pipeline without :NAME), or a pipeline TOML file.",
+)
+
+
+def CONFIG(command: F) -> F:  # used as @CONFIG, as the options beside it
+    """The options that give a command its declarations: ``--config`` and ``--declarations``
+    (:func:`given_config` reads either)."""
+    return _CONFIG_OPTION(_DECLARATIONS_OPTION(command))
+
+
 KAFKA_OPTION = click.option(
     "--kafka-option",
     "kafka_option",
@@ -117,10 +145,37 @@ EXISTING_WAREHOUSE = click.option(
 
 
 def given_config(config_path: Path | None) -> PipelineConfig | None:
-    """The declarations of ``--config`` (None: not given), read before Spark starts."""
+    """The declarations of ``--config`` or ``--declarations`` (:mod:`lakehouse.cli.declared`;
+    None: neither given), read before Spark starts.
+
+    Raises:
+        ConfigError: both are given, or what reading them raises.
+    """
     from lakehouse_core.config import load_config
 
-    return None if config_path is None else load_config(config_path)
+    spec = given_declarations()
+    if spec is None:
+        return None if config_path is None else load_config(config_path)
+    if config_path is not None:
+        raise ConfigError(
+            f"Both --config {config_path} and --declarations {spec} given: give one of them."
+        )
+    from lakehouse.cli.declared import load_declarations
+
+    return load_declarations(spec)
+
+
+def given_declarations() -> str | None:
+    """The value of the running command's ``--declarations`` (None: not given)."""
+    ctx = click.get_current_context(silent=True)
+    return None if ctx is None else ctx.meta.get(_DECLARATIONS_KEY)
+
+
+def declarations_name(config_path: Path | None) -> str:
+    """How the command's given declarations are named in a message: the ``--config`` file,
+    or ``--declarations <value>``."""
+    spec = given_declarations()
+    return f"--declarations {spec}" if spec is not None else str(config_path)
 
 
 def declarations(
@@ -130,22 +185,29 @@ def declarations(
     ``given`` (``--config``), else those ``warehouse`` last ran with, else none; a note on
     stderr when ``given`` differs from those. A local warehouse's are read as plain files, a
     URI's through ``spark`` if given, else with ``pyarrow`` (as ``lakehouse status`` reads)."""
-    from lakehouse.run.declarations import Files, choose, hadoop_files, newest_recorded
-    from lakehouse_core.layout import Warehouse, is_uri
+    from lakehouse.run.declarations import choose, newest_recorded
+    from lakehouse_core.layout import Warehouse
 
     place = Warehouse.from_path(warehouse)
-    files = None
-    if is_uri(place.root):
-        if spark is not None:
-            files = hadoop_files(spark)
-        else:
-            from lakehouse.ops.status import _names, _read_text
-
-            files = Files(_names, _read_text)
-    chosen = choose(given, newest_recorded(place, files))
+    chosen = choose(given, newest_recorded(place, warehouse_files(place, spark)))
     if chosen.note is not None:
         errors.print(chosen.note, markup=False, highlight=False, soft_wrap=True)
     return chosen
+
+
+def warehouse_files(place: Warehouse, spark: SparkSession | None = None) -> Files | None:
+    """How the files of ``place`` are read (:class:`lakehouse.run.declarations.Files`): None
+    (plain files) for a local warehouse; a URI's through ``spark`` if given, else ``pyarrow``."""
+    from lakehouse.run.declarations import Files, hadoop_files
+    from lakehouse_core.layout import is_uri
+
+    if not is_uri(place.root):
+        return None
+    if spark is not None:
+        return hadoop_files(spark)
+    from lakehouse.ops.status import _names, _read_text
+
+    return Files(_names, _read_text)
 
 
 def kafka_options(pairs: tuple[str, ...], settings_file: Path | None) -> dict[str, str]:

@@ -12,6 +12,7 @@ from lakehouse.cli.common import (
     EXISTING_WAREHOUSE,
     console,
     declarations,
+    declarations_name,
     given_config,
     print_table,
     spark_options,
@@ -47,7 +48,7 @@ def validate(
     given = given_config(config_path)
     if given is not None and not given.quality.enabled:
         raise ConfigError(
-            f"{config_path} names no suites: set 'suites' (a directory) or "
+            f"{declarations_name(config_path)} names no suites: set 'suites' (a directory) or "
             "'packaged_suites = true' in its [quality] table."
         )
     with spark_session(spark_mode, master) as spark:
