@@ -2,10 +2,11 @@
 self-contained HTML file (inline SVG and CSS, no script, nothing loaded from anywhere) that
 draws the pipeline as a graph.
 
-Every table is a node (bronze, silver, gold and the quarantine, with rows, freshness,
-quarantined records, failed expectations, the last micro-batch and gold's late changes), every
-flow an edge (bronze -> silver -> gold, silver -> quarantine; the last batch's input rows and
-how far the flow lags), and each flow has a chart of its micro-batches' durations and input
+Every table is a node (bronze, silver, gold, SQL models and the quarantine, with rows,
+freshness, quarantined records, failed expectations, the last micro-batch and gold's late
+changes; a table no current declaration makes marked orphaned), every flow an edge (bronze ->
+silver -> gold, inputs -> model, silver -> quarantine; the last batch's input rows and how far
+the flow lags), and each flow has a chart of its micro-batches' durations and input
 rows from ``system.event_log``. It is drawn from the object ``lakehouse status --json`` prints
 (:func:`lakehouse.ops.status.status_json`): each node and edge carries ``data-*`` attributes with
 the JSON values it shows.
@@ -33,7 +34,11 @@ LAYER_COLOURS = {
     "silver": "#8a99a8",
     "gold": "#c9a227",
     "quarantine": "#c0392b",
+    "model": "#d4a72c",
+    "orphaned": "#9aa3ad",
 }
+#: The column of the graph each kind of node is drawn in.
+COLUMNS = {"bronze": 0, "silver": 1, "gold": 2, "model": 2, "quarantine": 2}
 STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 24px; color: #1d2733; background: #f7f8fa; }
 h1 { font-size: 20px; margin: 0 0 4px; } h2 { font-size: 16px; margin: 24px 0 8px; }
@@ -153,8 +158,15 @@ def read_batches(warehouse: Warehouse) -> list[dict[str, Any]]:
 class _Node:
     """A table of the graph: its layer, name, the lines it shows and their JSON values."""
 
-    def __init__(self, layer: str, name: str, fields: Sequence[tuple[str, str, Any]]) -> None:
+    def __init__(
+        self,
+        layer: str,
+        name: str,
+        fields: Sequence[tuple[str, str, Any]],
+        column: int | None = None,
+    ) -> None:
         self.layer, self.name, self.fields = layer, name, list(fields)
+        self.column = COLUMNS[layer] if column is None else column
         self.x = self.y = 0
 
     def anchor(self, side: str) -> tuple[float, float]:
@@ -227,6 +239,35 @@ def _graph(status: dict[str, Any]) -> tuple[list[_Node], list[dict[str, Any]]]:
             ],
         )
         edges.append(_edge(entry["input"], entry["table"], entry, "versions_behind", "commits"))
+    for entry in status.get("models") or []:
+        behind = entry["inputs_behind"]
+        nodes[entry["table"]] = _Node(
+            "model",
+            entry["table"],
+            [
+                ("kind", "SQL model", None),
+                ("rows", f"rows {_n(entry['rows'])}", entry["rows"]),
+                ("inputs_behind", f"behind {'-' if behind is None else _n(behind)}", behind),
+                (
+                    "last_batch",
+                    f"last refresh {_batch(entry['last_batch'])}",
+                    _id(entry["last_batch"]),
+                ),
+            ],
+        )
+        for source in entry["inputs"]:
+            if source in nodes:
+                edges.append(_edge(source, entry["table"], entry, "inputs_behind", "commits"))
+    for entry in status.get("orphaned") or []:
+        nodes[entry["table"]] = _Node(
+            "orphaned",
+            entry["table"],
+            [
+                ("orphaned", "orphaned: no declaration", True),
+                ("rows", f"rows {_n(entry['rows'])}", entry["rows"]),
+            ],
+            column=COLUMNS.get(entry["table"].partition(".")[0], 2),
+        )
     if silver:
         quarantine = f"silver.{QUARANTINE_TABLE}"
         total = sum(entry["quarantined"] for entry in silver)
@@ -262,11 +303,11 @@ def _edge(
 
 
 def _layout(nodes: list[_Node]) -> None:
-    """Columns: bronze, silver, then gold above the quarantine; rows top down."""
-    columns = {"bronze": 0, "silver": 1, "gold": 2, "quarantine": 2}
+    """Columns: bronze, silver, then gold (SQL models after the declarations) above the
+    quarantine; orphaned tables under their layer's; rows top down."""
     filled = [0, 0, 0]
     for node in nodes:
-        column = columns[node.layer]
+        column = node.column
         node.x = MARGIN + column * (NODE_W + GAP_X)
         node.y = MARGIN + filled[column] * (NODE_H + GAP_Y)
         filled[column] += 1
@@ -338,8 +379,9 @@ def _edge_svg(edge: dict[str, Any], labelled: bool) -> str:
 
 
 def _flows(status: dict[str, Any], queries: set[Any]) -> list[tuple[str, str]]:
-    """Each flow's name and the streaming query that runs it (a gold table's own query, or,
-    where only that one is in ``queries``, the query its input's declarations share)."""
+    """Each flow's name and the streaming query that runs it (the query status names where
+    it is in ``queries``; else a gold table's own query, or, where only that one is in
+    ``queries``, the query its input's declarations share; a model's refresh)."""
     flows = [("source -> bronze", "bronze")]
     for entry in status.get("silver") or []:
         name = entry["table"].split(".", 1)[1]
@@ -348,7 +390,11 @@ def _flows(status: dict[str, Any], queries: set[Any]) -> list[tuple[str, str]]:
         own = f"gold_{entry['table'].split('.', 1)[1]}"
         shared = f"gold_shared_{entry['input'].split('.', 1)[1]}"
         query = shared if own not in queries and shared in queries else own
+        if entry.get("query") in queries:  # the query status names, where it ran
+            query = entry["query"]
         flows.append((f"{entry['input']} -> {entry['table']}", query))
+    for entry in status.get("models") or []:
+        flows.append((f"{', '.join(entry['inputs'])} -> {entry['table']}", entry["query"]))
     return flows
 
 

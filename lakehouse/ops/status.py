@@ -80,7 +80,10 @@ class SilverStatus:
 
 @dataclass(frozen=True)
 class GoldStatus:
-    """One gold table and the silver table whose change feed it reads."""
+    """One gold table (a declaration's or a pattern's) and the silver table whose change feed
+    it reads; ``query``: the streaming query its batches run in (a shared one's name for the
+    declarations over one source); ``last_batch``: that query's newest batch this table took
+    part in."""
 
     table: str
     input: str
@@ -91,6 +94,30 @@ class GoldStatus:
     watermark: datetime | None  # windows ending at or before it are final (``_final``)
     late_changes: int  # rows of ``gold.late_events`` for this table
     last_batch: LastBatch | None
+    query: str = ""
+
+
+@dataclass(frozen=True)
+class ModelStatus:
+    """One SQL model's table, the tables its query reads, and how many commits those have had
+    since its last refresh (``inputs_behind``; None: never refreshed, or an input is another
+    table now); ``last_batch``: its newest refresh in the event log."""
+
+    table: str
+    inputs: list[str]
+    inputs_behind: int | None
+    rows: int
+    last_batch: LastBatch | None
+    query: str = ""
+
+
+@dataclass(frozen=True)
+class OrphanedTable:
+    """A silver or gold table the warehouse holds that no current declaration makes: kept as
+    it is, neither read nor written by a run."""
+
+    table: str
+    rows: int
 
 
 @dataclass(frozen=True)
@@ -146,11 +173,29 @@ class PipelineStatus:
     event_log_rows: int = 0
     quality: list[QualityStatus] = field(default_factory=list)
     failing: list[Failing] = field(default_factory=list)
+    models: list[ModelStatus] = field(default_factory=list)
+    orphaned: list[OrphanedTable] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """The status as JSON values (times in ISO 8601): what ``lakehouse status --json``
         prints."""
         return status_json(self)
+
+    def lines(self, width: int = 100, wide: bool = False) -> list[str]:
+        """The status as the plain lines ``lakehouse status`` prints, ``width`` columns wide
+        (``wide``: every column)."""
+        from lakehouse.ops.status_text import status_lines
+
+        return status_lines(self, width, wide)
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+    def _repr_html_(self) -> str:
+        """The status as HTML tables (a notebook shows this)."""
+        from lakehouse.ops.status_text import status_html
+
+        return status_html(self)
 
 
 def status_json(report: PipelineStatus) -> dict[str, Any]:
@@ -170,7 +215,7 @@ def pipeline_status(
     """
     from gold.registry import gold_jobs  # its Spark imports cost time only where gold is declared
 
-    last, log_rows, failed_last = _last_batches(_delta(warehouse.event_log))
+    last, batches, log_rows, failed_last = _last_batches(_delta(warehouse.event_log))
     quarantine = _rows_per(_delta(warehouse.table("silver", QUARANTINE_TABLE)), "entity")
     silver = []
     for topic in _bronze_topics(warehouse):
@@ -214,11 +259,15 @@ def pipeline_status(
         source = _delta(warehouse.table("silver", job.input))
         if source is None:
             continue
-        applied = applied_version(None, _checkpoint(warehouse.checkpoint(job.query)).location)
+        query_place = _checkpoint(warehouse.checkpoint(job.query)).location
+        applied = fed_version(query_place, str(source.metadata().id))
+        batch = last.get(job.query)
         text = _read_text(applied_location(warehouse, job.table))
         own = Applied.of_json(text) if text is not None and text.strip() else None
         if job.shared or own is not None:  # its own place in a shared query's feed
             applied = None if own is None else own.through
+            if own is not None and own.batch is not None and own.checkpoint == query_place:
+                batch = batches.get((job.query, own.batch), batch)
         versions = _versions(source, CHANGING_OPERATIONS)
         table = _delta(warehouse.table("gold", job.table))
         gold.append(
@@ -233,7 +282,8 @@ def pipeline_status(
                     watermark_of(_seen_micros(warehouse.watermark(job.table)), declared[job.table])
                 ),
                 late_changes=late.get(job.table, 0),
-                last_batch=last.get(job.query),
+                last_batch=batch,
+                query=job.query,
             )
         )
     run = running(None, warehouse, now)
@@ -247,6 +297,8 @@ def pipeline_status(
         event_log_rows=log_rows,
         quality=quality_status(None, warehouse),
         failing=run.failing if run is not None and run.alive else failed_last,
+        models=_models(warehouse, config, last),
+        orphaned=_orphaned(warehouse, config, [s.table for s in silver]),
     )
 
 
@@ -270,6 +322,91 @@ def applied_version(spark: SparkSession | None, checkpoint: str) -> int | None:
     if offset.get("index", -1) == -1 or not offset.get("isStartingVersion", False):
         return version - 1
     return version
+
+
+def fed_version(checkpoint: str, table_id: str | None) -> int | None:
+    """The newest version of the Delta table ``table_id`` (its metadata id) a change-feed
+    query checkpointed at ``checkpoint`` has applied in full: from the offsets of its last
+    committed micro-batch, the offset of that table among its sources (a joined query reads
+    two; the first source when none has that id), None: it has committed none.
+
+    The change feed is admitted a whole commit at a time (see
+    :func:`gold.progress.offset_version`): an offset ``(v, index >= 0)`` ends after version
+    ``v``, one with index -1 before it.
+    """
+    commits = [int(name) for name in _names(f"{checkpoint}/commits") if name.isdigit()]
+    if not commits:
+        return None
+    text = _read_text(f"{checkpoint}/offsets/{max(commits)}")
+    if text is None:
+        return None
+    offsets = [
+        json.loads(line)
+        for line in text.strip().splitlines()[2:]  # after the version and the batch metadata
+        if line.startswith("{")
+    ]
+    if not offsets:
+        return None
+    offset = next((o for o in offsets if o.get("reservoirId") == table_id), offsets[0])
+    version = int(offset["reservoirVersion"])
+    return version - 1 if int(offset.get("index", -1)) == -1 else version
+
+
+def _models(
+    warehouse: Warehouse, config: PipelineConfig, last: dict[str, LastBatch]
+) -> list[ModelStatus]:
+    """The status of each SQL model of ``config``: its recorded state against the versions
+    of its input tables now (read from their logs)."""
+    if not config.models:
+        return []
+    from gold.models import ModelState, input_name, model_query, state_path, versions_behind
+
+    found = []
+    for model in config.models:
+        inputs: dict[str, tuple[str, int]] = {}
+        for schema, name in model.inputs:
+            table = _delta(warehouse.table(schema, name))  # type: ignore[arg-type]
+            if table is not None:
+                inputs[input_name(schema, name)] = (str(table.metadata().id), table.version())
+        state = ModelState.from_json(_read_text(state_path(warehouse, model.name)), model.name)
+        behind = None
+        if state is not None and len(inputs) == len(model.inputs):
+            behind = versions_behind(state, inputs)
+            if behind is not None and state.digest != model.digest:
+                behind = None  # its SQL or key changed since: a refresh recomputes it
+        own = _delta(warehouse.table("gold", model.name))
+        found.append(
+            ModelStatus(
+                table=f"gold.{model.name}",
+                inputs=[input_name(schema, name) for schema, name in model.inputs],
+                inputs_behind=behind,
+                rows=_rows(own, _files(own)),
+                last_batch=last.get(model_query(model.name)),
+                query=model_query(model.name),
+            )
+        )
+    return found
+
+
+def _orphaned(
+    warehouse: Warehouse, config: PipelineConfig, entities: Iterable[str]
+) -> list[OrphanedTable]:
+    """The silver and gold tables of ``warehouse`` that ``config`` does not make: a silver
+    table that is no bronze topic's entity (``entities``), their history tables or the
+    quarantine; a gold table no declaration, pattern, model or alert makes."""
+    silver = {name.partition(".")[2] for name in entities} | {QUARANTINE_TABLE}
+    silver |= {spec.history_name for spec in config.tables if spec.history_name is not None}
+    gold = {*config.taken_gold_names, *(model.name for model in config.models)}
+    found = []
+    for layer, declared in (("silver", silver), ("gold", gold)):
+        folder = warehouse.table(layer, "x").rpartition("/")[0]  # type: ignore[arg-type]
+        for name in sorted(_names(folder)):
+            if name.startswith(".") or name in declared:
+                continue
+            table = _delta(f"{folder}/{name}")
+            if table is not None:
+                found.append(OrphanedTable(f"{layer}.{name}", _rows(table, _files(table))))
+    return found
 
 
 def running(spark: SparkSession | None, warehouse: Warehouse, now: datetime) -> Running | None:
@@ -310,24 +447,34 @@ def _failing(failed: dict[str, Any]) -> Failing:
 _LOG_COLUMNS = ["query", "event", "batch_id", "timestamp", "duration_ms", "input_rows", "error"]
 
 
-def _last_batches(log: DeltaTable | None) -> tuple[dict[str, LastBatch], int, list[Failing]]:
-    """Each query's newest micro-batch in the event log, the log's row count, and the
-    queries whose newest row is a failure."""
+#: Micro-batches by query and batch id.
+Batches = dict[tuple[str, int], LastBatch]
+
+
+def _last_batches(
+    log: DeltaTable | None,
+) -> tuple[dict[str, LastBatch], Batches, int, list[Failing]]:
+    """Each query's newest micro-batch in the event log, each (query, batch id)'s newest
+    micro-batch of that id, the log's row count, and the queries whose newest row is a
+    failure."""
     if log is None:
-        return {}, 0, []
+        return {}, {}, 0, []
     rows = log.to_pyarrow_dataset().to_table(columns=_LOG_COLUMNS)
     micros = pc.cast(pc.cast(rows["timestamp"], pa.timestamp("us", "UTC")), pa.int64())
     rows = rows.set_column(rows.schema.get_field_index("timestamp"), "timestamp", micros)
     rows = rows.sort_by([("query", "ascending"), ("timestamp", "ascending")])
-    progress = _newest_per_query(rows.filter(pc.equal(rows["event"], "progress")))
-    batches = {
-        str(row["query"]): LastBatch(
+    progress = rows.filter(pc.equal(rows["event"], "progress"))
+    every: Batches = {}
+    for row in progress.to_pylist():  # oldest first: a batch id run again keeps its newest
+        every[(str(row["query"]), int(row["batch_id"]))] = LastBatch(
             int(row["batch_id"]),
             _at(row["timestamp"]),
             int(row["duration_ms"] or 0),
             int(row["input_rows"] or 0),
         )
-        for row in progress
+    batches = {
+        str(row["query"]): every[(str(row["query"]), int(row["batch_id"]))]
+        for row in _newest_per_query(progress)
     }
     failed = [
         Failing(
@@ -339,7 +486,7 @@ def _last_batches(log: DeltaTable | None) -> tuple[dict[str, LastBatch], int, li
         for row in _newest_per_query(rows)
         if row["event"] == "failed"
     ]
-    return batches, _rows(log, _files(log)), sorted(failed, key=lambda f: f.table)
+    return batches, every, _rows(log, _files(log)), sorted(failed, key=lambda f: f.table)
 
 
 def _newest_per_query(rows: pa.Table) -> list[dict[str, Any]]:

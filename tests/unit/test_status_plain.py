@@ -11,10 +11,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from lakehouse.cli.common import console, print_table
-from lakehouse.cli.plain import Column, table_lines
 from lakehouse.cli.run import summary_lines
-from lakehouse.cli.status import status_lines
+from lakehouse.ops.plain import Column, table_lines
 from lakehouse.ops.status import GoldStatus, LastBatch, PipelineStatus, QualityStatus, SilverStatus
+from lakehouse.ops.status_text import status_lines
 from lakehouse.run.summary import RunSummary
 from silver.job import BatchReport
 from tests.cli import table_cells
