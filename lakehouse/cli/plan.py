@@ -4,7 +4,6 @@ change from the declarations it last ran with, without running anything or start
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import click
@@ -32,7 +31,7 @@ def plan(warehouse: str, config_path: Path | None) -> None:
     declaration leaves its table orphaned until 'lakehouse drop'. Runs nothing, starts no
     Spark. Exit status 0, or 3 when the run would refuse."""
     from lakehouse.run.changes import declaration_changes, refusal, replay_needed
-    from lakehouse.run.declarations import PLAIN_FILES, newest_recorded
+    from lakehouse.run.declarations import PLAIN_FILES, held_tables, newest_recorded
     from lakehouse_core.config import PipelineConfig
     from lakehouse_core.layout import Warehouse
 
@@ -45,22 +44,23 @@ def plan(warehouse: str, config_path: Path | None) -> None:
     place = Warehouse.from_path(warehouse)
     files = warehouse_files(place) or PLAIN_FILES
     recorded = newest_recorded(place, files)
+    held = held_tables(place, "silver", files)
     if recorded is None:
         say(f"{place.root} has no recorded declarations: a first run makes everything declared")
         changes = declaration_changes(PipelineConfig(), given)
+        held = []  # what it ran with is not known: a run refuses nothing
     else:
         when = recorded.describe()
         if recorded.at is not None:
             when += f", version {recorded.version}"
         say(f"compared with the declarations {place.root} last ran with ({when})")
-        changes = declaration_changes(recorded.config, given)
+        changes = declaration_changes(recorded.config, given, held)
     if not changes:
         say("no changes: a run goes on as before")
         return
     say(f"{len(changes)} change{'s' if len(changes) != 1 else ''}:")
     for change in changes:
         say(f"  {change.line()}")
-    held = _silver_tables(place.root, files.names)
     needed = replay_needed(changes, held)
     if needed:
         say(f"a run refuses: {refusal(needed)}")
@@ -69,13 +69,3 @@ def plan(warehouse: str, config_path: Path | None) -> None:
 
 def say(line: str) -> None:
     console.print(line, markup=False, highlight=False, soft_wrap=True)
-
-
-def _silver_tables(root: str, names: Callable[[str], Sequence[str]]) -> list[str]:
-    """The silver tables the warehouse holds (directories with a Delta log)."""
-    folder = f"{root.rstrip('/')}/silver"
-    return [
-        name
-        for name in names(folder)
-        if not name.startswith((".", "_")) and "_delta_log" in names(f"{folder}/{name}")
-    ]

@@ -23,12 +23,13 @@ No Spark, no I/O: two :class:`~lakehouse_core.config.PipelineConfig` in, :class:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 from lakehouse_core.config import PipelineConfig, TableSpec
 from lakehouse_core.gold_tables import GoldTable
+from lakehouse_core.identifiers import entity_name_for_topic
 from lakehouse_core.patterns import Pattern
 
 #: What a change implies: the run backfills the table, applies the change from now on,
@@ -97,16 +98,23 @@ def changed_settings(old: Any, new: Any) -> tuple[str, ...]:
     )
 
 
-def declaration_changes(recorded: PipelineConfig, given: PipelineConfig) -> list[Change]:
+def declaration_changes(
+    recorded: PipelineConfig, given: PipelineConfig, held: Collection[str] = ()
+) -> list[Change]:
     """What ``given`` changes of the ``recorded`` declarations, and what a run with ``given``
     does about each change (see the module's docstring); empty when they declare the same.
-    Tables first, then gold tables, patterns, models, alerts and settings; within a kind,
-    additions, removals, then changes, each in the order declared."""
+    ``held``: the silver tables the warehouse holds; a table declared now that ``recorded``
+    left to the Debezium defaults, held under the same name, is a change of its contract if
+    its SCD type, sequence or format differs from theirs. Tables first, then gold tables,
+    patterns, models, alerts and settings; within a kind, additions, removals, then changes,
+    each in the order declared."""
     changes: list[Change] = []
     for kind, section in _SECTIONS:
         old = {entry.name: entry for entry in getattr(recorded, section)}
         new = {entry.name: entry for entry in getattr(given, section)}
-        changes += [_added(kind, entry, recorded) for name, entry in new.items() if name not in old]
+        changes += [
+            _added(kind, entry, recorded, held) for name, entry in new.items() if name not in old
+        ]
         changes += [_removed(kind, entry) for name, entry in old.items() if name not in new]
         changes += [
             _changed(kind, old[name], entry)
@@ -147,13 +155,22 @@ def refusal(needed: Sequence[Change]) -> str:
     return (
         f"The declarations change how {tables} merges its records ({what}): the rows it holds "
         f"were merged under the old declarations, which a run cannot undo. Rebuild it from "
-        f"bronze with the new declarations first: {commands} (with the same --config or "
-        "--declarations), then run."
+        f"bronze with the new declarations first: {commands} (given the same declarations), "
+        "then run."
     )
 
 
-def _added(kind: str, entry: Any, recorded: PipelineConfig) -> Change:
+def _added(kind: str, entry: Any, recorded: PipelineConfig, held: Collection[str]) -> Change:
     if kind == "table":
+        defaults = _debezium_defaults(entry, recorded) if entry.name in held else ()
+        if defaults:
+            differ = "differs" if len(defaults) == 1 else "differ"
+            says = (
+                f"silver.{entry.name} was merged with the Debezium defaults, from which the "
+                f"declared {', '.join(defaults)} {differ}: it must be rebuilt from bronze: "
+                f"lakehouse replay --table {entry.name} (a run refuses until then)"
+            )
+            return Change(kind, entry.name, "added", "replay", says, defaults)
         says = (
             f"new: the run makes silver.{entry.name} from every record bronze holds of "
             f"topic {entry.topic}"
@@ -169,6 +186,19 @@ def _added(kind: str, entry: Any, recorded: PipelineConfig) -> Change:
         return Change(kind, entry.name, "added", "backfill", says)
     says = f"new: the run scores the rows of silver.{entry.source} against its baseline"
     return Change(kind, entry.name, "added", "from_now", says)
+
+
+def _debezium_defaults(table: TableSpec, recorded: PipelineConfig) -> tuple[str, ...]:
+    """The contract settings (but ``keys``: the Debezium key is usually the declared one) in
+    which a newly declared ``table`` differs from the Debezium defaults a run of ``recorded``
+    applied its topic with into a silver table of the same name (none: another name)."""
+    if recorded.tables and any(t.topic == table.topic for t in recorded.tables):
+        return ()
+    defaults = TableSpec(name=entity_name_for_topic(table.topic), topic=table.topic)
+    if defaults.name != table.name:
+        return ()
+    changed = changed_settings(defaults, table)
+    return tuple(name for name in changed if name in CONTRACT_SETTINGS and name != "keys")
 
 
 def _joins_a_running_share(table: GoldTable, recorded: PipelineConfig) -> bool:

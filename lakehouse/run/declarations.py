@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lakehouse.run.changes import declaration_changes, refusal, replay_needed
 from lakehouse_core import storage
 from lakehouse_core.config import PipelineConfig, config_from_toml
 from lakehouse_core.errors import ConfigError
@@ -208,6 +209,23 @@ def _notes(text: str | None) -> dict[str, Any]:
     return notes if isinstance(notes, dict) else {}
 
 
+#: The commands that rebuild silver from bronze with the declarations they record, and so may
+#: record a change of a silver table's contract (keys, sequence, SCD type) that a run refuses.
+REBUILDING_COMMANDS = frozenset({"replay"})
+
+
+def held_tables(warehouse: Warehouse, layer: str, files: Files | None = None) -> list[str]:
+    """The tables of ``layer`` that ``warehouse`` holds (directories with a Delta log), listed
+    with ``files`` (default: plain files)."""
+    files = files or PLAIN_FILES
+    folder = f"{warehouse.root.rstrip('/')}/{layer}"
+    return [
+        name
+        for name in files.names(folder)
+        if not name.startswith((".", "_")) and "_delta_log" in files.names(f"{folder}/{name}")
+    ]
+
+
 def record_declarations(
     spark: SparkSession,
     warehouse: Warehouse,
@@ -216,7 +234,13 @@ def record_declarations(
     now: datetime | None = None,
 ) -> int | None:
     """Record ``config`` as the declarations ``command`` runs ``warehouse`` with, unless they
-    equal the newest recorded ones; return the new version (None: nothing written)."""
+    equal the newest recorded ones; return the new version (None: nothing written).
+
+    Raises:
+        ConfigError: ``config`` changes the contract of a silver table the warehouse holds
+            (:func:`lakehouse.run.changes.replay_needed`), which only a replay can make, and
+            ``command`` is not one (:data:`REBUILDING_COMMANDS`): nothing is written.
+    """
     config = comparable(config)
     files = PLAIN_FILES if not is_uri(warehouse.root) else hadoop_files(spark)
     try:
@@ -225,6 +249,11 @@ def record_declarations(
         newest = None  # an unreadable record: the given declarations replace it
     if newest is not None and newest.config == config:
         return None
+    if newest is not None and command not in REBUILDING_COMMANDS:
+        held = held_tables(warehouse, "silver", files)
+        needed = replay_needed(declaration_changes(newest.config, config, held), held)
+        if needed:
+            raise ConfigError(refusal(needed))
     versions = recorded_versions(files.names(warehouse.declarations))
     version = (versions[-1] if versions else 0) + 1
     at = (now or datetime.now(UTC)).astimezone(UTC)

@@ -1,10 +1,11 @@
 """What a change of declarations implies (:mod:`lakehouse.run.changes`): per declaration added,
 removed or changed, the effect a run with the new declarations has, and the changes it
-refuses. Pure: two configs in, no Spark."""
+refuses (and that a run refuses them before it records anything). No Spark."""
 
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,8 +19,12 @@ from lakehouse.run.changes import (
     refusal,
     replay_needed,
 )
+from lakehouse.run.declarations import held_tables, newest_recorded, record_declarations
+from lakehouse_core import storage
 from lakehouse_core.config import PipelineConfig, QualitySpec
+from lakehouse_core.errors import ConfigError
 from lakehouse_core.gold_tables import GoldTable
+from lakehouse_core.layout import Warehouse
 
 pytestmark = pytest.mark.unit
 
@@ -171,5 +176,55 @@ def test_tables_and_settings_declared_in_python_compare_like_toml() -> None:
         "added table orders: new: the run makes silver.orders from every record bronze holds "
         "of topic shop.public.orders"
     )
+    history = cdc_table("orders", topic="shop.public.orders", stored_as_scd_type=2)
+    declared = pipeline_config(tables=[history])
+    assert _one(declaration_changes(PipelineConfig(), declared)).effect == "backfill"
+    made = _one(declaration_changes(PipelineConfig(), declared, held=["orders"]))
+    assert (made.action, made.effect, made.settings) == ("added", "replay", ("stored_as_scd_type",))
+    assert made.says == (
+        "silver.orders was merged with the Debezium defaults, from which the declared "
+        "stored_as_scd_type differs: it must be rebuilt from bronze: lakehouse replay --table "
+        "orders (a run refuses until then)"
+    )
+    keyed = pipeline_config(tables=[cdc_table("orders", topic="shop.public.orders", keys="id")])
+    assert _one(declaration_changes(PipelineConfig(), keyed, ["orders"])).effect == "backfill"
     settings = declaration_changes(before, replace(before, quality=QualitySpec(suites="/x")))
     assert _one(settings).what == "changed [quality] (suites)"
+
+
+@pytest.fixture
+def plain_storage(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hadoop's writes as plain file writes (a local warehouse), so no Spark is needed."""
+
+    def write_text(_spark: object, uri: str, text: str) -> None:
+        Path(uri).parent.mkdir(parents=True, exist_ok=True)
+        Path(uri).write_text(text, encoding="utf-8")
+
+    monkeypatch.setattr(storage, "write_text", write_text)
+
+
+@pytest.mark.usefixtures("plain_storage")
+def test_a_run_refuses_a_changed_contract_of_a_held_silver_table(tmp_path: Path) -> None:
+    warehouse = Warehouse.from_path(tmp_path)
+    clicks = SHOP_CONFIG.tables[0]
+    rekeyed = replace(SHOP_CONFIG, tables=(replace(clicks, keys=("event_id", "user_id")),))
+    assert record_declarations(None, warehouse, SHOP_CONFIG, "run --once") == 1  # type: ignore[arg-type]
+    # silver.clickstream not made yet: nothing merged under the old keys
+    assert record_declarations(None, warehouse, rekeyed, "run --once") == 2  # type: ignore[arg-type]
+    (tmp_path / "silver" / "clickstream" / "_delta_log").mkdir(parents=True)
+    assert held_tables(warehouse, "silver") == ["clickstream"]
+    with pytest.raises(ConfigError) as refused:
+        record_declarations(None, warehouse, SHOP_CONFIG, "run --once")  # type: ignore[arg-type]
+    assert str(refused.value).startswith(
+        "The declarations change how silver.clickstream merges its records (changed table "
+        "clickstream (keys)): the rows it holds were merged under the old declarations"
+    )
+    assert "first: lakehouse replay --table clickstream (given the same declarations)" in str(
+        refused.value
+    )
+    with pytest.raises(ConfigError):
+        record_declarations(None, warehouse, SHOP_CONFIG, "demo")  # type: ignore[arg-type]
+    newest = newest_recorded(warehouse)
+    assert newest is not None and newest.version == 2  # nothing written
+    assert record_declarations(None, warehouse, SHOP_CONFIG, "replay") == 3  # type: ignore[arg-type]
+    assert record_declarations(None, warehouse, SHOP_CONFIG, "run --once") is None  # type: ignore[arg-type]
