@@ -24,7 +24,9 @@ Nothing here configures a handler; in a notebook or script
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, replace
@@ -69,12 +71,21 @@ from lakehouse_core.errors import ConfigError, TableNotFoundError
 from lakehouse_core.gold_tables import GoldTable
 from lakehouse_core.layout import LAYERS, Layer, Warehouse
 from lakehouse_core.models import SqlModel
+from lakehouse_core.parallel import active_session
 from lakehouse_core.patterns import Pattern
 from lakehouse_core.spark import SparkMode, get_spark
 from lakehouse_core.sql_guard import check
 from lakehouse_core.streaming import Trigger
 from silver.keys import KeyValue
 from silver.verify import TableCheck
+
+log = logging.getLogger(__name__)
+
+#: What is said as a lakehouse starts the process's Spark session (its JVM) on first use.
+SPARK_STARTING = (
+    "spark: starting the session; the first call of a process waits for Spark's JVM to start "
+    "(about a minute on a laptop), later calls do not"
+)
 
 __all__ = [
     "AVAILABLE_NOW",
@@ -227,7 +238,13 @@ class Lakehouse:
         catalog names the warehouse's tables once :meth:`register_tables` has run (``run``,
         ``start`` and ``sql`` call it)."""
         if self._spark is None:
+            starting = active_session() is None
+            if starting:
+                log.info(SPARK_STARTING)
+            began = time.monotonic()
             self._spark = get_spark(mode=self._spark_mode, master=self._master)
+            if starting:
+                log.info(f"spark: ready after {time.monotonic() - began:.0f} s")
         return self._spark
 
     def register_tables(self) -> list[str]:
@@ -309,7 +326,11 @@ class Lakehouse:
         poll_seconds: float = 5.0,
     ) -> Pipeline:
         """Start the pipeline on a processing-time ``trigger`` in the background and return
-        its handle at once, like Spark's ``writeStream.start()``::
+        its handle as soon as its queries start, like Spark's ``writeStream.start()``; in a
+        process without a running Spark session that includes starting Spark's JVM (about a
+        minute on a laptop; the ``lakehouse.api`` logger says ``spark: starting ...`` and
+        ``spark: ready after N s``, and touching ``lh.spark`` in an earlier cell starts it
+        ahead)::
 
             p = lh.start("files:/tmp/shop", trigger="10 seconds")
             p.process_all_available()   # what has arrived is in gold now

@@ -7,6 +7,7 @@ one :class:`~lakehouse_core.errors.LakehouseError` line.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -26,6 +27,10 @@ APPEND_ONLY = (
     "forget'; to drop bronze records older than N days, 'lakehouse maintain "
     "--bronze-retention-days N'."
 )
+#: PySpark's loggers that write a failing query's error, with the whole Java stack trace as
+#: JSON, to stderr as the error is raised (``pyspark.errors.exceptions.base``): the raised
+#: error says the same in its first line.
+QUERY_CONTEXT_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
 #: Spark's setting that lets SQL read files by path (``text.`/etc/hostname```).
 SQL_ON_FILES = "spark.sql.runSQLOnFiles"
 #: Spark's setting that replaces ``${name}`` in a statement's text before parsing it.
@@ -55,15 +60,36 @@ def run_checked(
 
 @contextmanager
 def spark_errors() -> Iterator[None]:
-    """Spark's analysis, parse and append-only errors as one-line LakehouseErrors."""
+    """Spark's analysis, parse and append-only errors as one-line LakehouseErrors, without
+    PySpark's log of the error's Java trace on stderr (:func:`quiet_query_context`)."""
     try:
-        yield
+        with quiet_query_context():
+            yield
     except UnsupportedOperationException as error:
         if error.getCondition() == "DELTA_CANNOT_MODIFY_APPEND_ONLY":
             raise LakehouseError(APPEND_ONLY) from error
         raise LakehouseError(f"SQL error: {first_line(str(error))}") from error
     except (AnalysisException, ParseException) as error:
         raise LakehouseError(f"SQL error: {first_line(str(error))}") from error
+
+
+@contextmanager
+def quiet_query_context() -> Iterator[None]:
+    """While inside, PySpark logs nothing through :data:`QUERY_CONTEXT_LOGGERS`; their
+    levels are as before afterwards. The loggers are made as PySpark makes them (its
+    ``PySparkLogger``, whose ``exception`` takes the error's context as keywords), so that a
+    record logged afterwards still works."""
+    from pyspark.logger import PySparkLogger
+
+    loggers = [PySparkLogger.getLogger(name) for name in QUERY_CONTEXT_LOGGERS]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
 
 
 def first_line(text: str) -> str:
