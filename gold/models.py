@@ -497,11 +497,13 @@ class ModelCheck(TableCheck):
 def check_model(spark: SparkSession, warehouse: Warehouse, model: SqlModel) -> ModelCheck | None:
     """``gold.<name>`` against its query over the current input tables, when its recorded
     input versions are the current ones (else a note says how far behind it is; not a
-    difference). None when the model or an input does not exist."""
+    difference). None when the model or an input does not exist. Logs one progress line
+    (``verify: gold.<name> ...``) when it checks."""
     path = warehouse.table("gold", model.name)
     inputs, missing = input_versions(spark, warehouse, model)
     if missing or not table_exists(spark, path):
         return None
+    log.info(f"verify: gold.{model.name} against its SQL over the current inputs")
     check = ModelCheck(table=model.name, layer="gold")
     state = recorded_state(spark, warehouse, model, inputs)
     if not is_current(state, model, inputs):

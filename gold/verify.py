@@ -5,6 +5,7 @@ matches over its silver table."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 from pyspark.sql import Column, DataFrame, Row, SparkSession
@@ -27,6 +28,9 @@ from silver.verify import MAX_REPORTED, TableCheck
 DOUBLE_DIGITS = 9
 
 
+log = logging.getLogger(__name__)
+
+
 def check_gold(
     spark: SparkSession,
     silver: str,
@@ -41,7 +45,9 @@ def check_gold(
     declaration has a join: its current rows, or as of event time its history's versions;
     with a stream join, the other silver table at ``other``), a
     row being final when its window ends at or before the watermark state at ``watermark``
-    (each missing or unexpected row is one difference line)."""
+    (each missing or unexpected row is one difference line). Logs one progress line
+    (``verify: gold.<name> ...``) as it starts."""
+    log.info(f"verify: gold.{table.name} against its declaration over silver.{table.source}")
     mark = watermark_of(seen_micros(spark, watermark), table)
     end = F.col(table.window.end_as)
     final = F.lit(False) if mark is None else end <= at_micros(mark)
@@ -67,7 +73,12 @@ def check_pattern_table(
 ) -> TableCheck:
     """The rows of the pattern table at ``gold`` that differ from ``pattern``'s matches over
     the silver table at ``silver`` (``identity``: the columns that tell its events apart),
-    a match being final as the watermark state at ``watermark`` decides."""
+    a match being final as the watermark state at ``watermark`` decides. Logs one progress
+    line as it starts."""
+    log.info(
+        f"verify: gold.{pattern.name} against the matches of its pattern over "
+        f"silver.{pattern.source}"
+    )
     mark = watermark_of(seen_micros(spark, watermark), pattern)
     final = F.lit(False) if mark is None else final_from(pattern) <= at_micros(mark)
     matches = evaluate_matches(spark.read.format("delta").load(silver), pattern, identity)

@@ -2,12 +2,14 @@
 
 The Spark side renders each silver row in the canonical form of :mod:`silver.reference`
 (timestamps as epoch microseconds, dates as epoch days, decimals as plain strings, binary as
-base64, arrays as lists, maps as dicts, structs as tuples), so the two can be compared value by
-value.
+base64, arrays as lists, maps as dicts, structs as tuples, the rescued values' JSON as the
+values), so the two can be compared value by value.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,7 +31,7 @@ from pyspark.sql.types import (
 from expectations.enforce import DROPPED_PREFIX
 from lakehouse_core.config import TableSpec
 from lakehouse_core.delta_io import table_exists
-from silver.reference import METADATA_COLUMNS, BronzeRecord, FoldSpec, fold
+from silver.reference import METADATA_COLUMNS, RESCUED, BronzeRecord, FoldSpec, fold
 from silver.reference_history import START_AT, fold_history
 
 MAX_REPORTED = 20
@@ -72,6 +74,7 @@ def fold_spec(spec: TableSpec, silver_schema: StructType | None) -> FoldSpec:
         ignore_null_updates_column_list=spec.ignore_null_updates_column_list,
         ignore_null_updates_except_column_list=spec.ignore_null_updates_except_column_list,
         table_types=_table_types(spec, silver_schema),
+        on_type_mismatch=spec.on_type_mismatch,
     )
 
 
@@ -86,6 +89,9 @@ def _table_types(spec: TableSpec, silver_schema: StructType | None) -> dict[str,
     }
 
 
+log = logging.getLogger(__name__)
+
+
 def check_table(
     spark: SparkSession,
     bronze_path: str,
@@ -94,7 +100,9 @@ def check_table(
     quarantine_path: str | None = None,
 ) -> TableCheck:
     """Compare ``silver_path`` with the fold of ``bronze_path``, leaving out the records a
-    ``drop`` expectation sent to the quarantine table at ``quarantine_path`` (if given)."""
+    ``drop`` expectation sent to the quarantine table at ``quarantine_path`` (if given).
+    Logs one progress line (``verify: silver.<name> ...``) as it starts."""
+    log.info(f"verify: silver.{spec.name} against the fold of its bronze records")
     check = TableCheck(table=spec.name)
     silver = (
         spark.read.format("delta").load(silver_path) if table_exists(spark, silver_path) else None
@@ -127,6 +135,7 @@ def check_history(
     Rows are matched by key and ``__start_at``; the check is named ``<name>_history``.
     """
     assert spec.history_name is not None, "only SCD type 2 tables have a history"
+    log.info(f"verify: silver.{spec.history_name} against the history folded from bronze")
     check = TableCheck(table=spec.history_name)
     history = (
         spark.read.format("delta").load(history_path) if table_exists(spark, history_path) else None
@@ -171,7 +180,10 @@ def canonical_rows(frame: DataFrame) -> Iterator[dict[str, Any]]:
         _canonical(F.col(f"`{f.name}`"), f.dataType).alias(f.name) for f in frame.schema.fields
     ]
     for row in frame.select(*columns).toLocalIterator():
-        yield {name: _plain(value) for name, value in row.asDict().items()}
+        values = {name: _plain(value) for name, value in row.asDict().items()}
+        if values.get(RESCUED) is not None:  # its JSON object, as the fold holds it
+            values[RESCUED] = json.loads(values[RESCUED])
+        yield values
 
 
 def _canonical(column: Column, data_type: DataType) -> Column:

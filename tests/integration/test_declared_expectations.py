@@ -20,6 +20,7 @@ from lakehouse.run.pipeline import run_once
 from lakehouse_core.delta_io import versions
 from lakehouse_core.errors import ExpectationFailedError
 from lakehouse_core.layout import QUARANTINE_TABLE, Warehouse
+from tests.cli import run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -78,6 +79,14 @@ def test_python_expect_or_drop_quarantines_and_expect_or_fail_fails(
         ("silver.users", "email_has_at", "drop", True),
         ("silver.users", "age_at_most_150", "fail", True),
     }
+
+    config = tmp_path / "pipeline.toml"
+    config.write_text(CONFIG.to_toml(), encoding="utf-8")
+    verified = run_cli("verify", "--warehouse", warehouse.root, "--config", config)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    lines = verified.stdout.splitlines()
+    progress = lines.index("- verify: silver.users against the fold of its bronze records")
+    assert progress < lines.index("silver.users: 1 rows, expected 1: ok"), verified.stdout
 
     before = versions(spark, silver)
     arrive(source, 1, user(2, 3, 200, "c@example.com"))
