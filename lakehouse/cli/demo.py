@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import shlex
 import sys
 import tempfile
 from contextlib import ExitStack
@@ -111,11 +113,40 @@ def demo(
     )
     console.print(f"[bold]{summary.alerts_query}[/bold]")
     print_table("alerts", summary.alerts_columns, summary.alerts_rows)
-    example = "SELECT * FROM gold.user_sessions LIMIT 5"
     console.print(f"warehouse: {summary.warehouse}", markup=False)
-    console.print(f'try: lakehouse sql --warehouse {summary.warehouse} "{example}"', markup=False)
+    console.print(
+        "its declarations are recorded there (the same as examples/demo.toml): "
+        "these commands need no --config",
+        markup=False,
+    )
+    for line in next_commands(summary.warehouse, summary.customer_id):
+        console.print(line, markup=False, soft_wrap=True)
     if not summary.verified:
         sys.exit(1)
+
+
+def next_commands(warehouse: str, customer_id: int | None) -> list[str]:
+    """The demo's last lines: the commands a user runs next on its ``warehouse``, each on a
+    line of its own (so it can be copied whole), none needing --config; ``forget`` of the
+    customer ``customer_id`` where there is one."""
+    w = shlex.quote(warehouse)
+    query = shlex.quote("SELECT * FROM gold.user_sessions LIMIT 5")
+    return [
+        "try:",
+        f"  lakehouse status --warehouse {w}",
+        f"  lakehouse status --warehouse {w} --html pipeline.html",
+        f"  lakehouse verify --warehouse {w}",
+        f"  lakehouse validate --warehouse {w}",
+        f"  lakehouse sql --warehouse {w} {query}",
+        f"  lakehouse replay --warehouse {w} --table orders",
+    ] + (
+        []
+        if customer_id is None
+        else [
+            f"  lakehouse forget --warehouse {w} --table customers "
+            f"--key {shlex.quote(json.dumps({'id': customer_id}))}"
+        ]
+    )
 
 
 def _postgres_demo(root: Path, spark_mode: str, master: str | None) -> None:

@@ -175,6 +175,8 @@ class DemoSummary:
     alerts_rows: list[list[Any]] = field(default_factory=list)
     #: Rows of gold.late_events per gold table.
     late_events: list[list[Any]] = field(default_factory=list)
+    #: A customer id silver holds (the smallest; None: none), for the forget example.
+    customer_id: int | None = None
 
 
 def workload_source(report: ProduceReport, bootstrap: str) -> SourceSpec:
@@ -260,7 +262,17 @@ def run_demo(
         alerts_columns=alerts.columns,
         alerts_rows=[list(r) for r in alerts.collect()],
         late_events=[list(r) for r in late],
+        customer_id=_first_customer(spark, warehouse),
     )
+
+
+def _first_customer(spark: SparkSession, warehouse: Warehouse) -> int | None:
+    """The smallest customer id of ``silver.customers`` (None: no customer or no table)."""
+    path = warehouse.table("silver", "customers")
+    if not table_exists(spark, path):
+        return None
+    first = spark.read.format("delta").load(path).agg({"id": "min"}).first()
+    return None if first is None or first[0] is None else int(first[0])
 
 
 def run_alerts(spark: SparkSession, warehouse: Warehouse, config: PipelineConfig) -> None:

@@ -4,6 +4,7 @@ the demo (a wrong-way import breaks it)."""
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import subprocess
 import sys
@@ -13,6 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from lakehouse.cli import cli
+from lakehouse.cli.demo import next_commands
+from lakehouse.demo.job import DEMO_CONFIG
 from lakehouse.demo.settings import SHOP_CONFIG, ShopGoldSpec, shop_gold_tables
 from lakehouse_core.config import PipelineConfig, load_config
 from lakehouse_core.errors import ConfigError
@@ -29,6 +33,28 @@ def test_the_shop_toml_loads_equal_to_the_python_settings() -> None:
     assert load_config(SHOP_TOML) == SHOP_CONFIG
     assert SHOP_CONFIG.gold_tables == shop_gold_tables(ShopGoldSpec())
     assert [t.name for t in SHOP_CONFIG.gold_tables] == ["revenue_per_minute", "user_sessions"]
+
+
+def test_the_demo_toml_is_what_the_demo_declares() -> None:
+    """examples/demo.toml, the file a user reads and reuses, is exactly the demo's declarations
+    (what ``lakehouse demo`` runs with and records in its warehouse)."""
+    assert load_config(ROOT / "examples" / "demo.toml") == DEMO_CONFIG
+
+
+def test_the_demo_names_the_commands_that_work_on_its_warehouse() -> None:
+    """Its last lines: one command a line, none needing --config, each one the command line
+    has (the demo's own warehouse and a customer it holds)."""
+    lines = next_commands("/tmp/my demo/warehouse", 7)
+    assert lines[0] == "try:"
+    commands = [shlex.split(line) for line in lines[1:]]
+    assert all(c[0] == "lakehouse" and "--config" not in c for c in commands), lines
+    assert all(c[c.index("--warehouse") + 1] == "/tmp/my demo/warehouse" for c in commands)
+    assert [c[1] for c in commands] == [
+        "status", "status", "verify", "validate", "sql", "replay", "forget"
+    ]  # fmt: skip
+    assert commands[-1][-2:] == ["--key", '{"id": 7}']
+    assert cli.commands.keys() >= {c[1] for c in commands}
+    assert next_commands("w", None)[-1].split()[1] == "replay"  # no customer: no forget
 
 
 def test_the_shop_tables_toml_is_the_shop_without_gold() -> None:
