@@ -216,6 +216,18 @@ class KafkaStreamReader(DataSourceStreamReader):
                 ranges.append(OffsetRange(topic, partition, offset, stop))
         return split_ranges(ranges, self.options.min_partitions)
 
+    def has_unread(self, read: PartitionOffsets) -> bool:
+        """Whether the subscribed topics hold records after ``read`` (the end offsets of a
+        committed micro-batch), or a partition of it is gone: what :meth:`latestOffset` would
+        plan a batch for, asked of the brokers from the driver alone."""
+        partitions = self._subscribed_partitions(known=read)
+        if any(tp not in partitions for tp in read):
+            return True
+        for tp, (low, high) in self._broker().watermarks(partitions).items():
+            if high != read.get(tp, low):  # records after it, or the topic was recreated
+                return True
+        return False
+
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, OffsetRange)
         return read_range(self.options, partition)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -116,11 +117,14 @@ def run(
     from dataclasses import replace
 
     from cdc.sources import SPARK_KAFKA_FORMAT, SourceSpec
+    from lakehouse.ops.idle import nothing_new
     from lakehouse.run.pipeline import run_continuously, run_once
     from lakehouse.run.queries import Backoff, give_up_seconds
     from lakehouse.run.summary import RunSummary
-    from lakehouse_core.layout import Warehouse
+    from lakehouse_core.layout import Warehouse, is_uri
     from lakehouse_core.streaming import Trigger
+
+    started = time.monotonic()
 
     if once and processing_time:
         raise LakehouseError("Use either --once or --processing-time, not both.")
@@ -145,13 +149,23 @@ def run(
     trigger = Trigger.parse(processing_time)
     backoff = Backoff(give_up_seconds=give_up_seconds(give_up_after))
     given = given_config(config_path)
+    place = Warehouse.from_path(warehouse)
+    chosen = None if is_uri(place.root) else declarations(given, warehouse)
+    if trigger.once and chosen is not None and nothing_new(spec, place, chosen.config):
+        print_summary(RunSummary())
+        console.print(
+            "done: nothing new (bronze has read the whole source and every table is up to "
+            f"date; checked without starting Spark) in {time.monotonic() - started:.1f} s",
+            soft_wrap=True,
+        )
+        return
     with spark_session(spark_mode, master, warehouse) as spark:
-        config = declarations(given, warehouse, spark).config
+        config = (chosen or declarations(given, warehouse, spark)).config
         if trigger.once:
             report = run_once(
                 spark,
                 spec,
-                Warehouse.from_path(warehouse),
+                place,
                 config,
                 raise_on_failure=False,
             )
@@ -164,7 +178,7 @@ def run(
             run_continuously(
                 spark,
                 spec,
-                Warehouse.from_path(warehouse),
+                place,
                 config,
                 trigger,
                 summary=summary,
