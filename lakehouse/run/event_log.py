@@ -43,6 +43,7 @@ from pyspark.sql.types import (
 )
 
 from bronze.job import BRONZE_QUERY
+from lakehouse.run.state_check import record_versions
 from lakehouse.run.summary import RunSummary
 from lakehouse_core import failures
 from lakehouse_core.failures import Failure, TableFailure
@@ -292,12 +293,15 @@ class _Recorder:
                 # A failed append keeps its rows for the next one; the streams go on regardless.
                 with suppress(Exception):
                     self.flush()
+                with suppress(Exception):
+                    record_versions(self._writer, self.warehouse.root)
             with suppress(Exception):
                 self.beat()
 
     def close(self) -> None:
-        """Stop the thread, wait until Spark has delivered every event, append the rest and
-        remove the heartbeat."""
+        """Stop the thread, wait until Spark has delivered every event, append the rest,
+        record the newest version of every table (:func:`lakehouse.run.state_check.record_versions`:
+        the next run finds a table that lost commits since) and remove the heartbeat."""
         self._stop.set()
         self._thread.join()
         _wait_for_delivery(self.spark)
@@ -305,7 +309,11 @@ class _Recorder:
         try:
             self.flush()
         finally:
-            delete(self.spark, self.warehouse.heartbeat)
+            try:
+                with suppress(Exception):  # without the record, the next run checks less
+                    record_versions(self.spark, self.warehouse.root)
+            finally:
+                delete(self.spark, self.warehouse.heartbeat)
 
 
 def _wait_for_delivery(spark: SparkSession) -> None:

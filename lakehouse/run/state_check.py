@@ -10,6 +10,15 @@ Two jobs, each one pass over the warehouse:
   :class:`DamagedStateError` line naming it and the fix, instead of a Java trace or a silent
   ``done`` with wrong results.
 
+A table's log is behind what was committed when a version newer than its newest commit file is
+named by its own log (a checksum, a checkpoint), by a stream that read it (a Delta source's
+offset in a checkpoint names the table's id and the version read) or by the versions the
+warehouse recorded at the end of the last run (:func:`record_versions`: each table's id and
+newest version, in ``_system/table_versions.json``). A table's version only grows while its id
+stays (a replay installs tables of new ids; maintenance, forget and a reset checkpoint add
+commits), so a table older than its record lost commits: a bad sync, a restore of its
+directory from an older copy. The checks read log listings and small files on the driver.
+
 The tables of a warehouse are ``<root>/<layer>/<name>`` and ``<root>/_system/<kind>/<entity>``
 (or ``<root>/_system/<name>`` for one table of a kind, like the event log); checkpoints are
 ``<root>/_system/checkpoints/<query>`` (see :class:`lakehouse_core.layout.Warehouse`).
@@ -20,18 +29,24 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from pyspark.sql import SparkSession
 
+from gold.progress import APPLIED_SUFFIX
 from lakehouse_core import storage
 from lakehouse_core.checkpoints import POINTER_SUFFIX
 from lakehouse_core.delta_io import committed_log, discard_half_created
 from lakehouse_core.errors import LakehouseError
-from lakehouse_core.layout import HISTORY_SUFFIX, LAYERS, Warehouse, is_uri
+from lakehouse_core.layout import HISTORY_SUFFIX, LAYERS, QUARANTINE_TABLE, Warehouse, is_uri
 from lakehouse_core.streaming import APP_ID_FILE
+
+#: Where :func:`record_versions` keeps the newest version of every table, under ``_system``.
+VERSIONS_FILE = "table_versions.json"
 
 #: ``_system`` folders that hold no tables (checkpoints, watermarks and the recorded
 #: declarations are files; a replay's staging is a whole warehouse that
@@ -83,8 +98,9 @@ def table_name(root: str, path: str) -> str:
     return path.removeprefix(f"{root}/").replace("/", ".")
 
 
-def rebuild_advice(root: str, path: str) -> str:
-    """How to rebuild the table at ``path`` (the fix that exists for its layer)."""
+def rebuild_advice(root: str, path: str, reads: str | None = None) -> str:
+    """How to rebuild the table at ``path`` (the fix that exists for its layer); ``reads``: the
+    silver entity a gold table's query reads, if known (its replay rebuilds the gold table)."""
     parts = path.removeprefix(f"{root}/").split("/")
     if parts[0] == "bronze":
         return (
@@ -92,9 +108,13 @@ def rebuild_advice(root: str, path: str) -> str:
             "the missing file from a backup, or replay its source into a new warehouse "
             "(lakehouse run --warehouse NEW --source ...)"
         )
+    if parts[:2] == ["silver", QUARANTINE_TABLE]:  # shared: every entity's replay rebuilds it
+        return "rebuild it from bronze: lakehouse replay"
     if parts[0] == "silver" or (parts[0] == "_system" and len(parts) == 3):
         entity = parts[-1].removesuffix(HISTORY_SUFFIX)
         return f"rebuild it from bronze: lakehouse replay --table {entity}"
+    if parts[0] == "gold" and reads is not None:
+        return f"rebuild it from bronze: lakehouse replay --table {reads}"
     if parts[0] == "gold":
         return "rebuild it from bronze: lakehouse replay"
     return f"move {path} aside; the next run creates it again (its old rows are not used again)"
@@ -144,12 +164,15 @@ def _json_lines(text: str | None) -> list[Any] | None:
     return documents
 
 
-def _check_table(spark: SparkSession, root: str, path: str, required: int) -> tuple[str, int]:
+def _check_table(
+    spark: SparkSession, root: str, path: str, required: int, reads: str | None = None
+) -> tuple[str, int]:
     """Check one table's log; returns its id and newest commit version.
 
     Raises:
-        DamagedStateError: its newest commit is missing (a checksum, checkpoint, or a stream
-            that read it, ``required``, says a later version was committed) or cut short.
+        DamagedStateError: its newest commit is missing (a checksum, checkpoint, or what a
+            stream read or the last run recorded, ``required``, says a later version was
+            committed) or cut short; the fix names ``reads`` for a gold table, if given.
     """
     log = f"{path}/_delta_log"
     names = storage.names(spark, log)
@@ -166,25 +189,43 @@ def _check_table(spark: SparkSession, root: str, path: str, required: int) -> tu
     if newest < known:
         raise DamagedStateError(
             f"{table_name(root, path)} is damaged (its newest commit, version {known}, is "
-            f"missing); {rebuild_advice(root, path)}"
+            f"missing); {rebuild_advice(root, path, reads)}"
         )
     text = _read(spark, f"{log}/{newest:020d}.json")
     if _json_lines(text) is None:
         raise DamagedStateError(
             f"{table_name(root, path)} is damaged (its newest commit, version {newest}, is cut "
-            f"short); {rebuild_advice(root, path)}"
+            f"short); {rebuild_advice(root, path, reads)}"
         )
-    table_id = ""
-    first = _json_lines(_read(spark, f"{log}/{0:020d}.json")) or []
-    for action in first:
-        if isinstance(action, dict) and "metaData" in action:
-            table_id = str(action["metaData"].get("id", ""))
-    return table_id, newest
+    return _table_id(spark, log, names), newest
+
+
+def _table_id(spark: SparkSession, log: str, names: list[str]) -> str:
+    """The id of the table of the ``_delta_log`` ``log`` (whose entries are ``names``): from
+    the ``metaData`` of its first commit, or, once the log's cleanup removed that, of its
+    newest checksum; "" if neither says."""
+    return _id_in_log(partial(_read, spark), log, names)
+
+
+def _id_in_log(read: Callable[[str], str | None], log: str, names: list[str]) -> str:
+    """:func:`_table_id`, reading the log's files with ``read``."""
+    first = f"{0:020d}.json"
+    if first in names:
+        for action in _json_lines(read(f"{log}/{first}")) or []:
+            if isinstance(action, dict) and isinstance(action.get("metaData"), dict):
+                return str(action["metaData"].get("id", ""))
+    checksums = sorted(name for name in names if _LOG_FILE.match(name) and name.endswith(".crc"))
+    if checksums:
+        checksum = _json_lines(read(f"{log}/{checksums[-1]}")) or [None]
+        if isinstance(checksum[0], dict) and isinstance(checksum[0].get("metadata"), dict):
+            return str(checksum[0]["metadata"].get("id", ""))
+    return ""
 
 
 def _check_checkpoint(spark: SparkSession, checkpoint: str) -> dict[str, int]:
     """Check the files Spark reads of one streaming checkpoint; returns, per Delta table id
-    the query reads, the newest version its offsets say it read.
+    the query reads (its Delta sources' ``reservoirId``), the newest version its offsets say it
+    read.
 
     Raises:
         DamagedStateError: its newest ``offsets``/``commits`` file (or a source's start file)
@@ -267,9 +308,10 @@ def _checkpoint_advice(query: str, file: str, kind: str, batch: int) -> str:
 
 def check_damage(spark: SparkSession, root: str) -> None:
     """Check the state of the warehouse ``root`` a run reads: every table's Delta log (its
-    newest commit there and whole, not older than a checksum, a checkpoint or any stream that
-    read it says), the files Spark reads of every streaming checkpoint, the gold watermarks
-    and the heartbeat; and that the warehouse can be written.
+    newest commit there and whole, not older than a checksum, a checkpoint, any stream that
+    read it or the versions recorded at the end of the last run say: :func:`record_versions`),
+    the files Spark reads of every streaming checkpoint, the gold watermarks and the heartbeat;
+    and that the warehouse can be written.
 
     Raises:
         DamagedStateError: the first damaged piece, named with its fix, in one line.
@@ -277,17 +319,25 @@ def check_damage(spark: SparkSession, root: str) -> None:
     _check_writable(root)
     checkpoints = f"{root}/_system/checkpoints"
     read: dict[str, int] = {}
+    queries: dict[str, set[str]] = {}
     for query in storage.subdirectories(spark, checkpoints):
         for table_id, version in _check_checkpoint(spark, f"{checkpoints}/{query}").items():
             read[table_id] = max(read.get(table_id, -1), version)
+            queries.setdefault(query, set()).add(table_id)
     for name in storage.names(spark, checkpoints):
         _check_query_file(spark, checkpoints, name)
+    recorded = recorded_versions(spark, root)
     for path in table_dirs(spark, root):
         if not committed_log(spark, path):
             continue
         table_id, newest = _check_table(spark, root, path, -1)
-        if read.get(table_id, -1) > newest:
-            _check_table(spark, root, path, read[table_id])
+        required = read.get(table_id, -1)
+        record = recorded.get(path.removeprefix(f"{root}/"))
+        if record is not None and table_id and record[0] == table_id:
+            required = max(required, record[1])
+        if required > newest:
+            reads = _gold_reads(spark, root, path, queries)
+            _check_table(spark, root, path, required, reads)
     watermarks = f"{root}/_system/watermarks"
     for name in storage.names(spark, watermarks):
         damaged = _json_lines(_read(spark, f"{watermarks}/{name}")) is None
@@ -302,6 +352,107 @@ def check_damage(spark: SparkSession, root: str) -> None:
             f"the pipeline heartbeat {heartbeat} is damaged (not JSON); delete it: the next run "
             "writes it again"
         )
+
+
+def _gold_reads(
+    spark: SparkSession, root: str, path: str, queries: dict[str, set[str]]
+) -> str | None:
+    """The silver entity the query of the gold table at ``path`` reads (the first by name if it
+    reads several), found through the table ids its checkpoint's offsets name (``queries``:
+    the ids per query); its query is the one its applied place names (a shared query) or
+    ``gold_<name>``. None: not a gold table, or not known."""
+    parts = path.removeprefix(f"{root}/").split("/")
+    if len(parts) != 2 or parts[0] != "gold":
+        return None
+    query = f"gold_{parts[1]}"
+    place = _json_lines(_read(spark, f"{root}/_system/checkpoints/{query}{APPLIED_SUFFIX}"))
+    if place and isinstance(place[0], dict) and isinstance(place[0].get("checkpoint"), str):
+        query = place[0]["checkpoint"].rstrip("/").rsplit("/", 1)[-1]
+    wanted = queries.get(query, set())
+    entities = []
+    for name in storage.subdirectories(spark, f"{root}/silver"):
+        log = f"{root}/silver/{name}/_delta_log"
+        if wanted and _table_id(spark, log, storage.names(spark, log)) in wanted:
+            entities.append(name.removesuffix(HISTORY_SUFFIX))
+    return min(entities, default=None)
+
+
+def record_versions(spark: SparkSession, root: str) -> None:
+    """Record the id and newest version of every table of the warehouse ``root`` (a table
+    without a commit is left out) in ``_system/table_versions.json``, replaced whole; a run
+    does it when it ends, so that the next run's :func:`check_damage` finds a table whose log
+    lost commits since. A table of the same id keeps the version recorded before if its log
+    is older (a run refused for it records no less than was committed). Readable without
+    Spark::
+
+        {"recorded": "<UTC time>", "tables": {"silver/orders": {"id": "<table id>",
+         "version": 7}, ...}}
+    """
+    before = recorded_versions(spark, root)
+    tables = {}
+    for path in table_dirs(spark, root):
+        log = f"{path}/_delta_log"
+        names = storage.names(spark, log)
+        newest, _ = _log_versions(names)
+        if newest < 0:
+            continue
+        relative = path.removeprefix(f"{root}/")
+        table_id = _table_id(spark, log, names)
+        old_id, old_version = before.get(relative, ("", -1))
+        if table_id and old_id == table_id:
+            newest = max(newest, old_version)
+        tables[relative] = {"id": table_id, "version": newest}
+    document = {"recorded": datetime.now(UTC).isoformat(), "tables": tables}
+    storage.write_text(spark, f"{root}/_system/{VERSIONS_FILE}", json.dumps(document))
+
+
+def recorded_versions(spark: SparkSession, root: str) -> dict[str, tuple[str, int]]:
+    """The id and version of each table (by its path under ``root``) that
+    :func:`record_versions` recorded last; none if nothing was recorded, or if the record cannot
+    be read (a run then checks without it, and records anew when it ends)."""
+    return _recorded(_read(spark, f"{root}/_system/{VERSIONS_FILE}"))
+
+
+def _recorded(text: str | None) -> dict[str, tuple[str, int]]:
+    """The tables of a record of :func:`record_versions` (none if ``text`` is not one)."""
+    try:
+        document = json.loads(text or "null")
+    except ValueError:
+        return {}
+    tables = document.get("tables") if isinstance(document, dict) else None
+    if not isinstance(tables, dict):
+        return {}
+    recorded = {}
+    for path, table in tables.items():
+        if isinstance(table, dict) and isinstance(table.get("version"), int):
+            recorded[str(path)] = (str(table.get("id") or ""), int(table["version"]))
+    return recorded
+
+
+def local_tables_behind(root: str | Path) -> list[str]:
+    """The tables of the local warehouse ``root`` whose log is older than the version
+    :func:`record_versions` recorded for the same table id (``silver.orders``, ...), read with
+    plain file reads, without Spark: a run that would otherwise end before Spark starts (nothing
+    new to do) goes on when this names a table, so that :func:`check_damage` names it."""
+    root = Path(root)
+
+    def read(path: str) -> str | None:
+        try:
+            return Path(path).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError):
+            return _UNREADABLE
+
+    behind = []
+    recorded = _recorded(read(str(root / "_system" / VERSIONS_FILE)))
+    for relative, (table_id, version) in recorded.items():
+        log = root / relative / "_delta_log"
+        names = [entry.name for entry in log.iterdir()] if log.is_dir() else []
+        newest, _ = _log_versions(names)
+        if 0 <= newest < version and table_id and _id_in_log(read, str(log), names) == table_id:
+            behind.append(table_name(str(root), str(root / relative)))
+    return behind
 
 
 def _check_writable(root: str) -> None:
