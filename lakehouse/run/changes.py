@@ -14,6 +14,8 @@ with the given ones does about it:
   refuses (:func:`replay_needed`) until ``lakehouse replay --table <name>`` rebuilds it;
 * another changed silver setting (deletes, column lists, partial updates, ...): it applies to
   the records the run reads from now on;
+* changed expectations alone (of a silver or gold table): the run checks the rows it writes
+  from now on, and the rows held are not checked again;
 * a removed declaration: its table stays in place, no longer updated (orphaned), until
   ``lakehouse drop`` removes it;
 * a changed SQL model: recomputed whole at its next refresh; settings: from the next run.
@@ -239,6 +241,14 @@ def _removed(kind: str, entry: Any) -> Change:
 
 def _changed(kind: str, old: Any, new: Any) -> Change:
     settings = changed_settings(old, new)
+    if settings == ("expectations",) and kind in ("table", "gold"):
+        table = f"{'silver' if kind == 'table' else 'gold'}.{new.name}"
+        says = (
+            f"the run checks the rows it writes to {table} from now on with the new "
+            "expectations; the rows it holds are not checked again (lakehouse validate checks "
+            "the whole table)"
+        )
+        return Change(kind, new.name, "changed", "from_now", says, settings)
     if kind == "table":
         return _changed_table(old, new, settings)
     if kind in ("gold", "pattern"):

@@ -28,6 +28,7 @@ from lakehouse import (
     quality,
     tumbling,
 )
+from lakehouse.run.changes import declaration_changes
 from lakehouse_core.config import config_from_toml
 from lakehouse_core.errors import ConfigError
 from lakehouse_core.expects import Expectation, compile_expectation, like_regex
@@ -274,3 +275,26 @@ def test_like_patterns_become_anchored_regular_expressions() -> None:
     assert like_regex("a_b%") == "^a(?s:.)b(?s:.*)$"
     assert like_regex("100\\%") == "^100%$"
     assert like_regex("a.b") == "^a\\.b$"
+
+
+def test_a_change_of_expectations_alone_is_checked_from_now_on() -> None:
+    recorded = config_from_toml(TOML)
+    given = config_from_toml(
+        TOML.replace(
+            'total_not_negative = "total >= 0"', 'total_not_negative = "total > 0"'
+        ).replace('revenue_not_negative = "revenue >= 0"', 'revenue_positive = "revenue > 0"')
+    )
+    assert [(c.line(), c.effect) for c in declaration_changes(recorded, given)] == [
+        (
+            "changed table orders (expectations): the run checks the rows it writes to "
+            "silver.orders from now on with the new expectations; the rows it holds are not "
+            "checked again (lakehouse validate checks the whole table)",
+            "from_now",
+        ),
+        (
+            "changed gold revenue (expectations): the run checks the rows it writes to "
+            "gold.revenue from now on with the new expectations; the rows it holds are not "
+            "checked again (lakehouse validate checks the whole table)",
+            "from_now",
+        ),
+    ]
