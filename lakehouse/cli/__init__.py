@@ -12,7 +12,20 @@ from collections.abc import Sequence
 
 import click
 
-from lakehouse.cli import demo, fit, ops, plan, quality, run, serve, sql, status, ui, workload
+from lakehouse.cli import (
+    demo,
+    drop,
+    fit,
+    ops,
+    plan,
+    quality,
+    run,
+    serve,
+    sql,
+    status,
+    ui,
+    workload,
+)
 from lakehouse.cli.common import DEBUG, INTERNAL_ERROR_EXIT, errors, first_line, showing_steps
 from lakehouse_core.errors import LakehouseError
 
@@ -33,6 +46,7 @@ for command in (
     ops.replay,
     ops.forget,
     ops.maintain,
+    drop.drop,
     sql.sql,
     status.status,
     ui.ui,

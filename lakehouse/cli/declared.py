@@ -13,7 +13,8 @@ command line without being exported to TOML.
 The object is a :class:`~lakehouse_core.config.PipelineConfig` (``pipeline_config(...)``), a
 :class:`lakehouse.Lakehouse` or a running pipeline's :class:`lakehouse.Pipeline` handle (their
 ``config``), or a function without arguments that returns one of those. Without ``:name`` the
-module must hold exactly one such object (functions are not called then). Building a
+module must hold exactly one such object (functions are not called then, imported ones are not
+counted, and a ``Lakehouse`` or ``Pipeline`` is the one over plain configs beside it). Building a
 ``Lakehouse`` starts no Spark; a module that runs its pipeline when imported would run it.
 """
 
@@ -157,17 +158,34 @@ def _the_one(namespace: dict[str, Any], option: str, place: str) -> PipelineConf
 
 def _pipelines(namespace: dict[str, Any]) -> list[str]:
     """The names of ``namespace`` bound to a pipeline, one per pipeline (a ``Lakehouse`` and
-    its ``config`` under two names count once, by the first name)."""
+    its ``config`` under two names count once, by the first name; one imported from another
+    module is not counted). A ``Lakehouse`` or ``Pipeline`` is the module's pipeline over any
+    plain config beside it (one it builds from)."""
+    handles = [name for name, value in namespace.items() if _is_handle(value)]
     names: list[str] = []
     seen: list[PipelineConfig] = []
     for name, value in namespace.items():
-        if name.startswith("_"):
+        if name.startswith("_") or (handles and name not in handles) or _imported(name, value):
             continue
         config = _config_of(value)
         if config is not None and not any(config is other for other in seen):
             names.append(name)
             seen.append(config)
     return names
+
+
+def _imported(name: str, value: Any) -> bool:
+    """Whether ``value`` is bound to ``name`` in a module imported before (``from m import
+    name``): another module's pipeline, not the one this module declares."""
+    return any(
+        getattr(module, name, None) is value
+        for module in list(sys.modules.values())
+        if module is not None
+    )
+
+
+def _is_handle(value: Any) -> bool:
+    return not isinstance(value, PipelineConfig | type) and _config_of(value) is not None
 
 
 def _config_of(value: Any) -> PipelineConfig | None:

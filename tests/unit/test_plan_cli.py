@@ -135,6 +135,18 @@ def test_declarations_take_a_file_a_name_in_it_or_a_module(tmp_path: Path) -> No
         "built.py",
     )
     assert load_declarations(f"{built}:pipeline").tables[0].name == "orders"
+    beside = python_file(
+        tmp_path,
+        """
+        from lakehouse import Lakehouse
+        from lakehouse.demo.settings import SHOP_CONFIG
+
+        lh = Lakehouse("/nowhere", tables=SHOP_CONFIG.tables)
+        """,
+        "beside.py",
+    )
+    mine = load_declarations(str(beside))  # the Lakehouse, not the config it builds from
+    assert (mine.tables, mine.gold_tables) == (SHOP_CONFIG.tables, ())
 
 
 @pytest.mark.parametrize(
@@ -193,3 +205,54 @@ def test_a_missing_module_is_one_error_line_on_the_command_line(tmp_path: Path) 
     result = run_cli("plan", "--warehouse", tmp_path, "--declarations", "nomod:x")
     assert result.returncode == 2
     assert result.stderr.startswith("error: --declarations nomod:x: no module named 'nomod'")
+
+
+def test_drop_lists_what_it_would_delete_and_refuses_a_declared_table(tmp_path: Path) -> None:
+    root = recorded_warehouse(tmp_path)  # declares gold.user_sessions
+    for path in (
+        "gold/user_sessions/_delta_log",
+        "gold/user_sessions_2/_delta_log",
+        "_system/checkpoints/gold_user_sessions/commits",
+        "_system/checkpoints/gold_user_sessions_2/commits",
+    ):
+        (root / path).mkdir(parents=True)
+    for path in (
+        "_system/checkpoints/gold_user_sessions._lakehouse_app_id",
+        "_system/checkpoints/gold_user_sessions.applied.json",
+        "_system/watermarks/user_sessions.json",
+    ):
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text("{}", encoding="utf-8")
+    declared = run_cli("drop", "gold.user_sessions", "--warehouse", root, "--yes")
+    assert declared.returncode == 2
+    assert declared.stderr == (
+        "error: gold.user_sessions is declared ([[gold]] user_sessions): remove its declaration "
+        "and run first (the next run would make it again); lakehouse plan shows it as removed "
+        "then.\n"
+    )
+    tables_only = python_file(
+        tmp_path,
+        "from lakehouse.demo.settings import SHOP_CONFIG\n"
+        "from dataclasses import replace\n"
+        "tables_only = replace(SHOP_CONFIG, gold_tables=())\n",
+        "tables_only.py",
+    )
+    args = ("drop", "gold.user_sessions", "--warehouse", root, "--declarations", tables_only)
+    preview = run_cli(*args)
+    assert preview.returncode == 2
+    assert preview.stdout.splitlines() == [
+        "dropping gold.user_sessions would delete:",
+        "  gold/user_sessions",
+        "  _system/watermarks/user_sessions.json",
+        "  _system/checkpoints/gold_user_sessions",
+        "  _system/checkpoints/gold_user_sessions._lakehouse_app_id",
+        "  _system/checkpoints/gold_user_sessions.applied.json",
+    ]
+    assert preview.stderr.endswith(
+        "error: nothing dropped: add --yes to drop gold.user_sessions.\n"
+    )
+    assert (root / "gold" / "user_sessions" / "_delta_log").is_dir()
+    bronze = run_cli("drop", "bronze.orders", "--warehouse", root)
+    assert bronze.returncode == 2 and "bronze is the system of record" in bronze.stderr
+    missing = run_cli("drop", "gold.nothing", "--warehouse", root, "--declarations", tables_only)
+    assert missing.stderr.endswith("holds no gold.nothing: nothing to drop.\n")
