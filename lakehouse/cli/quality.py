@@ -48,8 +48,9 @@ def validate(
     given = given_config(config_path)
     if given is not None and not given.quality.enabled:
         raise ConfigError(
-            f"{declarations_name(config_path)} names no suites: set 'suites' (a directory) or "
-            "'packaged_suites = true' in its [quality] table."
+            f"{declarations_name(config_path)} names no suites and declares no expectations: "
+            "set 'suites' (a directory) or 'packaged_suites = true' in its [quality] table, or "
+            "declare expectations on its tables ([tables.expect], [tables.expect_or_fail], ...)."
         )
     with spark_session(spark_mode, master) as spark:
         quality = declarations(given, warehouse, spark).config.quality

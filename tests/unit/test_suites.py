@@ -246,6 +246,7 @@ def test_validate_without_suites_is_one_line(tmp_path: Path) -> None:
     done = run_cli("validate", "--warehouse", tmp_path, "--config", config)
     assert done.returncode == 2
     assert done.stderr.strip() == (
-        f"error: {config} names no suites: set 'suites' (a directory) or "
-        "'packaged_suites = true' in its [quality] table."
+        f"error: {config} names no suites and declares no expectations: set 'suites' (a "
+        "directory) or 'packaged_suites = true' in its [quality] table, or declare expectations "
+        "on its tables ([tables.expect], [tables.expect_or_fail], ...)."
     )
