@@ -84,7 +84,7 @@ def test_a_gold_suite_cannot_drop(tmp_path: Path) -> None:
 def test_packaged_suites_are_valid_gx_suites() -> None:
     quality = QualitySpec(packaged_suites=True)
     for path in sorted(PACKAGED_SUITES.glob("*/*.json")):
-        suite = load_suite(quality, path.parent.name, path.stem)  # type: ignore[arg-type]
+        suite = load_suite(quality, path.parent.name, path.stem)
         assert suite is not None and suite.rules, path
 
 
