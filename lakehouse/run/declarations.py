@@ -12,6 +12,7 @@ TOML does) and read back as plain files for a local warehouse, without Spark.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import socket
@@ -29,6 +30,8 @@ from lakehouse_core.layout import Warehouse, is_uri
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
 
 #: Digits of a version's file name (``0000000003.toml``): names sort as numbers.
 VERSION_DIGITS = 10
@@ -234,7 +237,9 @@ def record_declarations(
     now: datetime | None = None,
 ) -> int | None:
     """Record ``config`` as the declarations ``command`` runs ``warehouse`` with, unless they
-    equal the newest recorded ones; return the new version (None: nothing written).
+    equal the newest recorded ones; return the new version (None: nothing written). Each
+    change from the newest is logged at INFO with what it implies
+    (:func:`lakehouse.run.changes.declaration_changes`).
 
     Raises:
         ConfigError: ``config`` changes the contract of a silver table the warehouse holds
@@ -249,11 +254,14 @@ def record_declarations(
         newest = None  # an unreadable record: the given declarations replace it
     if newest is not None and newest.config == config:
         return None
-    if newest is not None and command not in REBUILDING_COMMANDS:
+    if newest is not None:
         held = held_tables(warehouse, "silver", files)
-        needed = replay_needed(declaration_changes(newest.config, config, held), held)
-        if needed:
+        changes = declaration_changes(newest.config, config, held)
+        needed = replay_needed(changes, held)
+        if needed and command not in REBUILDING_COMMANDS:
             raise ConfigError(refusal(needed))
+        for change in changes:  # what each change implies, as lakehouse plan says it
+            log.info(f"declarations: {change.line()}")
     versions = recorded_versions(files.names(warehouse.declarations))
     version = (versions[-1] if versions else 0) + 1
     at = (now or datetime.now(UTC)).astimezone(UTC)

@@ -4,6 +4,7 @@ refuses (and that a run refuses them before it records anything). No Spark."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -228,3 +229,19 @@ def test_a_run_refuses_a_changed_contract_of_a_held_silver_table(tmp_path: Path)
     assert newest is not None and newest.version == 2  # nothing written
     assert record_declarations(None, warehouse, SHOP_CONFIG, "replay") == 3  # type: ignore[arg-type]
     assert record_declarations(None, warehouse, SHOP_CONFIG, "run --once") is None  # type: ignore[arg-type]
+
+
+@pytest.mark.usefixtures("plain_storage")
+def test_a_run_logs_what_each_change_implies(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    warehouse = Warehouse.from_path(tmp_path)
+    record_declarations(None, warehouse, SHOP_CONFIG, "run --once")  # type: ignore[arg-type]
+    with caplog.at_level(logging.INFO, logger="lakehouse.run.declarations"):
+        assert record_declarations(None, warehouse, DEMO_CONFIG, "run --once") == 2  # type: ignore[arg-type]
+    said = [record.getMessage() for record in caplog.records]
+    assert len(said) == 8
+    assert (
+        "declarations: added gold spend_last_hour: new: the run backfills gold.spend_last_hour "
+        "from silver.orders"
+    ) in said
