@@ -538,8 +538,10 @@ class Lakehouse:
     def status(self) -> PipelineStatus:
         """Per table how far silver and gold have applied their input, the last micro-batches
         (from the event log), freshness and quarantine, per expectation the rows checked,
-        failed and dropped (``quality``), and whether a pipeline runs now
-        (``lakehouse status``); ``to_json()`` gives it as JSON values."""
+        failed and dropped (``quality``), SQL models, the tables no declaration makes
+        (``orphaned``), and whether a pipeline runs now (``lakehouse status``); in a notebook
+        it shows as tables, ``print`` gives the text ``lakehouse status`` prints, and
+        ``to_json()`` gives it as JSON values."""
         return pipeline_status(self.spark, self.warehouse, self.config, datetime.now(UTC))
 
     def event_log(self) -> DataFrame:

@@ -185,8 +185,9 @@ class Pipeline:
 
     def status(self) -> PipelineStatus:
         """What ``lakehouse status`` reports: per table how far it has applied its input,
-        the last micro-batches, freshness, quarantine, failing tables, and this run as
-        running (read without Spark)."""
+        the last micro-batches, freshness, quarantine, failing tables, SQL models, orphaned
+        tables, and this run as running (read without Spark); in a notebook it shows as
+        tables, ``print`` gives the text ``lakehouse status`` prints."""
         return pipeline_status(self._spark, self.warehouse, self.config, datetime.now(UTC))
 
     def last_batches(self, limit: int = 20) -> DataFrame:
