@@ -33,7 +33,7 @@ from gold.models import refresh_models
 from gold.pattern_jobs import final_from
 from gold.watermarks import carry_over
 from lakehouse.run import commit_swap, recovery, swap
-from lakehouse.run.declarations import record_declarations
+from lakehouse.run.declarations import record_declarations, refuse_unrebuilt
 from lakehouse.run.entities import (
     chosen_entities,
     declared_entities,
@@ -72,7 +72,9 @@ def replay(
     Raises:
         ConfigError: a silver or gold table the warehouse holds lacks its declaration in
             ``config`` (:func:`lakehouse.run.entities.declared_entities`), or the rebuild did
-            not make a live table it would replace (nothing is swapped in either case).
+            not make a live table it would replace (nothing is swapped in either case), or
+            ``config`` changes the keys, sequence or SCD type of a silver table it does not
+            rebuild (:func:`lakehouse.run.declarations.refuse_unrebuilt`; nothing is staged).
         TableNotFoundError: no bronze tables, or ``table`` is not an entity of the warehouse.
         PipelineError: a silver or gold job failed (the live tables are unchanged).
     """
@@ -86,6 +88,7 @@ def replay(
     if entities != chosen:
         joined = ", ".join(name for name in entities if name not in chosen)
         log.info(f"replay: rebuilding {joined} too: a gold table reads it with {table}")
+    refuse_unrebuilt(spark, warehouse, config, entities)  # a silver contract it leaves
     report = ReplayReport(entities=entities)
     if on_object_store:
         staging = commit_swap.prepare(spark, warehouse.root)

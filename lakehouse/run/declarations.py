@@ -16,7 +16,7 @@ import logging
 import os
 import re
 import socket
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -227,6 +227,36 @@ def held_tables(warehouse: Warehouse, layer: str, files: Files | None = None) ->
         for name in files.names(folder)
         if not name.startswith((".", "_")) and "_delta_log" in files.names(f"{folder}/{name}")
     ]
+
+
+def refuse_unrebuilt(
+    spark: SparkSession, warehouse: Warehouse, config: PipelineConfig, rebuilt: Collection[str]
+) -> None:
+    """Before a replay of the entities ``rebuilt`` records ``config``: refuse when it changes
+    the contract of another silver table the warehouse holds (recording it would let later
+    runs take that table's rows, merged under the old contract, for ones merged under the new).
+
+    Raises:
+        ConfigError: one line naming those tables and the replay that takes them too.
+    """
+    files = PLAIN_FILES if not is_uri(warehouse.root) else hadoop_files(spark)
+    try:
+        newest = newest_recorded(warehouse, files)
+    except ConfigError:
+        return
+    if newest is None:
+        return
+    held = held_tables(warehouse, "silver", files)
+    needed = replay_needed(declaration_changes(newest.config, comparable(config), held), held)
+    others = [change for change in needed if change.name not in rebuilt]
+    if others:
+        tables = ", ".join(f"silver.{change.name}" for change in others)
+        raise ConfigError(
+            f"replay of {', '.join(rebuilt)} refused: the declarations given also change how "
+            f"{tables} merges its records ({'; '.join(change.what for change in others)}), "
+            "which this replay does not rebuild: replay them together (lakehouse replay "
+            "rebuilds every table). Nothing was changed."
+        )
 
 
 def record_declarations(

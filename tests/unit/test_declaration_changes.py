@@ -20,7 +20,12 @@ from lakehouse.run.changes import (
     refusal,
     replay_needed,
 )
-from lakehouse.run.declarations import held_tables, newest_recorded, record_declarations
+from lakehouse.run.declarations import (
+    held_tables,
+    newest_recorded,
+    record_declarations,
+    refuse_unrebuilt,
+)
 from lakehouse_core import storage
 from lakehouse_core.config import PipelineConfig, QualitySpec
 from lakehouse_core.errors import ConfigError
@@ -245,3 +250,27 @@ def test_a_run_logs_what_each_change_implies(
         "declarations: added gold spend_last_hour: new: the run backfills gold.spend_last_hour "
         "from silver.orders"
     ) in said
+
+
+@pytest.mark.usefixtures("plain_storage")
+def test_a_replay_refuses_declarations_that_change_a_table_it_does_not_rebuild(
+    tmp_path: Path,
+) -> None:
+    warehouse = Warehouse.from_path(tmp_path)
+    orders = cdc_table("orders", topic="shop.public.orders")
+    both = replace(SHOP_CONFIG, tables=(*SHOP_CONFIG.tables, orders))
+    record_declarations(None, warehouse, both, "run --once")  # type: ignore[arg-type]
+    for name in ("orders", "clickstream"):
+        (tmp_path / "silver" / name / "_delta_log").mkdir(parents=True)
+    clicks = replace(SHOP_CONFIG.tables[0], keys=("event_id", "user_id"))
+    changed = replace(both, tables=(clicks, replace(orders, stored_as_scd_type=2)))
+    with pytest.raises(ConfigError) as refused:
+        refuse_unrebuilt(None, warehouse, changed, ["orders"])  # type: ignore[arg-type]
+    assert str(refused.value) == (
+        "replay of orders refused: the declarations given also change how silver.clickstream "
+        "merges its records (changed table clickstream (keys)), which this replay does not "
+        "rebuild: replay them together (lakehouse replay rebuilds every table). Nothing was "
+        "changed."
+    )
+    refuse_unrebuilt(None, warehouse, changed, ["orders", "clickstream"])  # type: ignore[arg-type]
+    refuse_unrebuilt(None, warehouse, both, ["orders"])  # type: ignore[arg-type]
