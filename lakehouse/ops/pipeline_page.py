@@ -2,14 +2,14 @@
 self-contained HTML file (inline SVG and CSS, no script, nothing loaded from anywhere) that
 draws the pipeline as a graph.
 
-Every table is a node (bronze, silver, gold, SQL models and the quarantine, with rows,
-freshness, quarantined records, failed expectations, the last micro-batch and gold's late
-changes; a table no current declaration makes marked orphaned), every flow an edge (bronze ->
-silver -> gold, inputs -> model, silver -> quarantine; the last batch's input rows and how far
-the flow lags), and each flow has a chart of its micro-batches' durations and input
-rows from ``system.event_log``. It is drawn from the object ``lakehouse status --json`` prints
-(:func:`lakehouse.ops.status.status_json`): each node and edge carries ``data-*`` attributes with
-the JSON values it shows.
+Every table is a node (bronze, silver, gold with the alerts, baselines and late changes, SQL
+models and the quarantine, with rows, freshness, quarantined records, failed expectations, the
+last micro-batch and gold's late changes; a table no current declaration makes marked
+orphaned), every flow an edge (bronze -> silver -> gold, inputs -> model, silver -> quarantine;
+the last batch's input rows and how far the flow lags), and each flow has a chart of its
+micro-batches' durations and input rows from ``system.event_log``. It is drawn from the object
+``lakehouse status --json`` prints (:func:`lakehouse.ops.status.status_json`): each node and
+edge carries ``data-*`` attributes with the JSON values it shows.
 """
 
 from __future__ import annotations
@@ -258,6 +258,15 @@ def _graph(status: dict[str, Any]) -> tuple[list[_Node], list[dict[str, Any]]]:
         for source in entry["inputs"]:
             if source in nodes:
                 edges.append(_edge(source, entry["table"], entry, "inputs_behind", "commits"))
+    for entry in status.get("other_gold") or []:
+        nodes[entry["table"]] = _Node(
+            "gold",
+            entry["table"],
+            [
+                ("what", entry["what"], None),
+                ("rows", f"rows {_n(entry['rows'])}", entry["rows"]),
+            ],
+        )
     for entry in status.get("orphaned") or []:
         nodes[entry["table"]] = _Node(
             "orphaned",

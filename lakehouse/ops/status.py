@@ -34,6 +34,7 @@ from bronze.table import TOPIC_PROPERTY
 from gold.progress import Applied, applied_location
 from gold.watermarks import SEEN, Delayed, watermark_of
 from lakehouse_core import checkpoints
+from lakehouse_core.columns import RESCUED
 from lakehouse_core.config import PipelineConfig
 from lakehouse_core.errors import ConfigError
 from lakehouse_core.identifiers import table_name_for_topic
@@ -76,6 +77,8 @@ class SilverStatus:
     freshness_seconds: float | None  # now - newest_applied_event
     quarantined: int
     last_batch: LastBatch | None
+    #: Rows holding values their columns' types do not hold in ``_rescued_data``.
+    rescued: int = 0
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,16 @@ class ModelStatus:
     rows: int
     last_batch: LastBatch | None
     query: str = ""
+
+
+@dataclass(frozen=True)
+class HeldTable:
+    """A gold table the pipeline keeps beside its declarations' (the alerts, an alert's
+    baseline, the log of late changes): its rows and ``what`` it holds."""
+
+    table: str
+    rows: int
+    what: str
 
 
 @dataclass(frozen=True)
@@ -175,6 +188,7 @@ class PipelineStatus:
     failing: list[Failing] = field(default_factory=list)
     models: list[ModelStatus] = field(default_factory=list)
     orphaned: list[OrphanedTable] = field(default_factory=list)
+    other_gold: list[HeldTable] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """The status as JSON values (times in ISO 8601): what ``lakehouse status --json``
@@ -249,6 +263,7 @@ def pipeline_status(
                 freshness_seconds=(now - newest_event).total_seconds() if newest_event else None,
                 quarantined=quarantine.get(spec.name, 0),
                 last_batch=last.get(f"silver_{spec.name}"),
+                rescued=_rescued_rows(files),
             )
         )
     late = _rows_per(_delta(warehouse.table("gold", LATE_EVENTS)), "gold_table")
@@ -299,6 +314,7 @@ def pipeline_status(
         failing=run.failing if run is not None and run.alive else failed_last,
         models=_models(warehouse, config, last),
         orphaned=_orphaned(warehouse, config, [s.table for s in silver]),
+        other_gold=_other_gold(warehouse, config, {g.table for g in gold}),
     )
 
 
@@ -385,6 +401,20 @@ def _models(
                 query=model_query(model.name),
             )
         )
+    return found
+
+
+def _other_gold(warehouse: Warehouse, config: PipelineConfig, shown: set[str]) -> list[HeldTable]:
+    """The gold tables ``config`` makes that are not in ``shown`` (the declarations' and
+    patterns' tables) nor SQL models: the alerts, the baselines, the late changes; each the
+    warehouse holds, with what it holds."""
+    found = []
+    for name, what in sorted(config.taken_gold_names.items()):
+        if f"gold.{name}" in shown:
+            continue
+        table = _delta(warehouse.table("gold", name))
+        if table is not None:
+            found.append(HeldTable(f"gold.{name}", _rows(table, _files(table)), what))
     return found
 
 
@@ -547,6 +577,16 @@ def _rows_per(table: DeltaTable | None, column: str) -> dict[str, int]:
         return {}
     counts = pc.value_counts(values.combine_chunks()).to_pylist()
     return {str(c["values"]): int(c["counts"]) for c in counts}
+
+
+def _rescued_rows(files: pa.Table | None) -> int:
+    """The rows of a silver table whose ``_rescued_data`` is not null, from its files'
+    statistics (none: the table has no such column, or no statistics of it)."""
+    nulls = f"null_count.{RESCUED}"
+    if files is None or nulls not in files.column_names or files.num_rows == 0:
+        return 0
+    rows = pc.sum(files["num_records"]).as_py() or 0
+    return max(0, int(rows) - int(pc.sum(files[nulls]).as_py() or 0))
 
 
 def _versions(table: DeltaTable | None, operations: tuple[str, ...]) -> dict[int, int]:

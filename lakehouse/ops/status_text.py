@@ -82,8 +82,8 @@ def _head(report: PipelineStatus, wide: bool) -> list[str]:
 
 
 def _tables(report: PipelineStatus, wide: bool) -> list[Table]:
-    """The status's tables: silver, gold, SQL models, orphaned tables, quality (the last
-    three only where there are any)."""
+    """The status's tables: silver, gold, SQL models, the other gold tables, orphaned
+    tables, quality (the last four only where there are any)."""
     now = report.at
     tables: list[Table] = []
     tables.append(
@@ -113,7 +113,7 @@ def _tables(report: PipelineStatus, wide: bool) -> list[Table]:
                     s.records_behind,
                     s.rows,
                     _seconds(s.freshness_seconds),
-                    s.quarantined,
+                    f"{s.quarantined} ({s.rescued} rescued)" if s.rescued else s.quarantined,
                     _batch(s.last_batch, now, wide),
                 ]
                 for s in report.silver
@@ -171,6 +171,14 @@ def _tables(report: PipelineStatus, wide: bool) -> list[Table]:
                     ]
                     for m in report.models
                 ],
+            )
+        )
+    if report.other_gold:
+        tables.append(
+            (
+                "other gold tables",
+                [Column("table", name=True), Column("rows"), Column("what", name=True)],
+                [[o.table, o.rows, o.what] for o in report.other_gold],
             )
         )
     if report.orphaned:

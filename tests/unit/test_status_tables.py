@@ -18,7 +18,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from gold.models import ModelState
 from lakehouse.ops.pipeline_page import render_pipeline_page
-from lakehouse.ops.status import ModelStatus, OrphanedTable, fed_version, pipeline_status
+from lakehouse.ops.status import HeldTable, ModelStatus, OrphanedTable, fed_version, pipeline_status
 from lakehouse_core.layout import Warehouse
 from lakehouse_core.loader import config_from_toml
 
@@ -67,6 +67,7 @@ def test_status_names_models_and_orphaned_tables(tmp_path: Path) -> None:
         write_deltalake(warehouse.table(layer, name), rows)  # type: ignore[arg-type]
     write_deltalake(warehouse.table("silver", "orders"), rows, mode="append")
     write_deltalake(warehouse.table("gold", "counts"), pa.table({"n": [6]}))
+    write_deltalake(warehouse.table("gold", "late_events"), pa.table({"gold_table": ["x"]}))
     orders = DeltaTable(warehouse.table("silver", "orders"))
     config = config_from_toml(
         '[[models]]\nname = "counts"\nsql = "SELECT count(*) AS n FROM silver.orders"\n'
@@ -89,8 +90,11 @@ def test_status_names_models_and_orphaned_tables(tmp_path: Path) -> None:
         OrphanedTable("silver.orders", 6),
         OrphanedTable("gold.old_tier", 3),
     ]
+    assert report.other_gold == [
+        HeldTable("gold.late_events", 1, "the log of late changes (gold.late_events)")
+    ]
     text = str(report)
-    for name in ("gold.counts", "silver.gone", "gold.old_tier", "orphaned"):
+    for name in ("gold.counts", "silver.gone", "gold.old_tier", "orphaned", "gold.late_events"):
         assert name in text.split() or name in text, text
     html = BeautifulSoup(report._repr_html_(), "html.parser")
     cells = [[td.text for td in tr.find_all("td")] for tr in html.find_all("tr")]
@@ -105,4 +109,5 @@ def test_status_names_models_and_orphaned_tables(tmp_path: Path) -> None:
         "silver.gone": "orphaned",
         "silver.orders": "orphaned",
         "gold.old_tier": "orphaned",
+        "gold.late_events": "gold",
     }, layers
