@@ -109,7 +109,8 @@ class ColumnCodec:
     """One column: its JSON-side Spark type and the decoder to its real type.
 
     ``staged``: the same decoding in two projections, with its quarantine check (None: every
-    value decodes exactly).
+    value decodes exactly). ``decoded_type``: the type of the decoded value (None: the JSON-side
+    type, which the decoder keeps).
     """
 
     name: str
@@ -117,6 +118,12 @@ class ColumnCodec:
     decode: Decoder
     toastable: bool
     staged: Staged | None = None
+    decoded_type: DataType | None = None
+
+    @property
+    def type(self) -> DataType:
+        """The Spark type of the decoded value."""
+        return self.raw_type if self.decoded_type is None else self.decoded_type
 
 
 def _identity(column: Column) -> Column:
@@ -142,7 +149,7 @@ def codec_for(field: Mapping[str, Any]) -> ColumnCodec:
     toastable = isinstance(typed.raw, StringType) and isinstance(
         typed.type, StringType | BinaryType
     )
-    return ColumnCodec(name, typed.raw, typed.decode, toastable, typed.staged)
+    return ColumnCodec(name, typed.raw, typed.decode, toastable, typed.staged, typed.type)
 
 
 def _typed(schema: Mapping[str, Any]) -> _Typed:

@@ -16,6 +16,9 @@ from lakehouse_core.identifiers import MAX_IDENTIFIER, is_plain_identifier
 #: The column of a change's op (Debezium's ``c``, ``u``, ``r``, ``d``, ``t``), and of why a
 #: record is not kept (None: it is), in parsed events and silver rows.
 OP, REASON = "_op", "_reason"
+#: The data column of a table with ``on_type_mismatch = "rescue"`` that keeps a row's values
+#: its columns' types do not hold: a JSON object of them, by column name, as sent (null: none).
+RESCUED = "_rescued_data"
 #: Metadata columns every silver row carries, in this order after the data columns.
 METADATA_COLUMNS = (
     "_sequence",
@@ -71,6 +74,7 @@ RESERVED_COLUMNS = frozenset(
         "_starts",
         "_winner",
         "_quality_scope",
+        RESCUED,
     }
 )
 

@@ -101,6 +101,7 @@ class TableShape(Shape):
     ignore_null_updates_except_column_list: list[str] | None = None
     system_sequence_by: str | None = None
     on_incompatible_type: str | None = None
+    on_type_mismatch: str | None = None
     type_widening: str | None = None
     deletion_vectors: bool | None = None
     stored_as_scd_type: int | str | None = None

@@ -49,6 +49,8 @@ TABLE_FORMATS: tuple[TableFormat, ...] = ("debezium", "events")
 ConditionSetting = Literal["apply_as_deletes", "apply_as_truncates"]
 IncompatibleTypePolicy = Literal["fail", "quarantine"]
 INCOMPATIBLE_TYPE_POLICIES: tuple[IncompatibleTypePolicy, ...] = ("fail", "quarantine")
+TypeMismatchPolicy = Literal["quarantine", "rescue"]
+TYPE_MISMATCH_POLICIES: tuple[TypeMismatchPolicy, ...] = ("quarantine", "rescue")
 SCD_TYPES = (1, 2)
 
 
@@ -77,6 +79,10 @@ class TableSpec:
     system_sequence_by: str | None = None
     #: A source column type silver cannot widen to: stop the stream, or quarantine the records.
     on_incompatible_type: IncompatibleTypePolicy = "fail"
+    #: A value its column's type does not hold (``"hot"`` in a double column): quarantine its
+    #: record, or keep the record with the value in ``_rescued_data`` (docs/silver-semantics.md,
+    #: "Values of the wrong type").
+    on_type_mismatch: TypeMismatchPolicy = "quarantine"
     #: How the entity's tables take a wider column type (lakehouse_core.widening.TypeWidening).
     type_widening: TypeWidening = "in_place"
     #: Delta deletion vectors on the entity's silver table: a MERGE marks the rows it replaces
@@ -118,6 +124,11 @@ class TableSpec:
             raise ConfigError(
                 f"Invalid on_incompatible_type {self.on_incompatible_type!r} for table "
                 f"{self.name!r}. Must be one of {', '.join(INCOMPATIBLE_TYPE_POLICIES)}."
+            )
+        if self.on_type_mismatch not in TYPE_MISMATCH_POLICIES:
+            raise ConfigError(
+                f"Invalid on_type_mismatch {self.on_type_mismatch!r} for table {self.name!r}. "
+                f"Must be one of {', '.join(TYPE_MISMATCH_POLICIES)}."
             )
         if self.type_widening not in TYPE_WIDENING_MODES:
             raise ConfigError(

@@ -35,7 +35,7 @@ from cdc.debezium import (
 )
 from expectations.compile import Check
 from expectations.enforce import TableChecks
-from lakehouse_core.columns import OP, REASON, column_name_problem
+from lakehouse_core.columns import OP, REASON, RESCUED, column_name_problem
 from lakehouse_core.config import TableSpec
 from lakehouse_core.errors import ConfigError, SchemaChangeError
 from lakehouse_core.frames import kept_with_totals
@@ -77,8 +77,9 @@ class Decoded:
     already carrying their reason; ``compiled``: the checks, limited to the upserts (none:
     the table has no checks, or the batch no columns); ``counts``: the totals (``records``,
     ``quarantined``, ``tombstones``, ``truncates``, ``toast_columns``, ``schemas``, the
-    checks' totals, :data:`NEWEST_TRUNCATE`); ``key_range``: the batch's range of its first
-    integer or string key column (None: no such key).
+    checks' totals, :data:`NEWEST_TRUNCATE`, ``rescued``: the records kept with values their
+    types do not hold in :data:`~lakehouse_core.columns.RESCUED`); ``key_range``: the batch's
+    range of its first integer or string key column (None: no such key).
     """
 
     layout: RowLayout
@@ -135,6 +136,7 @@ def _decoded(
     )
     bounds = [F.min(ranged).alias(LOW_KEY), F.max(ranged).alias(HIGH_KEY)] if ranged else []
     kept_truncate = F.col(REASON).isNull() & ~F.col(TOMBSTONE) & (F.col(OP) == TRUNCATE_OP)
+    rescued = F.col(REASON).isNull() & F.col(RESCUED).isNotNull()
     events, counts = kept_with_totals(
         events,
         *bounds,
@@ -142,6 +144,7 @@ def _decoded(
         F.count(REASON).alias("quarantined"),
         F.count_if(TOMBSTONE).alias("tombstones"),
         F.count_if(F.col(OP) == TRUNCATE_OP).alias("truncates"),
+        (F.count_if(rescued) if RESCUED in events.columns else F.lit(0)).alias("rescued"),
         F.max(F.when(kept_truncate, order_of())).alias(NEWEST_TRUNCATE),
         F.array_distinct(F.flatten(F.collect_set(UNAVAILABLE))).alias("toast_columns"),
         schema_hashes().alias("schemas"),
@@ -185,7 +188,7 @@ def read_batch(
         name
         for version in typed
         for name in version.columns.fieldNames()
-        if name not in {k.name for k in keys} and not spec.keeps_column(name)
+        if name not in {k.name for k in keys} and name != RESCUED and not spec.keeps_column(name)
     }
     plan = plan_schema(table, typed, dropped)
     if spec.on_incompatible_type == "fail":
@@ -221,7 +224,9 @@ def _rows_of(texts: DataFrame, version: SchemaVersion) -> DataFrame:
 
 
 def _names(layout: RowLayout) -> list[str]:
-    return [*layout.key_names, *(c.name for c in layout.value_columns)]
+    """The data columns of the events :func:`silver.parse.parse_changes` makes of ``layout``."""
+    rescued = [RESCUED] if layout.rescues and layout.value_columns else []
+    return [*layout.key_names, *(c.name for c in layout.value_columns), *rescued]
 
 
 def _typed_columns(frame: DataFrame, layout: RowLayout) -> StructType:
@@ -305,6 +310,9 @@ def discover_versions(texts: DataFrame, spec: TableSpec) -> list[SchemaVersion]:
         )
         inferred = any(s.row_inferred or s.key_inferred for s in group)
         hashes = frozenset(s.hash for s in group)
+        # Values read by their records' own Connect schema are checked against its types.
+        checked = not any(s.row_inferred for s in group)
+        layout = replace(layout, checked=checked, rescues=checked and _rescues(spec))
         screened, key_problem = _screened(layout)
         if key_problem is not None:  # no record of the version can be keyed
             screened = empty
@@ -480,7 +488,14 @@ def _events_layout(texts: DataFrame, spec: TableSpec) -> RowLayout:
         raise ConfigError(
             f"Table {spec.name!r}: key column(s) {', '.join(missing)} are not in its schema."
         )
-    return _usable(_with_configured_keys(columns, spec.keys or ()))
+    layout = _with_configured_keys(columns, spec.keys or ())
+    checked = spec.schema is not None
+    return _usable(replace(layout, checked=checked, rescues=checked and _rescues(spec)))
+
+
+def _rescues(spec: TableSpec) -> bool:
+    """Whether a value its column's type does not hold is rescued, not quarantined."""
+    return spec.on_type_mismatch == "rescue"
 
 
 def _inferred_record_key(texts: DataFrame) -> list[ColumnCodec]:

@@ -55,6 +55,9 @@ class BatchReport:
     tombstones: int
     applied: int
     reasons: tuple[tuple[str, int], ...] = ()
+    #: Records applied with values their columns' types do not hold, kept in
+    #: ``_rescued_data`` (``on_type_mismatch = "rescue"``).
+    rescued: int = 0
 
 
 #: Told the report of each micro-batch a silver query applied.
@@ -178,5 +181,10 @@ def apply_batch(
     applied = write(ctx, writes)
     counts = decoded.counts
     return BatchReport(
-        counts.records, counts.quarantined, counts.tombstones, applied, checked.reasons
+        counts.records,
+        counts.quarantined,
+        counts.tombstones,
+        applied,
+        checked.reasons,
+        counts.rescued,
     )

@@ -23,7 +23,18 @@ from typing import Any
 from pyspark.errors import ParseException
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import DataType, StringType, StructField, StructType
+from pyspark.sql.types import (
+    DataType,
+    DateType,
+    DoubleType,
+    FloatType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+    VariantType,
+)
 
 from cdc.debezium import (
     SOURCE_TYPE,
@@ -35,6 +46,7 @@ from cdc.debezium import (
 from lakehouse_core.columns import (
     OP,
     REASON,
+    RESCUED,
     column_name_problem,
 )
 from lakehouse_core.config import TableSpec
@@ -49,6 +61,11 @@ TRUNCATE_OP = "t"
 #: not a JSON object.
 NOT_AN_OBJECT = "{} is not an object"
 MISSING_KEY = "missing key"
+#: Quarantine reason of a value its column's type does not hold (Spark's JSON reader reads it
+#: as null): a string in a number column, a number out of an integer's range, text that is no
+#: timestamp or date, an object where a flat value is due (docs/silver-semantics.md, "Values
+#: of the wrong type").
+MISFIT = "value of column {} does not fit {}"
 SEQUENCE_DIGITS = 20
 
 #: Columns of a parsed event: a Kafka tombstone (null value, skipped), and the names of the
@@ -75,6 +92,13 @@ class RowLayout:
     #: Row columns silver cannot keep (:func:`lakehouse_core.columns.column_name_problem`), each
     #: with the reason that quarantines the records carrying a value in it.
     refused: tuple[tuple[ColumnCodec, str], ...] = ()
+    #: The row columns' types are declared (an ``events`` table's ``schema``) or the records'
+    #: Connect schema: a value such a type does not hold is a misfit (:data:`MISFIT`), never
+    #: read as null. False: the types were inferred from the values themselves.
+    checked: bool = False
+    #: Such a value is kept whole in :data:`~lakehouse_core.columns.RESCUED` (its column null)
+    #: instead of quarantining its record (``on_type_mismatch = "rescue"``).
+    rescues: bool = False
 
     @property
     def key_names(self) -> tuple[str, ...]:
@@ -189,8 +213,10 @@ def _parse_debezium(
     ]
     value_type = StructType([StructField("payload", StructType(envelope_fields)), *envelope_fields])
     key_type = raw_struct(layout.keys)
+    raw_view = [F.from_json("v", _RAW_ENVELOPE).alias("_raw")] if _checks_values(layout) else []
     parsed = texts.select(
         "*",
+        *raw_view,
         F.from_json("v", value_type).alias("_value"),
         F.from_json("k", StructType([StructField("payload", key_type), *key_type.fields])).alias(
             "_key"
@@ -252,9 +278,25 @@ def _parse_debezium(
         reason = reason.when(after[codec.name].isNotNull(), why)
     # A value the decoder cannot hold exactly (it would be null or another number): the first
     # such column by name. Key columns decode such a value to null, so they are "missing key".
-    for name in sorted(staged):
-        misfit = staged[name].check(F.col(prepared[name]), name)
-        reason = reason.when(misfit.isNotNull(), misfit)
+    raw_after = F.when(F.col("_value.payload").isNotNull(), F.col("_raw.payload.after"))
+    raw_after = raw_after.otherwise(F.col("_raw.after"))
+    checked = {c.name: c for c in layout.value_columns} if _checks_values(layout) else {}
+    rescues = layout.rescues and bool(checked)
+    unfits: dict[str, Column] = {}  # column -> its value is rescued (``rescues`` only)
+    for name in sorted({*staged, *checked}):
+        if name in staged:
+            misfit = staged[name].check(F.col(prepared[name]), name)
+            if rescues:
+                unfits[name] = op.isin(*UPSERT_OPS) & misfit.isNotNull()
+            else:
+                reason = reason.when(misfit.isNotNull(), misfit)
+        else:
+            codec = checked[name]
+            unfit = _unfit(codec, raw_after[name], _decoded(codec, after, prepared))
+            if rescues:
+                unfits[name] = op.isin(*UPSERT_OPS) & unfit
+            else:
+                reason = reason.when(op.isin(*UPSERT_OPS) & unfit, _misfit_reason(codec))
     if problem is not None:
         reason = problem if isinstance(problem, Column) else F.lit(problem)
     toastable = [c.name for c in layout.value_columns if c.toastable]
@@ -271,8 +313,97 @@ def _parse_debezium(
         timestamp_from_millis(F.col("_env.source.ts_ms")).alias("_source_ts"),
         unavailable.alias(UNAVAILABLE),
         *[value.alias(name) for name, value in key_values.items()],
-        *[_decoded(c, after, prepared).alias(c.name) for c in layout.value_columns],
+        *[
+            _kept(_decoded(c, after, prepared), unfits.get(c.name)).alias(c.name)
+            for c in layout.value_columns
+        ],
+        *([_rescued(raw_after, unfits).alias(RESCUED)] if rescues else []),
     )
+
+
+def _kept(value: Column, unfit: Column | None) -> Column:
+    """A column's value, null where it is rescued (``unfit``; None: never)."""
+    return value if unfit is None else F.when(~F.coalesce(unfit, F.lit(False)), value)
+
+
+def _rescued(raw: Column, unfits: Mapping[str, Column]) -> Column:
+    """:data:`~lakehouse_core.columns.RESCUED`: the JSON object of the row's values (as sent,
+    from ``raw``, the image as a map of variants) whose column's type does not hold them, by
+    column name (null: none)."""
+    names = F.filter(
+        F.array(*[F.when(unfit, F.lit(name)) for name, unfit in unfits.items()]),
+        lambda name: name.isNotNull(),
+    )
+    values = F.map_filter(raw, lambda name, _: F.array_contains(names, name))
+    return F.when(F.size(names) > 0, F.to_json(values))
+
+
+#: The envelope's ``after`` image with each member's JSON value as sent (a variant), to tell a
+#: value the column's type does not hold from a null.
+_RAW_IMAGE = MapType(StringType(), VariantType())
+_RAW_ENVELOPE = StructType(
+    [
+        StructField("payload", StructType([StructField("after", _RAW_IMAGE)])),
+        StructField("after", _RAW_IMAGE),
+    ]
+)
+
+
+def _checks_values(layout: RowLayout) -> bool:
+    """Whether the values of the layout's row columns are checked against their types."""
+    return layout.checked and bool(layout.value_columns)
+
+
+def _unfit(codec: ColumnCodec, raw: Column, decoded: Column) -> Column:
+    """True when a value was sent (``raw``, a variant: not absent, not JSON null) that the
+    column's type does not hold: its decoded value is null (a TOAST placeholder aside), or
+    (an ``events`` column of a declared type) it is not the JSON value the type reads (a
+    string for text, a timestamp and a date, as :mod:`silver.reference` reads them; a number
+    for a float)."""
+    sent = raw.isNotNull() & ~F.is_variant_null(raw)
+    unfit = decoded.isNull()
+    if codec.toastable:
+        unfit = unfit & ~F.coalesce(
+            F.try_variant_get(raw, "$", "string") == UNAVAILABLE_VALUE, F.lit(False)
+        )
+    return sent & unfit
+
+
+def _declared_unfit(codec: ColumnCodec, raw: Column, decoded: Column) -> Column:
+    """:func:`_unfit` for a column an ``events`` table declares: also a value of another JSON
+    kind than the type reads (Spark's reader would make one of it: a number's text, a
+    timestamp from epoch seconds, NaN from a string)."""
+    kind = F.schema_of_variant(raw)
+    text = F.try_variant_get(raw, "$", "string")
+    data_type = codec.type
+    other_kind: Column | None = None
+    if isinstance(data_type, StringType):
+        other_kind = kind != "STRING"
+    elif isinstance(data_type, DoubleType | FloatType):
+        other_kind = kind == "STRING"
+    elif isinstance(data_type, TimestampType):
+        other_kind = (kind != "STRING") | ~text.rlike(EVENT_TIMESTAMP)
+    elif isinstance(data_type, DateType):
+        other_kind = (kind != "STRING") | ~text.rlike(EVENT_DATE)
+    unfit = _unfit(codec, raw, decoded)
+    if other_kind is None:
+        return unfit
+    sent = raw.isNotNull() & ~F.is_variant_null(raw)
+    return unfit | (sent & F.coalesce(other_kind, F.lit(True)))
+
+
+_SPACE = r"[ \t\n\r\f\x0b]*"
+#: The timestamps and dates an ``events`` column reads: ISO-8601 (an offset or ``Z``; none is
+#: UTC), as :mod:`silver.reference` reads them.
+EVENT_TIMESTAMP = (
+    rf"^{_SPACE}[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}[Tt ][0-9]{{2}}:[0-9]{{2}}"
+    rf"(?::[0-9]{{2}}(?:[.,][0-9]+)?)?(?:Z|z|[+-][0-9]{{2}}(?::?[0-9]{{2}})?)?{_SPACE}\z"
+)
+EVENT_DATE = rf"^{_SPACE}[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}{_SPACE}\z"
+
+
+def _misfit_reason(codec: ColumnCodec) -> Column:
+    return F.lit(MISFIT.format(codec.name, codec.type.simpleString()))
 
 
 def _read_columns(layout: RowLayout) -> tuple[ColumnCodec, ...]:
@@ -312,7 +443,9 @@ def _parse_events(
     texts: DataFrame, spec: TableSpec, layout: RowLayout, rejected: Mapping[str, str]
 ) -> DataFrame:
     row = F.from_json("v", raw_struct(_read_columns(layout)))
-    events = texts.select("*", row.alias("_row"))
+    raw_image = _RAW_IMAGE.simpleString()
+    raw_view = [F.from_json("v", raw_image).alias("_raw")] if _checks_values(layout) else []
+    events = texts.select("*", row.alias("_row"), *raw_view)
     key_values = {c.name: F.col("_row")[c.name] for c in layout.keys}
     sequence = _configured_sequence(spec.order_columns, layout, F.col("_row"), F.col("_row"))
     reason = (
@@ -322,6 +455,14 @@ def _parse_events(
     )
     for column, why in (*rejected.items(), *((c.name, why) for c, why in layout.refused)):
         reason = reason.when(F.col("_row")[column].isNotNull(), why)
+    unfits: dict[str, Column] = {}  # column -> its value is rescued (``rescues`` only)
+    if _checks_values(layout):  # the first column by name whose value its type does not hold
+        for codec in sorted(layout.value_columns, key=lambda c: c.name):
+            unfit = _declared_unfit(codec, F.col("_raw")[codec.name], F.col("_row")[codec.name])
+            if layout.rescues:
+                unfits[codec.name] = unfit
+            else:
+                reason = reason.when(unfit, _misfit_reason(codec))
     return _with_reason(events, reason).select(
         *_common_columns(SCHEMA_HASH in texts.columns),
         F.lit("c").alias(OP),
@@ -329,7 +470,11 @@ def _parse_events(
         F.lit(None).cast("timestamp").alias("_source_ts"),
         F.array().cast("array<string>").alias(UNAVAILABLE),
         *[value.alias(name) for name, value in key_values.items()],
-        *[F.col("_row")[c.name].alias(c.name) for c in layout.value_columns],
+        *[
+            _kept(F.col("_row")[c.name], unfits.get(c.name)).alias(c.name)
+            for c in layout.value_columns
+        ],
+        *([_rescued(F.col("_raw"), unfits).alias(RESCUED)] if unfits else []),
     )
 
 

@@ -57,12 +57,13 @@ from functools import lru_cache
 from typing import Any, Literal, NamedTuple
 
 from lakehouse_core import conditions as sql
-from lakehouse_core.columns import METADATA_COLUMNS, OP, column_name_problem
+from lakehouse_core.columns import METADATA_COLUMNS, OP, RESCUED, column_name_problem
 from lakehouse_core.conditions import Condition, parse_condition
 from lakehouse_core.errors import ConfigError
 
 __all__ = [
     "METADATA_COLUMNS",
+    "RESCUED",
     "TOAST_PLACEHOLDER",
     "BronzeRecord",
     "FoldResult",
@@ -84,6 +85,10 @@ UNKNOWN_OP = "unknown op"
 NOT_AN_OBJECT = "{} is not an object"  # payload, source, after, before: present, not an object
 MISSING_KEY = "missing key"
 MISSING_SEQUENCE = "missing sequence"
+#: A value its column's type does not hold (a string in a number column, a number out of an
+#: integer's range, text that is no timestamp, an object where a flat value is due):
+#: ``value of column <c> does not fit <type>`` (Spark's type name).
+MISFIT = "value of column {} does not fit {}"
 #: A decimal value its silver type does not hold exactly: ``value of column <c> does not fit
 #: decimal(p,s): <why> (<fix>)``, with these fixes.
 VARIABLE_SCALE_FIX = (
@@ -159,6 +164,11 @@ class FoldSpec:
     has a type the table's type does not hold (docs/silver-semantics.md, "Schema changes") is
     quarantined as ``incompatible type for column <c>: table <type>, record <type>``; the
     other values are read in the table's type (a decimal with the table's scale).
+    ``on_type_mismatch``: what a value its column's type does not hold does (an ``events``
+    table's declared types, a Debezium record's Connect schema): ``quarantine`` its record
+    (``value of column <c> does not fit <type>``), or ``rescue`` it: the column is None and
+    :data:`RESCUED` holds those values by column name, as sent (a dict; None: none). Such a
+    table has the column :data:`RESCUED`.
     """
 
     format: Literal["debezium", "events"] = "debezium"
@@ -173,6 +183,7 @@ class FoldSpec:
     ignore_null_updates_column_list: tuple[str, ...] | None = None
     ignore_null_updates_except_column_list: tuple[str, ...] | None = None
     table_types: Mapping[str, str] | None = None
+    on_type_mismatch: Literal["quarantine", "rescue"] = "quarantine"
 
     def ignores_nulls_of(self, column: str) -> bool:
         """Whether a null in ``column`` of an upsert keeps the previous value."""
@@ -231,19 +242,7 @@ def fold(records: Iterable[BronzeRecord], spec: FoldSpec) -> FoldResult:
         except _Quarantine as problem:
             quarantined.append((record, problem.reason))
 
-    # All columns ever seen, in first-seen order (input order, so that it is deterministic for
-    # a given input; the set of columns does not depend on the order).
-    columns: dict[str, None] = {}
-    if spec.format == "events" and spec.column_types is not None:
-        columns.update(dict.fromkeys(spec.keys or ()))
-        columns.update(dict.fromkeys(spec.column_types))
-        columns.update(dict.fromkeys(spec.sequence_by or ()))
-    else:
-        for event in events:
-            columns.update(dict.fromkeys(event.columns))
-    for name in [*columns]:
-        if name in METADATA_COLUMNS or column_name_problem(name) is not None:
-            columns.pop(name)
+    columns = _table_columns(events, spec)
 
     events = [_with_conditions(event, truncates, deletes, spec) for event in events]
     events.sort(key=lambda e: e.sort_key)
@@ -267,10 +266,33 @@ def fold(records: Iterable[BronzeRecord], spec: FoldSpec) -> FoldResult:
             state[event.key] = row
 
     key_columns = {name for event in events for name in event.key_columns}
-    kept = [name for name in columns if name in key_columns or _keeps(spec, name)]
+    kept = [name for name in columns if name in (*key_columns, RESCUED) or _keeps(spec, name)]
     all_columns = [*kept, *METADATA_COLUMNS]
     rows = {key: {name: row.get(name) for name in all_columns} for key, row in state.items()}
     return FoldResult(rows=rows, quarantined=quarantined, skipped_tombstones=skipped_tombstones)
+
+
+def _table_columns(events: Sequence[_Event], spec: FoldSpec) -> dict[str, None]:
+    """All columns ever seen, in first-seen order (input order, so that it is deterministic
+    for a given input; the set of columns does not depend on the order); :data:`RESCUED`
+    last, for a table that rescues values its declared or Connect types do not hold."""
+    columns: dict[str, None] = {}
+    if spec.format == "events" and spec.column_types is not None:
+        columns.update(dict.fromkeys(spec.keys or ()))
+        columns.update(dict.fromkeys(spec.column_types))
+        columns.update(dict.fromkeys(spec.sequence_by or ()))
+    else:
+        for event in events:
+            columns.update(dict.fromkeys(event.columns))
+    rescues = spec.on_type_mismatch == "rescue" and (
+        spec.column_types is not None or RESCUED in columns
+    )
+    for name in [*columns]:
+        if name in METADATA_COLUMNS or column_name_problem(name) is not None:
+            columns.pop(name)
+    if rescues:
+        columns[RESCUED] = None
+    return columns
 
 
 def _upserted_row(
@@ -283,7 +305,9 @@ def _upserted_row(
     partial.update(
         name
         for name in columns
-        if row.get(name) is None and name not in event.key_columns and spec.ignores_nulls_of(name)
+        if row.get(name) is None
+        and name not in (*event.key_columns, RESCUED)
+        and spec.ignores_nulls_of(name)
     )
     if previous is not None:
         for name in partial:
@@ -904,11 +928,16 @@ def _read_events_record(
     types = spec.column_types
 
     image: dict[str, Any] = {}
+    misfits: dict[str, str] = {}  # column -> reason: a value its declared type does not hold
     for name, raw in value.items():
         if types is None:
             image[name] = raw
         elif name in types:
-            image[name] = _typed_event_value(raw, types[name])
+            try:
+                image[name] = _typed_event_value(raw, types[name])
+            except _Quarantine:
+                image[name] = None
+                misfits[name] = MISFIT.format(name, types[name])
         elif name in spec.keys or name in spec.sequence_by:
             image[name] = raw  # undeclared key or sequence column: the JSON value
     if types is not None:
@@ -921,8 +950,12 @@ def _read_events_record(
         _require_keyless_truncate(value, image, spec.sequence_by, truncates)
         key = None
     sequence = _sequence_from_image(value, image, spec.sequence_by)
+    if any(name in misfits for name in spec.sequence_by):
+        raise _Quarantine(MISSING_SEQUENCE)  # read as null, as a column the record lacks
     if types is None and key is not None:
         _reject_refused_columns(value, spec.keys)
+    if key is not None:
+        image.update(_rescued_or_quarantined(misfits, value, spec.keys, spec))
     return _Event(
         record=record,
         kind="upsert" if key is not None else "truncate",
@@ -1039,9 +1072,8 @@ def _read_debezium_record(
     # A key value that does not fit reads as null: the record is already ``missing key``.
     if kind != "truncate" or op == "t":
         _reject_refused_columns(_carried(after_raw, row_fields), key_columns)
-        for name in sorted(misfits):
-            if name not in key_columns:
-                raise _Quarantine(misfits[name])
+        rescued = _rescued_or_quarantined(misfits, after_raw or {}, key_columns, spec)
+        image = {**image, **rescued} if kind == "upsert" and image is not None else image
 
     image_out: dict[str, Any] = {}
     toast: tuple[str, ...] = ()
@@ -1068,10 +1100,29 @@ def _read_debezium_record(
             {
                 **dict.fromkeys(key_columns),
                 **dict.fromkeys(after_raw or {} if row_fields is None else row_fields),
+                # A record read by its Connect schema shows the rescued column too.
+                **dict.fromkeys(
+                    [RESCUED] if row_fields and spec.on_type_mismatch == "rescue" else []
+                ),
             }
         ),
         key_columns=key_columns,
     )
+
+
+def _rescued_or_quarantined(
+    misfits: Mapping[str, str], raw: Mapping[str, Any], keys: Sequence[str], spec: FoldSpec
+) -> dict[str, Any]:
+    """What the values its columns' types do not hold (``misfits``: column -> reason) do to a
+    record: quarantine it (the first such column by name; key columns aside, they are
+    ``missing key`` already), or under ``on_type_mismatch = "rescue"`` give its image
+    :data:`RESCUED` (the ``raw`` values of those columns; None: none)."""
+    unfit = sorted(name for name in misfits if name not in keys)
+    if spec.on_type_mismatch != "rescue":
+        if unfit:
+            raise _Quarantine(misfits[unfit[0]])
+        return {}
+    return {RESCUED: {name: raw[name] for name in unfit} or None}
 
 
 def _toast_columns(
@@ -1658,14 +1709,20 @@ def _decode_image(
         return dict(image)
     decoded: dict[str, Any] = {}
     for name, field_schema in fields.items():
+        raw = image.get(name)
         try:
-            decoded[name] = _column_value(image.get(name), field_schema)
+            decoded[name] = _column_value(raw, field_schema)
         except _Misfit as misfit:
             decoded[name] = None
             misfits[name] = f"value of column {name} {misfit.detail}"
         except _Unreadable:
             decoded[name] = None
             misfits[name] = UNPARSEABLE
+        else:
+            column_type = _column_type(field_schema)
+            placeholder = raw == TOAST_PLACEHOLDER and column_type in ("string", "binary")
+            if raw is not None and decoded[name] is None and not placeholder:
+                misfits[name] = MISFIT.format(name, column_type)
     return decoded
 
 

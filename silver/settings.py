@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType
 
 from lakehouse_core import conditions as sql
-from lakehouse_core.columns import METADATA_COLUMNS, OP, REASON
+from lakehouse_core.columns import METADATA_COLUMNS, OP, REASON, RESCUED
 from lakehouse_core.conditions import Condition
 from lakehouse_core.config import ConditionSetting, TableSpec
 from lakehouse_core.errors import ConfigError
@@ -64,7 +64,9 @@ def with_settings(events: DataFrame, spec: TableSpec, layout: RowLayout) -> Data
         op = F.when(truncate, F.lit(TRUNCATE_OP)).otherwise(op)
         reason = F.when(~truncate, reason)
     events = events.withColumns({OP: op, REASON: reason})
-    ignoring = [c.name for c in layout.value_columns if spec.ignores_nulls_of(c.name)]
+    ignoring = [
+        c.name for c in layout.value_columns if c.name != RESCUED and spec.ignores_nulls_of(c.name)
+    ]
     if not ignoring:
         return events
     nulls = F.filter(
@@ -83,7 +85,11 @@ def kept_layout(layout: RowLayout, spec: TableSpec) -> RowLayout:
     """
     spec.check_always_kept((*layout.key_names, *METADATA_COLUMNS))
     keys = set(layout.key_names)
-    kept = tuple(c for c in layout.columns if c.name in keys or spec.keeps_column(c.name))
+    kept = tuple(
+        c
+        for c in layout.columns
+        if c.name in keys or c.name == RESCUED or spec.keeps_column(c.name)
+    )
     return RowLayout(keys=layout.keys, columns=kept)
 
 

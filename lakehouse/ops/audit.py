@@ -73,21 +73,34 @@ def check_bronze_coordinates(spark: SparkSession, warehouse: Warehouse, table: s
     topic, partition and offset, and for the file source the file too (two runs that wrote one
     batch twice leave such rows; silver folds them away, so only this check sees them). Rows
     of one write with the same coordinates are the source's own repeats, not counted. A line
-    no record could be read from has no coordinates and is not compared."""
+    no record could be read from has no coordinates and is not compared, but counted: as a
+    row held and a row expected (``bronze.unreadable_lines: 1 rows, expected 1: ok``)."""
     frame = spark.read.format("delta").load(warehouse.table("bronze", table))
     coordinates = [c for c in (*COORDINATES, SOURCE_COLUMN) if c in frame.columns]
-    located = frame.where(" AND ".join(f"`{c}` IS NOT NULL" for c in COORDINATES))
+    located = F.lit(True)
+    for column in COORDINATES:
+        located = located & F.col(column).isNotNull()
     # A record the source itself holds twice (a line repeated in a file) lands in one write;
     # only a record written again by another write (another _ingested_at) is a repeat.
     writes = F.count_distinct("_ingested_at") if "_ingested_at" in frame.columns else F.count("*")
-    counts = located.groupBy(*coordinates).agg(writes.alias("count"))
-    totals = counts.agg(
-        F.count(F.lit(1)).alias("distinct"),
-        F.coalesce(F.sum("count"), F.lit(0)).alias("rows"),
-        F.coalesce(F.sum(F.when(F.col("count") > 1, F.col("count") - 1)), F.lit(0)).alias("extra"),
+    grouped = frame.groupBy(*coordinates).agg(writes.alias("count"), F.count("*").alias("held"))
+    counts = grouped.where(located)
+    totals = grouped.agg(
+        F.count_if(located).alias("distinct"),
+        F.coalesce(F.sum(F.when(located, F.col("count"))), F.lit(0)).alias("rows"),
+        F.coalesce(F.sum(F.when(~located, F.col("held"))), F.lit(0)).alias("unlocated"),
+        F.coalesce(
+            F.sum(F.when(located & (F.col("count") > 1), F.col("count") - 1)), F.lit(0)
+        ).alias("extra"),
     ).first()
     assert totals is not None
-    check = TableCheck(table, int(totals["distinct"]), int(totals["rows"]), layer="bronze")
+    unlocated = int(totals["unlocated"])  # each line a row of its own, held and expected
+    check = TableCheck(
+        table,
+        int(totals["distinct"]) + unlocated,
+        int(totals["rows"]) + unlocated,
+        layer="bronze",
+    )
     if totals["extra"]:
         twice = counts.where("count > 1").orderBy(*COORDINATES).limit(3).collect()
         where = "; ".join(

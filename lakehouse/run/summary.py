@@ -28,6 +28,8 @@ class TableCounts:
     applied: int = 0
     tombstones: int = 0
     reasons: Counter[str] = field(default_factory=Counter)
+    #: Records applied with values of the wrong type kept in ``_rescued_data``.
+    rescued: int = 0
 
     @property
     def quarantined(self) -> int:
@@ -98,6 +100,7 @@ class RunSummary:
         counts.applied += report.applied
         counts.tombstones += report.tombstones
         counts.reasons.update(dict(report.reasons))
+        counts.rescued += report.rescued
 
     def take_report(self, entity: str) -> BatchReport | None:
         """The oldest report of ``entity``'s micro-batches not taken yet (the event log takes
@@ -142,9 +145,17 @@ class RunSummary:
 
     def warnings(self) -> list[str]:
         """One line per table whose every record (tombstones aside) of this run was
-        quarantined: the table, the share, the top reason and what to check."""
+        quarantined: the table, the share, the top reason and what to check; and one per table
+        that kept values of the wrong type in ``_rescued_data``."""
         lines = []
         for entity, counts in sorted(self.tables.items()):
+            if counts.rescued:
+                lines.append(
+                    f"silver.{entity}: {counts.rescued} records of this run had values their "
+                    f"columns' types do not hold: applied with those columns null, the values "
+                    f"kept in _rescued_data (find them: SELECT * FROM silver.{entity} WHERE "
+                    "_rescued_data IS NOT NULL)."
+                )
             changes = counts.read - counts.tombstones
             top = counts.top_reason()
             if changes <= 0 or counts.quarantined < changes or top is None:

@@ -494,11 +494,12 @@ def test_toast_only_applies_to_string_columns() -> None:
         rec(pg("u", 1, lsn=20, after=row(1, doc=TOAST_PLACEHOLDER)), 1),
     ]
     assert fold(records, PG).rows[(1,)]["doc"] == '{"a":1}'
-    # The placeholder is no timestamp: the column is null, as any value of another type.
+    # The placeholder is no timestamp: a value of another type, never read as null.
     records.append(rec(pg("u", 1, lsn=30, after=row(1, seen_at=TOAST_PLACEHOLDER)), 2))
     result = fold(records, PG)
-    assert (result.rows[(1,)]["seen_at"], result.rows[(1,)]["_sequence"]) == (None, seq(None, 30))
-    assert not result.quarantined
+    assert result.rows[(1,)]["_sequence"] == seq(None, 20)
+    reason = "value of column seen_at does not fit timestamp"
+    assert [why for _, why in result.quarantined] == [reason]
 
 
 # --------------------------------------------------------------------------------------------
@@ -657,13 +658,14 @@ def test_toast_placeholder_only_in_columns_read_as_text() -> None:
     ]
     data = fold(records, PG).rows[(1,)]
     assert (data["xml"], data["iv"], data["_sequence"]) == ("<a/>", "P1D", seq(None, 20))
-    # A ZonedTime is a number in silver: the placeholder is no time of day, so it is null.
+    # A ZonedTime is a number in silver: the placeholder is no time of day, a value of
+    # another type, quarantined (never read as null).
     records.append(
         rec(pg("u", 1, lsn=30, after={**first, "zt": TOAST_PLACEHOLDER}, fields=fields), 2)
     )
     result = fold(records, PG)
-    assert not result.quarantined
-    assert (result.rows[(1,)]["zt"], result.rows[(1,)]["_sequence"]) == (None, seq(None, 30))
+    assert [why for _, why in result.quarantined] == ["value of column zt does not fit bigint"]
+    assert (result.rows[(1,)]["zt"], result.rows[(1,)]["_sequence"]) == (36000000000, seq(None, 20))
 
 
 def test_without_wrapper_values_are_the_json_values() -> None:
@@ -929,23 +931,26 @@ def test_events_quarantine() -> None:
     no_key = order(0, status="a", version=1, updated_at="2026-01-01T00:00:00Z")
     null_key = order(1, order_id=None, version=1, updated_at="2026-01-01T00:00:00Z")
     no_sequence = order(2, order_id=1, updated_at="2026-01-01T00:00:00Z")
+    # A key or sequence value its type does not hold reads as none (as Spark reads it).
     wrong_type = order(3, order_id="1", version=1, updated_at="2026-01-01T00:00:00Z")
     bad_time = order(4, order_id=1, version=1, updated_at="yesterday")
     too_big = order(5, order_id=1, version=2**31, updated_at="2026-01-01T00:00:00Z")
     not_object = record("1", "[1]", 6)
     tombstone = record("1", None, 7)
-    result = fold(
-        [no_key, null_key, no_sequence, wrong_type, bad_time, too_big, not_object, tombstone],
-        EVENTS,
-    )
+    hot = order(8, order_id=1, version=1, updated_at="2026-01-01T00:00:00Z", amount="hot")
+    nested = order(9, order_id=1, version=1, updated_at="2026-01-01T00:00:00Z", paid={"a": 1})
+    records = [no_key, null_key, no_sequence, wrong_type, bad_time, too_big, not_object]
+    result = fold([*records, tombstone, hot, nested], EVENTS)
     assert result.quarantined == [
         (no_key, "missing key"),
         (null_key, "missing key"),
         (no_sequence, "missing sequence"),
-        (wrong_type, "unparseable"),
-        (bad_time, "unparseable"),
-        (too_big, "unparseable"),
+        (wrong_type, "missing key"),
+        (bad_time, "missing sequence"),
+        (too_big, "missing sequence"),
         (not_object, "unparseable"),
+        (hot, "value of column amount does not fit double"),
+        (nested, "value of column paid does not fit boolean"),
     ]
     assert result.skipped_tombstones == 1
     assert result.rows == {}
