@@ -115,6 +115,16 @@ class ModelStatus:
 
 
 @dataclass(frozen=True)
+class HeldTable:
+    """A gold table the pipeline keeps beside its declarations' (the alerts, an alert's
+    baseline, the log of late changes): its rows and ``what`` it holds."""
+
+    table: str
+    rows: int
+    what: str
+
+
+@dataclass(frozen=True)
 class OrphanedTable:
     """A silver or gold table the warehouse holds that no current declaration makes: kept as
     it is, neither read nor written by a run."""
@@ -178,6 +188,7 @@ class PipelineStatus:
     failing: list[Failing] = field(default_factory=list)
     models: list[ModelStatus] = field(default_factory=list)
     orphaned: list[OrphanedTable] = field(default_factory=list)
+    other_gold: list[HeldTable] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """The status as JSON values (times in ISO 8601): what ``lakehouse status --json``
@@ -303,6 +314,7 @@ def pipeline_status(
         failing=run.failing if run is not None and run.alive else failed_last,
         models=_models(warehouse, config, last),
         orphaned=_orphaned(warehouse, config, [s.table for s in silver]),
+        other_gold=_other_gold(warehouse, config, {g.table for g in gold}),
     )
 
 
@@ -389,6 +401,20 @@ def _models(
                 query=model_query(model.name),
             )
         )
+    return found
+
+
+def _other_gold(warehouse: Warehouse, config: PipelineConfig, shown: set[str]) -> list[HeldTable]:
+    """The gold tables ``config`` makes that are not in ``shown`` (the declarations' and
+    patterns' tables) nor SQL models: the alerts, the baselines, the late changes; each the
+    warehouse holds, with what it holds."""
+    found = []
+    for name, what in sorted(config.taken_gold_names.items()):
+        if f"gold.{name}" in shown:
+            continue
+        table = _delta(warehouse.table("gold", name))
+        if table is not None:
+            found.append(HeldTable(f"gold.{name}", _rows(table, _files(table)), what))
     return found
 
 

@@ -82,8 +82,8 @@ def _head(report: PipelineStatus, wide: bool) -> list[str]:
 
 
 def _tables(report: PipelineStatus, wide: bool) -> list[Table]:
-    """The status's tables: silver, gold, SQL models, orphaned tables, quality (the last
-    three only where there are any)."""
+    """The status's tables: silver, gold, SQL models, the other gold tables, orphaned
+    tables, quality (the last four only where there are any)."""
     now = report.at
     tables: list[Table] = []
     tables.append(
@@ -171,6 +171,14 @@ def _tables(report: PipelineStatus, wide: bool) -> list[Table]:
                     ]
                     for m in report.models
                 ],
+            )
+        )
+    if report.other_gold:
+        tables.append(
+            (
+                "other gold tables",
+                [Column("table", name=True), Column("rows"), Column("what", name=True)],
+                [[o.table, o.rows, o.what] for o in report.other_gold],
             )
         )
     if report.orphaned:
