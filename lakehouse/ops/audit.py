@@ -4,6 +4,8 @@ records held twice."""
 
 from __future__ import annotations
 
+import logging
+
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
@@ -19,6 +21,8 @@ from lakehouse_core.delta_io import table_exists
 from lakehouse_core.identifiers import table_name_for_topic
 from lakehouse_core.layout import QUARANTINE_TABLE, Warehouse
 from silver.verify import TableCheck, check_history, check_table
+
+log = logging.getLogger(__name__)
 
 
 def verify_warehouse(
@@ -74,7 +78,9 @@ def check_bronze_coordinates(spark: SparkSession, warehouse: Warehouse, table: s
     batch twice leave such rows; silver folds them away, so only this check sees them). Rows
     of one write with the same coordinates are the source's own repeats, not counted. A line
     no record could be read from has no coordinates and is not compared, but counted: as a
-    row held and a row expected (``bronze.unreadable_lines: 1 rows, expected 1: ok``)."""
+    row held and a row expected (``bronze.unreadable_lines: 1 rows, expected 1: ok``). Logs
+    one progress line (``verify: bronze.<table> ...``) as it starts."""
+    log.info(f"verify: bronze.{table} for records written twice")
     frame = spark.read.format("delta").load(warehouse.table("bronze", table))
     coordinates = [c for c in (*COORDINATES, SOURCE_COLUMN) if c in frame.columns]
     located = F.lit(True)

@@ -87,6 +87,7 @@ def test_python_expect_or_drop_quarantines_and_expect_or_fail_fails(
     lines = verified.stdout.splitlines()
     progress = lines.index("- verify: silver.users against the fold of its bronze records")
     assert progress < lines.index("silver.users: 1 rows, expected 1: ok"), verified.stdout
+    assert "- verify: bronze.app_users for records written twice" in lines, verified.stdout
 
     before = versions(spark, silver)
     arrive(source, 1, user(2, 3, 200, "c@example.com"))
