@@ -40,6 +40,7 @@ from lakehouse_core.models import SqlModel, check_models
 from lakehouse_core.patterns import Absent, Pattern, PatternMeasure, Step
 from lakehouse_core.specs import (
     CatalogSpec,
+    DebeziumSpec,
     MaintenanceSpec,
     PipelineConfig,
     QualitySpec,
@@ -367,6 +368,14 @@ class MaintenanceShape(Shape):
     bronze_retention_days: int | None = None
 
 
+class DebeziumShape(Shape):
+    where = "[debezium]"
+
+    signal_tables: list[str] | str | None = None
+    heartbeat_prefix: str | None = None
+    transaction_topic: str | None = None
+
+
 class DocumentShape(Shape):
     where = "the config file"
     messages = {
@@ -385,6 +394,8 @@ class DocumentShape(Shape):
         "settings (suites, packaged_suites, and a [quality.actions] table).",
         "maintenance": "'maintenance' must be a table: write [maintenance] on its own line, "
         "then its settings (vacuum_retention_hours, bronze_retention_days).",
+        "debezium": "'debezium' must be a table: write [debezium] on its own line, then its "
+        "settings (signal_tables, heartbeat_prefix, transaction_topic).",
     }
 
     tables: list[TableShape] | None = None
@@ -395,6 +406,7 @@ class DocumentShape(Shape):
     alerts: list[AlertShape] | None = None
     models: list[ModelShape] | None = None
     patterns: list[PatternShape] | None = None
+    debezium: DebeziumShape | None = None
 
 
 # --- pydantic's errors as one line ----------------------------------------------------------
@@ -595,6 +607,7 @@ def config_from_mapping(document: Mapping[str, Any], base: Path = Path(".")) -> 
         alerts=tuple(AlertSpec(**entry) for entry in document.get("alerts", [])),
         models=tuple(_model(entry) for entry in document.get("models", [])),
         patterns=tuple(_pattern(entry) for entry in document.get("patterns", [])),
+        debezium=DebeziumSpec(**document.get("debezium", {})),
     )
     return replace(config, models=check_models(config.models, config.taken_gold_names))
 

@@ -366,6 +366,47 @@ class CatalogSpec:
 
 
 @dataclass(frozen=True)
+class DebeziumSpec:
+    """The names of Debezium's own topics (``[debezium]``), as the connector is configured:
+    silver makes no table of them unless a ``[[tables]]`` entry declares their topic (their
+    records stay in bronze). ``signal_tables``: the signalling tables (Debezium's
+    ``signal.data.collection``, ``<schema>.<table>`` or a table name); ``heartbeat_prefix``:
+    ``topic.heartbeat.prefix`` (heartbeat topics are ``<prefix>.<topic.prefix>``);
+    ``transaction_topic``: ``topic.transaction`` (the transaction metadata topic is
+    ``<topic.prefix>.<transaction_topic>``). The defaults are Debezium's."""
+
+    signal_tables: tuple[str, ...] = ("debezium_signal",)
+    heartbeat_prefix: str = "__debezium-heartbeat"
+    transaction_topic: str = "transaction"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.signal_tables, str):
+            object.__setattr__(self, "signal_tables", (self.signal_tables,))
+        object.__setattr__(self, "signal_tables", tuple(self.signal_tables))
+        for setting, value in (
+            *(("signal_tables", name) for name in self.signal_tables),
+            ("heartbeat_prefix", self.heartbeat_prefix),
+            ("transaction_topic", self.transaction_topic),
+        ):
+            if not value or not value.strip(".") or value != value.strip():
+                raise ConfigError(
+                    f"[debezium] {setting} {value!r} is not a topic name part: write it as "
+                    "the connector's setting has it, for example 'public.debezium_signal'."
+                )
+
+    def kind_of(self, topic: str) -> str | None:
+        """What Debezium topic ``topic`` is by its name (None: none of Debezium's own)."""
+        if topic.startswith(f"{self.heartbeat_prefix}."):
+            return "Debezium's heartbeats"
+        prefix, _, rest = topic.partition(".")
+        if prefix and rest == self.transaction_topic:
+            return "Debezium's transaction metadata"
+        if any(topic == name or topic.endswith(f".{name}") for name in self.signal_tables):
+            return "Debezium's signalling table"
+        return None
+
+
+@dataclass(frozen=True)
 class PipelineConfig:
     """Everything a pipeline run needs besides the source and the warehouse."""
 
@@ -381,6 +422,8 @@ class PipelineConfig:
     models: tuple[SqlModel, ...] = ()
     #: Declared patterns across events (``[[patterns]]``, :mod:`lakehouse_core.patterns`).
     patterns: tuple[Pattern, ...] = ()
+    #: The names of Debezium's own topics (``[debezium]``).
+    debezium: DebeziumSpec = field(default_factory=DebeziumSpec)
 
     def __post_init__(self) -> None:
         alert_names = [alert.name for alert in self.alerts]
@@ -423,7 +466,12 @@ class PipelineConfig:
             document["tables"] = [table_to_mapping(table) for table in self.tables]
         if self.gold_tables:
             document["gold"] = [gold_table_to_mapping(table) for table in self.gold_tables]
-        for section, spec in (("maintenance", self.maintenance), ("catalog", self.catalog)):
+        sections = (
+            ("maintenance", self.maintenance),
+            ("catalog", self.catalog),
+            ("debezium", self.debezium),
+        )
+        for section, spec in sections:
             if settings_of(spec):
                 document[section] = settings_of(spec)
         quality = {

@@ -118,7 +118,7 @@ class SilverHop:
     ) -> None:
         for topic in sorted(t for t in appended if not t.startswith("_")):
             spec = self._config.spec_for_topic(topic)
-            if self._plain_events(spec, appended[topic]):
+            if self._left_in_bronze(spec, appended[topic]):
                 continue
             if self._isolation is None:
                 self._apply(spec, appended[topic], bronze_app_id, batch_id)
@@ -128,15 +128,18 @@ class SilverHop:
                 except Exception as error:
                     self._isolation.leave(spec.name, Failure.of(error))
 
-    def _plain_events(self, spec: TableSpec, records: DataFrame) -> bool:
-        """Whether ``spec``'s topic has no declaration and holds plain events, which stay in
-        bronze (:func:`silver.topic_kind.holds_plain_events`; decided once per topic)."""
+    def _left_in_bronze(self, spec: TableSpec, records: DataFrame) -> bool:
+        """Whether ``spec``'s topic has no declaration and silver table, and is one of
+        Debezium's own topics by its name (``[debezium]``) or holds plain events: its records
+        stay in bronze (:func:`silver.topic_kind.holds_plain_events`; decided once per
+        topic)."""
         if any(table.topic == spec.topic for table in self._config.tables):
             return False
         if spec.topic not in self._plain:
             silver = entity_tables(self._warehouse, spec).silver
+            own = self._config.debezium.kind_of(spec.topic) is not None
             self._plain[spec.topic] = not table_exists(self._spark, silver) and (
-                holds_plain_events(records)
+                own or holds_plain_events(records)
             )
         return self._plain[spec.topic]
 

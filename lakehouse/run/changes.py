@@ -58,7 +58,7 @@ _SECTIONS = (
     ("model", "models"),
     ("alert", "alerts"),
 )
-_SETTINGS = ("quality", "catalog", "maintenance")
+_SETTINGS = ("quality", "catalog", "maintenance", "debezium")
 #: How a removed declaration's table is removed (``table``: ``gold.<name>``).
 REMOVE = "to remove it: lakehouse drop {table} --yes"
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
 
@@ -25,21 +25,25 @@ DERIVED_LAYERS: tuple[Layer, ...] = ("silver", "gold")
 
 @dataclass(frozen=True)
 class BronzeTopics:
-    """The topics of a warehouse's bronze: the silver spec of each one silver applies, and
-    the event topics without a declaration, which stay in bronze only."""
+    """The topics of a warehouse's bronze: the silver spec of each one silver applies, the
+    event topics without a declaration, which stay in bronze only, and Debezium's own topics
+    without one (``connector``: heartbeats, transaction metadata, the signalling table,
+    named by ``[debezium]``), which stay in bronze only too."""
 
     specs: list[TableSpec]
     undeclared: list[str]
+    connector: list[str] = field(default_factory=list)
 
 
 def bronze_topics(
     spark: SparkSession, warehouse: Warehouse, config: PipelineConfig
 ) -> BronzeTopics:
     """Every bronze topic (internal topics excluded) with its silver spec: the declared one,
-    else the Debezium defaults, unless its records are plain events
-    (:func:`silver.topic_kind.holds_plain_events`; a topic whose silver table exists was
-    decided before and is not read again)."""
-    specs, undeclared = [], []
+    else the Debezium defaults, unless it is one of Debezium's own topics by its name
+    (:meth:`lakehouse_core.config.DebeziumSpec.kind_of`) or its records are plain events
+    (:func:`silver.topic_kind.holds_plain_events`); a topic whose silver table exists was
+    decided before and is not read again."""
+    specs, undeclared, connector = [], [], []
     declared = {table.topic for table in config.tables}
     for name in warehouse.table_names("bronze", spark):
         path = warehouse.table("bronze", name)
@@ -47,15 +51,16 @@ def bronze_topics(
         if not topic or topic.startswith("_"):
             continue
         spec = config.spec_for_topic(topic)
-        if (
-            topic not in declared
-            and not table_exists(spark, warehouse.table("silver", spec.name))
-            and _holds_plain_events(spark, path)
-        ):
+        undecided = topic not in declared and not table_exists(
+            spark, warehouse.table("silver", spec.name)
+        )
+        if undecided and config.debezium.kind_of(topic) is not None:
+            connector.append(topic)
+        elif undecided and _holds_plain_events(spark, path):
             undeclared.append(topic)
         else:
             specs.append(spec)
-    return BronzeTopics(specs, undeclared)
+    return BronzeTopics(specs, undeclared, connector)
 
 
 #: Bronze tables found to hold plain events: a verdict that does not change (a topic of events
