@@ -11,6 +11,9 @@ The output of :func:`parse_changes` has one row per bronze record:
   value bytes (``_bronze_key``, ``_bronze_value``);
 * the key columns and the row columns, decoded to their real types, whatever their names
   (``value``, ``key``, ``offset``, ...) except those :mod:`lakehouse_core.columns` reserves;
+  a value its column's declared or Connect type does not hold is never read as null: its
+  record is quarantined (:data:`MISFIT`), or, when the layout ``rescues``, the column is null
+  and ``_rescued_data`` (last) holds such values by column name, as sent;
 * ``_schema_hash`` if the bronze rows carry it (:func:`with_schema_hash`).
 """
 

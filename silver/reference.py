@@ -11,7 +11,9 @@ How it works:
    one of the reasons ``unparseable``, ``payload is not an object``, ``missing op``,
    ``unknown op``, ``source is not an object``, ``after is not an object``, ``before is not an
    object``, ``missing key``, ``missing sequence``, ``incompatible type for column ...``,
-   ``value of column <c> does not fit decimal(p,s): ...``).
+   ``value of column <c> does not fit decimal(p,s): ...``, ``value of column <c> does not fit
+   <type>``: a value its declared or Connect type does not hold, never read as null; under
+   ``on_type_mismatch = "rescue"`` such values are kept in ``_rescued_data`` instead).
 2. The events are sorted by their order ``(sequence, bronze partition, bronze offset)``.
 3. They are applied in that order to a ``key -> row`` dictionary: an upsert replaces the row
    (TOAST placeholders, and nulls under ``ignore_null_updates``, take the value of the row
