@@ -31,7 +31,12 @@ def plan(warehouse: str, config_path: Path | None) -> None:
     declaration leaves its table orphaned until 'lakehouse drop'. Runs nothing, starts no
     Spark. Exit status 0, or 3 when the run would refuse."""
     from lakehouse.run.changes import declaration_changes, refusal, replay_needed
-    from lakehouse.run.declarations import PLAIN_FILES, held_tables, newest_recorded
+    from lakehouse.run.declarations import (
+        PLAIN_FILES,
+        comparable,
+        held_tables,
+        newest_recorded,
+    )
     from lakehouse_core.config import PipelineConfig
     from lakehouse_core.layout import Warehouse
 
@@ -41,6 +46,7 @@ def plan(warehouse: str, config_path: Path | None) -> None:
             "lakehouse plan compares declarations with the warehouse's: give them with "
             "--config FILE.toml or --declarations FILE.py[:NAME]."
         )
+    given = comparable(given)  # as a run records it (a relative suites directory made absolute)
     place = Warehouse.from_path(warehouse)
     files = warehouse_files(place) or PLAIN_FILES
     recorded = newest_recorded(place, files)

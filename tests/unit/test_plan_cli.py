@@ -14,8 +14,8 @@ import pytest
 from lakehouse.cli.declared import load_declarations
 from lakehouse.demo.job import DEMO_CONFIG
 from lakehouse.demo.settings import SHOP_CONFIG
-from lakehouse.run.declarations import version_file
-from lakehouse_core.config import PipelineConfig
+from lakehouse.run.declarations import comparable, version_file
+from lakehouse_core.config import PipelineConfig, load_config
 from lakehouse_core.errors import ConfigError
 from lakehouse_core.layout import Warehouse
 from tests.cli import SHOP_TOML, run_cli
@@ -256,3 +256,15 @@ def test_drop_lists_what_it_would_delete_and_refuses_a_declared_table(tmp_path: 
     assert bronze.returncode == 2 and "bronze is the system of record" in bronze.stderr
     missing = run_cli("drop", "gold.nothing", "--warehouse", root, "--declarations", tables_only)
     assert missing.stderr.endswith("holds no gold.nothing: nothing to drop.\n")
+
+
+def test_plan_compares_a_relative_suites_directory_as_a_run_records_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "q.toml").write_text('[quality]\nsuites = "suites"\n', encoding="utf-8")
+    recorded = comparable(load_config(Path("sub/q.toml")))
+    root = recorded_warehouse(tmp_path, recorded)
+    result = run_cli("plan", "--warehouse", root, "--config", "sub/q.toml")
+    assert result.stdout.splitlines()[-1] == "no changes: a run goes on as before", result.stdout
