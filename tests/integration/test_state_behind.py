@@ -150,9 +150,22 @@ def log_listing(table: Path) -> list[str]:
 def test_a_table_missing_its_newest_commit_is_named_before_the_run_writes(
     live: Bundle, table: str, name: str, fix: str
 ) -> None:
+    live.arrive()
+    assert_named_before_writing(live, table, name, fix)
+
+
+def test_a_run_with_nothing_new_names_a_table_behind_too(live: Bundle) -> None:
+    """A run --once that finds nothing new (it may end before Spark starts) still names it."""
+    assert_named_before_writing(
+        live, "silver/customers_history", "silver.customers_history", "replay --table customers"
+    )
+
+
+def assert_named_before_writing(live: Bundle, table: str, name: str, fix: str) -> None:
+    """Delete the newest commit of ``table``; a run exits 2 with one error line naming it and
+    ``fix``, and writes nothing."""
     version = delete_newest_commit(live.warehouse / table)
     before = {t: log_listing(live.warehouse / t) for t in ("silver/orders", "gold/user_sessions")}
-    live.arrive()
     code, output = run(live)
     errors = [line for line in output.splitlines() if line.startswith("error:")]
     assert code == 2, output
