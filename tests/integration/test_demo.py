@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from lakehouse.api import Lakehouse
 from lakehouse.demo.job import DEMO_CONFIG
+from lakehouse.ops.table_list import warehouse_tables
 from lakehouse_core.config import load_config
 from lakehouse_core.layout import Warehouse
 from lakehouse_core.spark import get_spark
@@ -214,3 +218,105 @@ def test_user_error_is_one_line_in_a_pipe(bogus_source: subprocess.CompletedProc
     assert bogus_source.returncode == 2
     assert bogus_source.stderr.count("\n") == 1, bogus_source.stderr
     assert bogus_source.stderr.rstrip("\n").endswith("comma-separated)."), bogus_source.stderr
+
+
+def test_a_new_user_runs_the_commands_the_demo_names_without_config(
+    demo: tuple[Path, subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
+    """What a new user does after ``lakehouse demo``: the commands its last lines name, on its
+    warehouse, none with --config, each giving the right answer: verify passes on every table;
+    status lists every table the demo declares with behind 0, nothing orphaned, and draws them
+    all on the page; validate checks every table that has a suite; sql answers; ``replay
+    --table orders`` and ``forget`` keep every table (the replay rebuilds the same rows).
+
+    The last test of the module: the replay and forget change the shared demo warehouse."""
+    root, result = demo
+    assert result.returncode == 0
+    warehouse = Warehouse.from_path(root / "warehouse")
+    printed = result.stdout.splitlines()
+    commands = [shlex.split(line) for line in printed[printed.index("try:") + 1 :]]
+    assert [c[1] for c in commands] == [
+        "status", "status", "verify", "validate", "sql", "replay", "forget"
+    ], printed[-10:]  # fmt: skip
+    for command in commands:
+        assert command[0] == "lakehouse" and "--config" not in command, command
+        assert command[command.index("--warehouse") + 1] == warehouse.root, command
+    page = tmp_path / "pipeline.html"
+    ran = {}
+    for command in commands[:5]:  # the ones that only read
+        args = [str(page) if arg == "pipeline.html" else arg for arg in command[1:]]
+        if args[0] == "validate":
+            args += ["--docs", str(tmp_path / "docs")]
+        done = run_cli(*args)
+        assert done.returncode == 0, (command, done.stdout[-3000:], done.stderr[-3000:])
+        assert "note:" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+        ran["status --html" if "--html" in args else args[0]] = done
+
+    declared = check_status(warehouse, ran["status"], page)
+    assert "silver.clickstream: " in ran["verify"].stdout
+    for table in declared:
+        assert re.search(f"^{table}: .*: ok$", ran["verify"].stdout, re.M), ran["verify"].stdout
+    validated = {row[0] for row in table_cells(ran["validate"].stdout) if len(row) == 5}
+    assert {"silver.orders", "silver.customers", "silver.clickstream"} <= validated, validated
+    assert {"gold.revenue_per_minute", "gold.user_sessions"} <= validated, validated
+    assert (tmp_path / "docs").is_dir()
+    header, *sessions = ran["sql"].stdout.splitlines()  # CSV: stdout is no terminal
+    assert "user_id" in header.split(",") and 1 <= len(sessions) <= 5, ran["sql"].stdout
+
+    def held() -> dict[str, int]:
+        return {
+            t.name: t.rows
+            for t in warehouse_tables(warehouse, datetime.now(UTC))
+            if t.layer in ("silver", "gold")
+        }
+
+    before = held()
+    replay, forget = commands[5], commands[6]
+    replayed = run_cli(*replay[1:])
+    assert replayed.returncode == 0, replayed.stdout[-3000:] + replayed.stderr[-3000:]
+    # Every table kept, rebuilt to the same rows; gold.alerts too, though not to the same
+    # rows: it keeps the notifications sent, and an incremental run sent one for a burst a
+    # later batch changed.
+    assert set(held()) == set(before)
+    assert {t: n for t, n in held().items() if t != "gold.alerts"} == {
+        t: n for t, n in before.items() if t != "gold.alerts"
+    }
+    customer = json.loads(forget[forget.index("--key") + 1])
+    forgot = run_cli(*forget[1:])
+    assert forgot.returncode == 0, forgot.stdout[-3000:] + forgot.stderr[-3000:]
+    assert "none holds the key" in forgot.stdout, forgot.stdout
+    after = held()
+    assert set(after) == set(before)
+    assert after["silver.customers"] == before["silver.customers"] - 1
+    ids = spark_free_ids(warehouse.table("silver", "customers"))
+    assert customer["id"] not in ids and ids, ids
+
+
+def check_status(
+    warehouse: Warehouse, printed: subprocess.CompletedProcess[str], page: Path
+) -> set[str]:
+    """``status`` of the demo's warehouse after its complete runs: every gold table and
+    pattern it declares (8), each behind 0 with its last batch, silver behind 0, nothing
+    orphaned, each named in the text and drawn on the page; the names of the gold tables."""
+    declared = {f"gold.{t.name}" for t in DEMO_CONFIG.gold_tables}
+    declared |= {f"gold.{p.name}" for p in DEMO_CONFIG.patterns}
+    assert len(declared) == 8
+    status = json.loads(run_cli("status", "--warehouse", warehouse.root, "--json").stdout)
+    gold = {g["table"]: g for g in status["gold"]}
+    assert set(gold) == declared, sorted(gold)
+    assert {t: g["versions_behind"] for t, g in gold.items()} == dict.fromkeys(declared, 0)
+    assert all(g["last_batch"] is not None for g in gold.values()), gold
+    assert {s["table"]: s["records_behind"] for s in status["silver"]} == {
+        "silver.clickstream": 0, "silver.customers": 0, "silver.orders": 0
+    }  # fmt: skip
+    assert status["orphaned"] == [] and status["models"] == []
+    shown = {row[0]: row for row in table_cells(printed.stdout)}
+    assert declared <= set(shown), printed.stdout
+    drawn = set(re.findall(r'data-table="([^"]+)"', page.read_text(encoding="utf-8")))
+    assert declared | {"silver.orders", "silver.customers", "silver.clickstream"} <= drawn
+    return declared
+
+
+def spark_free_ids(path: str) -> list[int]:
+    """The ``id`` column of the Delta table at ``path``, read with ``deltalake``."""
+    return [int(v) for v in DeltaTable(path).to_pyarrow_table(columns=["id"])["id"].to_pylist()]
