@@ -34,6 +34,7 @@ from lakehouse.demo.producer import (
 )
 from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.ops.audit import verify_warehouse
+from lakehouse.ops.idle import nothing_new
 from lakehouse.run.pipeline import run_once
 from lakehouse_core.layout import LAYERS, QUARANTINE_TABLE, Warehouse
 from tests.cli import LAKEHOUSE, run_cli
@@ -120,6 +121,19 @@ def test_kafka_and_files_give_the_same_warehouse(
 
     checks = verify_warehouse(spark, Warehouse.from_path(kafka_warehouse), SHOP_CONFIG)
     assert checks and all(check.ok for check in checks), [c for c in checks if not c.ok]
+
+
+def test_a_run_is_told_nothing_is_new_from_the_brokers_offsets_alone(
+    produced: Produced, kafka_warehouse: Path
+) -> None:
+    """After a run read every record, the check ``run --once`` makes before starting Spark
+    finds nothing new; one more record on a subscribed topic is new."""
+    warehouse = Warehouse.from_path(kafka_warehouse)
+    assert nothing_new(produced.source, warehouse, SHOP_CONFIG)
+    topic = sorted(produced.report.start_offsets)[0]
+    record = Record(topic, 0, 0, int(time.time() * 1000), {"id": -1}, None)
+    produce([record], produced.bootstrap)
+    assert not nothing_new(produced.source, warehouse, SHOP_CONFIG)
 
 
 CHUNKS = KILLS + 1  # the workload arrives in chunks: one before each run
