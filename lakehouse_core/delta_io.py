@@ -269,7 +269,7 @@ def committed_log(spark: SparkSession, path: str) -> bool:
 
 
 #: A commit file of a ``_delta_log``: its version, 20 digits, and ``.json``.
-_COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
+COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
 
 
 def newest_commit_messages(
@@ -283,17 +283,17 @@ def newest_commit_messages(
     for version in sorted(_commit_versions(spark, path), reverse=True)[:limit]:
         commit = storage.read_text(spark, f"{log}/{version:020d}.json")
         if commit is not None:  # gone meanwhile: the log's cleanup removed it
-            yield version, _user_metadata(commit)
+            yield version, commit_user_metadata(commit)
 
 
 def _commit_versions(spark: SparkSession, path: str) -> list[int]:
     """The versions of the commit files in the log of the table at ``path`` (the log's cleanup
     keeps the newest)."""
     names = storage.names(spark, f"{path}/_delta_log")
-    return [int(match[1]) for match in map(_COMMIT_FILE.match, names) if match]
+    return [int(match[1]) for match in map(COMMIT_FILE.match, names) if match]
 
 
-def _user_metadata(commit: str) -> str | None:
+def commit_user_metadata(commit: str) -> str | None:
     """The ``userMetadata`` of a commit file's ``commitInfo`` action (None: it has none)."""
     for line in commit.splitlines():
         action = json.loads(line) if line.strip() else {}

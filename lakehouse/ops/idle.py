@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -35,11 +34,9 @@ from lakehouse.run.state_check import local_tables_behind
 from lakehouse.run.swap import STAGING
 from lakehouse_core import checkpoints
 from lakehouse_core.config import PipelineConfig
+from lakehouse_core.delta_io import COMMIT_FILE, commit_user_metadata
 from lakehouse_core.identifiers import table_name_for_topic
 from lakehouse_core.layout import Layer, Warehouse, is_uri
-
-#: A commit file of a ``_delta_log``: its version, 20 digits, and ``.json``.
-_COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
 
 
 @dataclass(frozen=True)
@@ -258,18 +255,8 @@ def _lease_free(warehouse: Warehouse) -> bool:
     """Whether no other run holds the warehouse's lease now."""
     log = Path(lease_path(warehouse)) / "_delta_log"
     newest = sorted(_commit_versions(log), reverse=True)[:HISTORY_WINDOW]
-    commits = [(v, _user_metadata((log / f"{v:020d}.json").read_text())) for v in newest]
+    commits = [(v, commit_user_metadata((log / f"{v:020d}.json").read_text())) for v in newest]
     return is_free(holder_of(commits), datetime.now(UTC))
-
-
-def _user_metadata(commit: str) -> str | None:
-    """The ``userMetadata`` of a commit file's ``commitInfo`` (None: none)."""
-    for line in commit.splitlines():
-        action = json.loads(line) if line.strip() else {}
-        if "commitInfo" in action:
-            text = action["commitInfo"].get("userMetadata")
-            return text if isinstance(text, str) else None
-    return None
 
 
 def _writable(root: Path) -> bool:
@@ -318,7 +305,7 @@ def _is_table(path: str) -> bool:
 
 def _commit_versions(log: Path) -> list[int]:
     """The versions of the commit files in the ``_delta_log`` folder ``log``."""
-    return [int(m[1]) for m in map(_COMMIT_FILE.match, _names(log)) if m]
+    return [int(m[1]) for m in map(COMMIT_FILE.match, _names(log)) if m]
 
 
 def _names(directory: Path) -> list[str]:
