@@ -9,6 +9,12 @@ nothing new. For each: the Spark jobs the session started (Spark's event log, so
 every query thread and side-by-side task are counted, each attributed to the query that ran
 it), the new commits of every Delta table under the warehouse, and the seconds it took.
 
+Then the command line's run with nothing new, as a scheduler starts it (a new process each
+time, ``--idle-runs`` times): on the warehouse's path, where it ends before Spark starts
+(:mod:`lakehouse.ops.idle`), and on its ``file://`` URI, where that check does not apply and
+the run goes the whole way (Spark's start, the lease, a query per table that finds nothing);
+the median seconds of each and their ratio.
+
 Jobs and commits are exact; seconds on a shared machine are not. Writes
 ``results/batch-jobs-<date>.json`` and ``results/latest-batch-jobs.json``.
 """
@@ -20,6 +26,9 @@ import json
 import logging
 import platform
 import shutil
+import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -176,6 +185,19 @@ def run(args: argparse.Namespace, say: Callable[[RunCount], None]) -> list[RunCo
     return counts
 
 
+def idle_command_seconds(source: Path, warehouse: str, runs: int) -> float:
+    """The median seconds of ``runs`` runs of ``lakehouse run --once`` (new processes) on
+    ``warehouse`` from the file source ``source``, where nothing is new."""
+    lakehouse = Path(sys.executable).parent / "lakehouse"
+    command = [str(lakehouse), "run", "--once", "--source", f"files:{source}"]
+    seconds = []
+    for _ in range(runs):
+        started = time.monotonic()
+        subprocess.run([*command, "--warehouse", warehouse], check=True, capture_output=True)
+        seconds.append(time.monotonic() - started)
+    return round(statistics.median(seconds), 2)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=100, help="records per delivery")
@@ -186,6 +208,9 @@ def main(argv: list[str] | None = None) -> None:
         "--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting"
     )
     parser.add_argument("--verbose", action="store_true", help="jobs per query, commits per table")
+    parser.add_argument(
+        "--idle-runs", type=int, default=3, help="command-line runs with nothing new, each way"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     print(f"{'run':<12} {'records':>7} {'jobs':>5} {'commits':>7} {'seconds':>8}", flush=True)
@@ -200,11 +225,23 @@ def main(argv: list[str] | None = None) -> None:
         print(end="", flush=True)
 
     counts = run(args, say)
+    source, warehouse, runs = WORK / "source", WORK / "warehouse", args.idle_runs
+    idle = {
+        "checked_before_spark": idle_command_seconds(source, str(warehouse), runs),
+        "whole_run": idle_command_seconds(source, warehouse.as_uri(), runs),
+    }
+    idle["ratio"] = round(idle["checked_before_spark"] / idle["whole_run"], 3)
+    print(
+        f"lakehouse run --once, nothing new (median of {args.idle_runs}): "
+        f"{idle['checked_before_spark']:.1f} s, checked before Spark starts; "
+        f"{idle['whole_run']:.1f} s the whole way; ratio {idle['ratio']}"
+    )
     results = {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": platform.platform(),
         "args": vars(args),
         "runs": [asdict(c) for c in counts],
+        "idle_command_seconds": idle,
     }
     write_results(results, "batch-jobs")
 
