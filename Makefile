@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
-.PHONY: venv demo test tests test-deep lint unit bench soak clean chromium notebooks-docs
+.PHONY: venv docs-assets demo test tests test-deep lint unit bench soak clean chromium notebooks-docs
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,7 +20,8 @@ $(STAMP): requirements.lock pyproject.toml
 
 # The browser assets of the Data Docs (npm packages pinned with their lock file's integrity
 # hashes), so `lakehouse validate --docs` writes pages that load nothing from the web; npm from
-# Debian where it is missing.
+# Debian where it is missing. Only the targets that write Data Docs (demo, tests) pull them:
+# `make unit` and `make lint` need the virtualenv alone.
 DOCS_ASSETS := $(VENV)/share/lakehouse/data-docs-assets
 $(DOCS_ASSETS)/.installed: expectations/docs_assets/package.json expectations/docs_assets/package-lock.json
 	command -v npm >/dev/null || (apt-get update -qq && \
@@ -34,9 +35,11 @@ $(DOCS_ASSETS)/.installed: expectations/docs_assets/package.json expectations/do
 		touch .installed; \
 	fi
 
-venv: $(STAMP) $(DOCS_ASSETS)/.installed
+venv: $(STAMP)
 
-demo: venv
+docs-assets: venv $(DOCS_ASSETS)/.installed
+
+demo: venv docs-assets
 	$(BIN)/lakehouse demo
 
 lint: venv
@@ -54,9 +57,9 @@ lint: venv
 test: venv
 	$(MAKE) --no-print-directory -j2 lint tests
 
-tests: venv chromium
+tests: venv docs-assets chromium
 	$(BIN)/python -m tests.class_archive
-	$(BIN)/pytest -n 2 --dist loadscope --no-loadscope-reorder $(PYTEST_ARGS)
+	$(BIN)/pytest -n 2 --dist loadscope --no-loadscope-reorder --all-tiers $(PYTEST_ARGS)
 
 # Not in CI: the property tests with ten times the examples, each run from a new seed
 # (a failure prints the seed that reproduces it).
@@ -64,8 +67,9 @@ test-deep: venv
 	$(BIN)/python -m tests.class_archive
 	LAKEHOUSE_TEST_DEPTH=10 $(BIN)/pytest tests/integration -k property $(PYTEST_ARGS)
 
+# The tests that start no JVM (about a minute): what plain `pytest` runs (tests/conftest.py).
 unit: venv
-	$(BIN)/pytest -m unit $(PYTEST_ARGS)
+	$(BIN)/pytest -m "unit and not spark" $(PYTEST_ARGS)
 
 # First the Spark jobs and Delta commits of a steady run of the demo's whole pipeline (exact
 # counts, per query and table); last, one silver batch against tables of 100k, 1M and 10M rows,
