@@ -274,7 +274,7 @@ def _submitted_session(master: str | None) -> SparkSession:
         raise EnvironmentSetupError(
             "Delta Lake is not on the classpath of this spark-submit run: add "
             f"'--packages {DELTA_MAVEN_PACKAGE}' (with Maven access) or '--jars' with the Delta "
-            "jars (see README: running on a cluster)."
+            "jars (see docs/spark.md: on a cluster)."
         )
     return spark
 
