@@ -287,19 +287,21 @@ def _parse_debezium(
     rescues = layout.rescues and bool(checked)
     unfits: dict[str, Column] = {}  # column -> its value is rescued (``rescues`` only)
     for name in sorted({*staged, *checked}):
-        if name in staged:
-            misfit = staged[name].check(F.col(prepared[name]), name)
-            if rescues:
-                unfits[name] = op.isin(*UPSERT_OPS) & misfit.isNotNull()
-            else:
-                reason = reason.when(misfit.isNotNull(), misfit)
-        else:
-            codec = checked[name]
-            unfit = _unfit(codec, raw_after[name], _decoded(codec, after, prepared))
-            if rescues:
-                unfits[name] = op.isin(*UPSERT_OPS) & unfit
-            else:
-                reason = reason.when(op.isin(*UPSERT_OPS) & unfit, _misfit_reason(codec))
+        upsert_unfit = F.lit(False)
+        if name in checked:
+            decoded = _decoded(checked[name], after, prepared)
+            upsert_unfit = op.isin(*UPSERT_OPS) & _unfit(checked[name], raw_after[name], decoded)
+        # A decimal's own check comes first; a value of another JSON type (a
+        # VariableScaleDecimal that is no object) is read as null before it: it does not fit.
+        misfit = staged[name].check(F.col(prepared[name]), name) if name in staged else None
+        if rescues:
+            own = F.lit(False) if misfit is None else op.isin(*UPSERT_OPS) & misfit.isNotNull()
+            unfits[name] = own | upsert_unfit
+            continue
+        if misfit is not None:
+            reason = reason.when(misfit.isNotNull(), misfit)
+        if name in checked:
+            reason = reason.when(upsert_unfit, _misfit_reason(checked[name]))
     if problem is not None:
         reason = problem if isinstance(problem, Column) else F.lit(problem)
     toastable = [c.name for c in layout.value_columns if c.toastable]
