@@ -151,8 +151,12 @@ def run(
     given = given_config(config_path)
     place = Warehouse.from_path(warehouse)
     chosen = None if is_uri(place.root) else declarations(given, warehouse)
-    if trigger.once and chosen is not None and nothing_new(spec, place, chosen.config):
-        print_summary(RunSummary())
+    idle = None if not trigger.once or chosen is None else nothing_new(spec, place, chosen.config)
+    if idle is not None:
+        summary = RunSummary()
+        for entity in idle.silver:
+            summary.add_table(entity)
+        print_summary(summary)
         console.print(
             "done: nothing new (bronze has read the whole source and every table is up to "
             f"date; checked without starting Spark) in {time.monotonic() - started:.1f} s",

@@ -48,6 +48,8 @@ class Query:
     inputs: tuple[str, ...]
 
 
+#: The name of a silver query, before its entity's.
+SILVER_QUERY = "silver_"
 #: The layers whose tables streaming queries read.
 LAYERS_READ: tuple[Layer, ...] = ("bronze", "silver")
 
@@ -59,33 +61,46 @@ class Input(NamedTuple):
     change_feed: bool
 
 
-def nothing_new(source: SourceSpec, warehouse: Warehouse, config: PipelineConfig) -> bool:
-    """Whether a ``run --once`` of ``config`` from ``source`` into ``warehouse`` would find
-    nothing to do (see the module docstring); False whenever that is not certain."""
+@dataclass(frozen=True)
+class NothingNew:
+    """What a ``run --once`` that finds nothing new would have read: the entities of its silver
+    queries (each reads no record)."""
+
+    silver: tuple[str, ...]
+
+
+def nothing_new(
+    source: SourceSpec, warehouse: Warehouse, config: PipelineConfig
+) -> NothingNew | None:
+    """What a ``run --once`` of ``config`` from ``source`` into ``warehouse`` would read if it
+    finds nothing to do (see the module docstring); None whenever that is not certain."""
     if is_uri(warehouse.root) or not Path(warehouse.root).is_dir():
-        return False
+        return None
     root = Path(warehouse.root)
     try:
         recorded = newest_recorded(warehouse)
         if recorded is None or recorded.config != comparable(config):
-            return False
+            return None
         if (root / STAGING).exists() or _half_created(root) or not _lease_free(warehouse):
-            return False
+            return None
         if not _writable(root) or local_tables_behind(root):
-            return False  # the run names it
+            return None  # the run names it
         queries = _queries(warehouse, config)
         if queries is None or not _source_read(source, warehouse):
-            return False
+            return None
         tables = {
             _table_id(path): Input(path, change_feed=layer == "silver")
             for layer in LAYERS_READ
             for path in _tables(warehouse, layer)
         }
-        return all(_caught_up(warehouse, query, tables) for query in queries) and (
-            _models_current(warehouse, config)
-        )
+        if not all(_caught_up(warehouse, q, tables) for q in queries):
+            return None
+        if not _models_current(warehouse, config):
+            return None
     except Exception:  # anything unexpected: the whole run finds out, and says it
-        return False
+        return None
+    silver = (q.name.removeprefix(SILVER_QUERY) for q in queries if q.name.startswith(SILVER_QUERY))
+    return NothingNew(tuple(sorted(silver)))
 
 
 def _queries(warehouse: Warehouse, config: PipelineConfig) -> list[Query] | None:
@@ -101,7 +116,7 @@ def _queries(warehouse: Warehouse, config: PipelineConfig) -> list[Query] | None
         if topic not in declared and not _is_table(warehouse.table("silver", spec.name)):
             return None  # plain events left undeclared, or a new entity: Spark tells
         bronze = warehouse.table("bronze", table_name_for_topic(spec.topic))
-        queries[f"silver_{spec.name}"] = Query(f"silver_{spec.name}", (bronze,))
+        queries[SILVER_QUERY + spec.name] = Query(SILVER_QUERY + spec.name, (bronze,))
     for job in gold_jobs(config):
         paths = tuple(warehouse.table("silver", name) for name in (job.input, *job.joins))
         if all(map(_is_table, paths)):

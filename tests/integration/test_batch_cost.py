@@ -89,7 +89,7 @@ def test_a_steady_run_of_the_whole_pipeline_stays_within_its_jobs_and_commits(
     def run(new_parts: list[Path]) -> tuple[int, Counter[str]]:
         for part in new_parts:
             part.rename(source_dir / part.name)
-        assert nothing_new(source, warehouse, config) is not bool(new_parts)
+        assert (nothing_new(source, warehouse, config) is None) is bool(new_parts)
         jobs, commits = jobs_started(spark), delta_commits(warehouse_root)
         run_once(spark, source, warehouse, config)
         return jobs_started(spark) - jobs, delta_commits(warehouse_root) - commits
