@@ -1032,8 +1032,8 @@ schema = "event_id string, ts timestamp"
     [
         (
             "colour = 1\n",
-            r"Unknown setting\(s\) colour in the config file\. "
-            r"Allowed: alerts, catalog, debezium, gold, maintenance, models, patterns, quality, tables\.",
+            r"Unknown setting\(s\) colour in the config file\. Allowed: alerts, catalog, "
+            r"debezium, gold, maintenance, models, patterns, quality, tables\.",
         ),
         (
             '[[tables]]\nname = "a"\ntopic = "t"\nkey = ["id"]\n',
