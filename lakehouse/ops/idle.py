@@ -6,9 +6,11 @@ Nothing is new when the run's declarations are the ones the warehouse last ran w
 is left to finish, no table was left half created or lost a commit, no other run holds the
 warehouse and this user may write it, the source holds no record bronze has not read, every
 query the run would start has a checkpoint whose last planned micro-batch committed and whose
-Delta inputs have no commit since that changes data (or their schema), and every SQL model is
-current. The check answers "nothing new" only when all of that is read and holds: anything it
-cannot read, or a warehouse that is not local, means "maybe", and the run goes the whole way.
+Delta inputs have no commit since that changes data (or their schema), every declaration of a
+shared gold query has applied what its query read (one that failed is tried again by a whole
+run), and every SQL model is current. The check answers "nothing new" only when all of that
+is read and holds: anything it cannot read, or a warehouse that is not local, means "maybe",
+and the run goes the whole way.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -28,6 +30,7 @@ from deltalake.exceptions import TableNotFoundError
 from bronze.table import TOPIC_PROPERTY
 from cdc.kafka_offsets import from_json
 from cdc.sources import SourceSpec
+from gold.progress import Applied, applied_location
 from lakehouse.run.declarations import comparable, newest_recorded
 from lakehouse.run.lease import HISTORY_WINDOW, holder_of, is_free, lease_path
 from lakehouse.run.state_check import local_tables_behind
@@ -46,6 +49,9 @@ class Query:
 
     name: str
     inputs: tuple[str, ...]
+    #: The declarations sharing the query, each with a place of its own in its first input's
+    #: change feed (one that failed stays behind the query and catches up in a whole run).
+    members: tuple[str, ...] = ()
 
 
 #: The name of a silver query, before its entity's.
@@ -120,7 +126,9 @@ def _queries(warehouse: Warehouse, config: PipelineConfig) -> list[Query] | None
     for job in gold_jobs(config):
         paths = tuple(warehouse.table("silver", name) for name in (job.input, *job.joins))
         if all(map(_is_table, paths)):
-            queries.setdefault(job.query, Query(job.query, paths))
+            query = queries.setdefault(job.query, Query(job.query, paths))
+            if job.shared:
+                queries[job.query] = replace(query, members=(*query.members, job.table))
     for alert in alert_jobs(config):
         path = warehouse.table("silver", alert.input)
         if _is_table(path) and _is_table(warehouse.table("gold", alert.baseline)):
@@ -140,11 +148,26 @@ def _caught_up(warehouse: Warehouse, query: Query, tables: Mapping[str, Input]) 
             and not _changes_after(query.inputs[0], place.starting_version - 1)
         )
     offsets = [json.loads(line) for line in committed[2:]]
+    read_through = {}
     for offset in offsets:
         read = tables.get(str(offset.get("reservoirId")))
-        if read is None or _changes_after(read.path, _read_through(offset, read)):
+        if read is None:
             return False
-    return bool(offsets)
+        read_through[read.path] = _read_through(offset, read)
+        if _changes_after(read.path, read_through[read.path]):
+            return False
+    source = read_through.get(query.inputs[0], -1)
+    return bool(offsets) and all(_member_at(warehouse, m, source) for m in query.members)
+
+
+def _member_at(warehouse: Warehouse, member: str, version: int) -> bool:
+    """Whether the declaration ``member`` of a shared query has applied its source's changes
+    through ``version`` and has no failed attempt to do again."""
+    place = Path(applied_location(warehouse, member))
+    if not place.exists():
+        return False
+    applied = Applied.of_json(place.read_text())
+    return applied.pending is None and applied.through is not None and applied.through >= version
 
 
 def _read_through(offset: Mapping[str, Any], read: Input) -> int:

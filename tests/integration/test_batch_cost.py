@@ -13,6 +13,7 @@ session has them, not under the test sessions' settings (:data:`tests.sessions.F
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import replace
@@ -128,6 +129,14 @@ def assert_idle_check_sees_work(
     last.unlink()  # the planned batch did not commit: the run runs it again
     assert not nothing_new(source, warehouse, config)
     last.write_bytes(text)
+
+    place = root / "_system" / "checkpoints" / "gold_revenue_per_minute.applied.json"
+    text = place.read_text()
+    behind = json.loads(text) | {"through_version": json.loads(text)["through_version"] - 1}
+    place.write_text(json.dumps(behind))  # a declaration that failed stays behind its query
+    assert not nothing_new(source, warehouse, config)
+    place.write_text(text)
+    assert nothing_new(source, warehouse, config)
 
     silver = warehouse.table("silver", "customers")
     optimize(spark, silver)
