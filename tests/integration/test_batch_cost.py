@@ -125,10 +125,10 @@ def assert_idle_check_sees_work(
 
     checkpoint = next((root / "_system" / "checkpoints").glob("gold_shared_orders*/commits"))
     last = max(checkpoint.iterdir(), key=lambda f: int(f.name) if f.name.isdigit() else -1)
-    text = last.read_bytes()
+    committed = last.read_bytes()
     last.unlink()  # the planned batch did not commit: the run runs it again
     assert not nothing_new(source, warehouse, config)
-    last.write_bytes(text)
+    last.write_bytes(committed)
 
     place = root / "_system" / "checkpoints" / "gold_revenue_per_minute.applied.json"
     text = place.read_text()
