@@ -24,18 +24,14 @@ from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import unquote, urlparse
 
-from deltalake import DeltaTable
-from deltalake.exceptions import TableNotFoundError
-
-from bronze.table import TOPIC_PROPERTY
 from cdc.kafka_offsets import from_json
 from cdc.sources import SourceSpec
 from gold.progress import Applied, applied_location
+from lakehouse.ops.status import bronze_topics, checkpoint_place
 from lakehouse.run.declarations import comparable, newest_recorded
 from lakehouse.run.lease import HISTORY_WINDOW, holder_of, is_free, lease_path
-from lakehouse.run.state_check import local_tables_behind
+from lakehouse.run.state_check import local_table_id, local_tables_behind
 from lakehouse.run.swap import STAGING
-from lakehouse_core import checkpoints
 from lakehouse_core.config import PipelineConfig
 from lakehouse_core.delta_io import COMMIT_FILE, commit_user_metadata
 from lakehouse_core.identifiers import table_name_for_topic
@@ -95,7 +91,7 @@ def nothing_new(
         if queries is None or not _source_read(source, warehouse):
             return None
         tables = {
-            _table_id(path): Input(path, change_feed=layer == "silver")
+            local_table_id(path): Input(path, change_feed=layer == "silver")
             for layer in LAYERS_READ
             for path in _tables(warehouse, layer)
         }
@@ -117,7 +113,7 @@ def _queries(warehouse: Warehouse, config: PipelineConfig) -> list[Query] | None
 
     queries: dict[str, Query] = {}
     declared = {table.topic for table in config.tables}
-    for topic in _bronze_topics(warehouse):
+    for topic in bronze_topics(warehouse):
         spec = config.spec_for_topic(topic)
         if topic not in declared and not _is_table(warehouse.table("silver", spec.name)):
             return None  # plain events left undeclared, or a new entity: Spark tells
@@ -139,7 +135,7 @@ def _queries(warehouse: Warehouse, config: PipelineConfig) -> list[Query] | None
 def _caught_up(warehouse: Warehouse, query: Query, tables: Mapping[str, Input]) -> bool:
     """Whether ``query``'s checkpoint committed its last planned micro-batch and none of the
     tables it read (by id, in ``tables``) has a commit since that the query would read."""
-    place = _checkpoint(warehouse.checkpoint(query.name))
+    place = checkpoint_place(warehouse.checkpoint(query.name))
     committed = _last_committed(Path(place.location))
     if committed is None:  # a fresh checkpoint: caught up if a replay or one hop handed it
         return (  # over after its one input's newest change
@@ -219,7 +215,7 @@ def _source_read(source: SourceSpec, warehouse: Warehouse) -> bool:
     record after it."""
     if source.kafka_format is not None:
         return False  # Spark's own Kafka source: its offsets are its own
-    place = _checkpoint(warehouse.checkpoint("bronze"))
+    place = checkpoint_place(warehouse.checkpoint("bronze"))
     committed = _last_committed(Path(place.location))
     if committed is None or len(committed) != 3:
         return False
@@ -279,7 +275,7 @@ def _models_current(warehouse: Warehouse, config: PipelineConfig) -> bool:
         if not all(map(_is_table, paths.values())):
             continue
         inputs = {
-            name: (_table_id(path), max(_commit_versions(Path(path) / "_delta_log")))
+            name: (local_table_id(path), max(_commit_versions(Path(path) / "_delta_log")))
             for name, path in paths.items()
         }
         state_file = Path(state_path(warehouse, model.name))
@@ -314,27 +310,10 @@ def _half_created(root: Path) -> bool:
     return False
 
 
-def _bronze_topics(warehouse: Warehouse) -> list[str]:
-    """The topic of every bronze table, internal topics excepted."""
-    found = []
-    for path in _tables(warehouse, "bronze"):
-        topic = DeltaTable(path).metadata().configuration.get(TOPIC_PROPERTY, "")
-        if topic and not topic.startswith("_"):
-            found.append(topic)
-    return found
-
-
 def _tables(warehouse: Warehouse, layer: Layer) -> list[str]:
     """The paths of the tables of ``layer``."""
     folder = Path(warehouse.table(layer, "x")).parent
     return [str(folder / n) for n in sorted(_names(folder)) if _is_table(str(folder / n))]
-
-
-def _table_id(path: str) -> str:
-    try:
-        return str(DeltaTable(path).metadata().id)
-    except TableNotFoundError:
-        return ""
 
 
 def _is_table(path: str) -> bool:
@@ -348,16 +327,3 @@ def _commit_versions(log: Path) -> list[int]:
 
 def _names(directory: Path) -> list[str]:
     return os.listdir(directory) if directory.is_dir() else []
-
-
-def _checkpoint(base: str) -> checkpoints.CheckpointPlace:
-    """The checkpoint a query with base location ``base`` uses now (as
-    :func:`lakehouse_core.checkpoints.current` reads it)."""
-    pointer = Path(checkpoints.pointer(base))
-    if not pointer.exists():
-        return checkpoints.CheckpointPlace(base)
-    document = json.loads(pointer.read_text())
-    return checkpoints.CheckpointPlace(
-        checkpoints.generation(base, str(document["generation"])),
-        int(document.get("startingVersion", 0)),
-    )

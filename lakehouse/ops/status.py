@@ -232,11 +232,11 @@ def pipeline_status(
     last, batches, log_rows, failed_last = _last_batches(_delta(warehouse.event_log))
     quarantine = _rows_per(_delta(warehouse.table("silver", QUARANTINE_TABLE)), "entity")
     silver = []
-    for topic in _bronze_topics(warehouse):
+    for topic in bronze_topics(warehouse):
         spec = config.spec_for_topic(topic)
         bronze_name = table_name_for_topic(spec.topic)
         bronze = _delta(warehouse.table("bronze", bronze_name))
-        place = _checkpoint(warehouse.checkpoint(f"silver_{spec.name}"))
+        place = checkpoint_place(warehouse.checkpoint(f"silver_{spec.name}"))
         applied = applied_version(None, place.location)
         if applied is None and place.starting_version:  # handed over by one hop
             applied = place.starting_version - 1
@@ -274,7 +274,7 @@ def pipeline_status(
         source = _delta(warehouse.table("silver", job.input))
         if source is None:
             continue
-        query_place = _checkpoint(warehouse.checkpoint(job.query)).location
+        query_place = checkpoint_place(warehouse.checkpoint(job.query)).location
         applied = fed_version(query_place, str(source.metadata().id))
         batch = last.get(job.query)
         text = _read_text(applied_location(warehouse, job.table))
@@ -648,7 +648,7 @@ def _newest(table: DeltaTable | None, files: pa.Table | None, column: str) -> da
     return _instant(newest)
 
 
-def _bronze_topics(warehouse: Warehouse) -> list[str]:
+def bronze_topics(warehouse: Warehouse) -> list[str]:
     """The topic of every bronze table, internal topics excepted."""
     layer = warehouse.table("bronze", "x").rpartition("/")[0]  # where bronze tables are
     found = []
@@ -662,7 +662,7 @@ def _bronze_topics(warehouse: Warehouse) -> list[str]:
     return found
 
 
-def _checkpoint(base: str) -> checkpoints.CheckpointPlace:
+def checkpoint_place(base: str) -> checkpoints.CheckpointPlace:
     """The checkpoint a query with base location ``base`` uses now (its pointer read as
     :func:`lakehouse_core.checkpoints.current` reads it)."""
     text = _read_text(checkpoints.pointer(base))

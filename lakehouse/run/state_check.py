@@ -429,28 +429,40 @@ def _recorded(text: str | None) -> dict[str, tuple[str, int]]:
     return recorded
 
 
+def _read_local(path: str) -> str | None:
+    """The text of the local file ``path`` (None: none; unreadable: :data:`_UNREADABLE`)."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError):
+        return _UNREADABLE
+
+
+def local_table_id(path: str | Path) -> str:
+    """:func:`_table_id` of the local table at ``path``, read with plain file reads."""
+    log = Path(path) / "_delta_log"
+    names = [entry.name for entry in log.iterdir()] if log.is_dir() else []
+    return _id_in_log(_read_local, str(log), names)
+
+
 def local_tables_behind(root: str | Path) -> list[str]:
     """The tables of the local warehouse ``root`` whose log is older than the version
     :func:`record_versions` recorded for the same table id (``silver.orders``, ...), read with
     plain file reads, without Spark: a run that would otherwise end before Spark starts (nothing
     new to do) goes on when this names a table, so that :func:`check_damage` names it."""
     root = Path(root)
-
-    def read(path: str) -> str | None:
-        try:
-            return Path(path).read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return None
-        except (OSError, UnicodeDecodeError):
-            return _UNREADABLE
-
     behind = []
-    recorded = _recorded(read(str(root / "_system" / VERSIONS_FILE)))
+    recorded = _recorded(_read_local(str(root / "_system" / VERSIONS_FILE)))
     for relative, (table_id, version) in recorded.items():
         log = root / relative / "_delta_log"
         names = [entry.name for entry in log.iterdir()] if log.is_dir() else []
         newest, _ = _log_versions(names)
-        if 0 <= newest < version and table_id and _id_in_log(read, str(log), names) == table_id:
+        if (
+            0 <= newest < version
+            and table_id
+            and _id_in_log(_read_local, str(log), names) == table_id
+        ):
             behind.append(table_name(str(root), str(root / relative)))
     return behind
 
