@@ -147,3 +147,34 @@ def table_identity(spark: SparkSession, path: str) -> tuple[str, int]:
     latest = DeltaTable.forPath(spark, path).history(1).select("version").first()
     assert detail is not None and latest is not None
     return str(detail.id), int(latest.version)
+
+
+class Bundle:
+    """A warehouse and its source, live (always at the same paths), a pristine copy to
+    restore, the workload's later part to deliver, and a declarations file, all under
+    ``base``."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.live = base / "live"
+        self.pristine = base / "pristine"
+        self.later = base / "later"
+        self.config = base / "pipeline.toml"
+
+    @property
+    def warehouse(self) -> Path:
+        return self.live / "wh"
+
+    @property
+    def source(self) -> Path:
+        return self.live / "source"
+
+    def restore(self) -> None:
+        shutil.rmtree(self.live, ignore_errors=True)
+        shutil.copytree(self.pristine, self.live)
+
+    def arrive(self) -> None:
+        """The workload's later part arrives in the source (a run with nothing new may end
+        before Spark starts)."""
+        for part in self.later.iterdir():
+            shutil.copy(part, self.source / part.name)

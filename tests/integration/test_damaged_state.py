@@ -25,37 +25,10 @@ from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.run.pipeline import run_once
 from lakehouse_core.layout import LATE_EVENTS, Warehouse
 from tests.cli import SHOP_TOML, run_cli
-from tests.warehouses import assert_same_tables, comparable, rows
+from tests.warehouses import Bundle, assert_same_tables, comparable, rows
 
 #: The module's fixtures run the pipeline twice before the first test.
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
-
-
-class Bundle:
-    """The live warehouse and source (always at the same paths) and their pristine copy."""
-
-    def __init__(self, base: Path) -> None:
-        self.base = base
-        self.live = base / "live"
-        self.pristine = base / "pristine"
-        self.later = base / "later"
-
-    @property
-    def warehouse(self) -> Path:
-        return self.live / "wh"
-
-    @property
-    def source(self) -> Path:
-        return self.live / "source"
-
-    def restore(self) -> None:
-        shutil.rmtree(self.live, ignore_errors=True)
-        shutil.copytree(self.pristine, self.live)
-
-    def arrive(self) -> None:
-        """Part 2 of the workload arrives in the source."""
-        for part in self.later.iterdir():
-            shutil.copy(part, self.source / part.name)
 
 
 @pytest.fixture(scope="module")

@@ -27,6 +27,7 @@ from lakehouse.run.state_check import VERSIONS_FILE, check_damage, recorded_vers
 from lakehouse_core.config import TableSpec
 from lakehouse_core.layout import Warehouse
 from tests.cli import run_cli
+from tests.warehouses import Bundle
 
 #: The module's fixture runs the pipeline once before the first test.
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
@@ -38,35 +39,6 @@ CONFIG = dataclasses.replace(
         TableSpec(name="customers", topic="shop.public.customers", stored_as_scd_type=2),
     ),
 )
-
-
-class Bundle:
-    """The live warehouse, its source and config (always at the same paths) and their pristine
-    copy."""
-
-    def __init__(self, base: Path) -> None:
-        self.live = base / "live"
-        self.pristine = base / "pristine"
-        self.later = base / "later"
-        self.config = base / "pipeline.toml"
-
-    @property
-    def warehouse(self) -> Path:
-        return self.live / "wh"
-
-    @property
-    def source(self) -> Path:
-        return self.live / "source"
-
-    def restore(self) -> None:
-        shutil.rmtree(self.live, ignore_errors=True)
-        shutil.copytree(self.pristine, self.live)
-
-    def arrive(self) -> None:
-        """Part 2 of the workload arrives in the source (a run with nothing new may end before
-        Spark starts)."""
-        for part in self.later.iterdir():
-            shutil.copy(part, self.source / part.name)
 
 
 @pytest.fixture(scope="module")
