@@ -92,8 +92,9 @@ class Step:
 
 @dataclass(frozen=True)
 class Absent:
-    """No event satisfying ``condition`` may come less than ``within`` after the last step
-    (both checked by the pattern that has it)."""
+    """No event satisfying ``condition`` may come less than ``within`` after the match's last
+    event (its last step's, however many that step took; both checked by the pattern that has
+    it)."""
 
     condition: str
     within: str
@@ -197,12 +198,6 @@ class Pattern:
             _require_earlier(condition, names[:index], f"step {step.name!r} of {where}")
             object.__setattr__(step, "parsed", condition)
         if self.absent is not None:
-            if self.steps[-1].most != self.steps[-1].least:
-                raise ConfigError(
-                    f"The last step of {where} takes {self.steps[-1].times!r} events, but with "
-                    "absent it needs a fixed count (e.g. times = 1): the absence window starts "
-                    "at its last event."
-                )
             try:
                 condition = parse_condition(
                     self.absent.condition, f"absent of {where}", frozenset(names)

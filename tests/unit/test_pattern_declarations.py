@@ -89,11 +89,6 @@ MISTAKES = [
         'absent = { condition = "x = 1", within = "soon" }',
         "absent.within 'soon' is not",
     ),
-    (
-        '{ name = "a", times = "1+" }',
-        'absent = { condition = "x = 1", within = "1 hour" }',
-        "needs a fixed count",
-    ),
     (GOOD_STEPS, "alert = 1", "true or false"),
     (GOOD_STEPS, 'watermark_delay = "-1 hour"', "watermark_delay '-1 hour' is not a duration"),
     (GOOD_STEPS, "schedule = 1", "Unknown setting(s) schedule"),
@@ -170,6 +165,16 @@ def test_absent_keeps_its_window() -> None:
         absent=Absent("action = 'buy'", "30 minutes"),
     )
     assert pattern.reach_micros == 40 * 60_000_000
+
+
+@pytest.mark.parametrize("times", ["3+", "2..5"])
+def test_a_looping_last_step_may_have_absent(tmp_path: Path, times: str) -> None:
+    # Flink CEP's oneOrMore().notFollowedBy(...): the window starts at the step's last event.
+    steps = f"""{{ name = "failed", condition = "status = 'failed'", times = "{times}" }}"""
+    extra = """absent = { condition = "status = 'ok'", within = "5 minutes" }"""
+    (loaded,) = load_config(toml(tmp_path, steps, extra)).patterns
+    assert loaded.steps[-1].times == times and loaded.absent is not None
+    assert loaded.reach_micros == 65 * 60_000_000
 
 
 def test_match_ids_are_stable_and_tell_keys_apart() -> None:

@@ -64,6 +64,16 @@ PATTERNS = (
         absent=Absent("kind = 'c'", "10 minutes"),
     ),
     Pattern(
+        "looping_absence",
+        "events",
+        "ts",
+        (Step("a", "kind = 'a'"), Step("more", "kind <> 'c'", times="2+")),
+        "5 minutes",
+        partition_by=("user",),
+        absent=Absent("kind = 'c' AND amount >= more.amount", "3 minutes"),
+        measures=(PatternMeasure("n", "count"),),
+    ),
+    Pattern(
         "overlapping",
         "events",
         "ts",

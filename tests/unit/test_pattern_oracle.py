@@ -351,6 +351,42 @@ def test_the_absence_condition_reads_the_steps() -> None:
     assert spans(run(p, rows)) == [(2, 4, 2)]
 
 
+FAILED_3 = Step("failed", "kind = 'failed'", times="3+")
+NO_OK = Absent("kind = 'ok'", "5 minutes")
+
+
+def test_a_looping_last_step_then_absent_starts_the_window_at_its_last_event() -> None:
+    # Flink CEP's "failed".oneOrMore() (times(3).orMore()) then notFollowedBy("ok"): three or
+    # more failures, and no success within 5 minutes after the last of them.
+    p = pattern(FAILED_3, absent=NO_OK)
+    rows = [ev(1, 0, "failed"), ev(2, 1, "failed"), ev(3, 2, "failed"), ev(4, 8, "ok")]
+    assert spans(run(p, rows)) == [(1, 3, 3)]  # the window [2, 7) has no success
+    # A fourth failure at 5 is taken (greedy, before 0 + within): the window moves to [5, 10)
+    # and the success at 8 cancels; the attempts from 2 and 3 then have too few failures.
+    assert run(p, [*rows, ev(5, 5, "failed")]) == []
+    # A success at the window's end does not cancel; one before its end does.
+    assert spans(run(p, [*rows[:3], ev(4, 7, "ok")])) == [(1, 3, 3)]
+    assert run(p, [*rows[:3], ev(4, at(7, -1), "ok")]) == []
+
+
+def test_a_looping_last_step_skips_an_absence_event_between_its_events() -> None:
+    # Relaxed contiguity: the success at 3 is neither a failure nor after the last one, so it
+    # is skipped like any other event; the window starts at the failure at 4.
+    p = pattern(FAILED_3, absent=NO_OK)
+    rows = [*(ev(i, i - 1, "failed") for i in (1, 2, 3)), ev(4, 3, "ok"), ev(5, 4, "failed")]
+    found = run(p, rows)
+    assert spans(found) == [(1, 5, 4)] and found[0]["match_end"] == at(4)
+
+
+def test_a_looping_last_step_then_absent_is_final_once_both_windows_have_passed() -> None:
+    p = pattern(FAILED_3, absent=NO_OK)
+    (m,) = run(p, [ev(1, 0, "failed"), ev(2, 1, "failed"), ev(3, 2, "failed")])
+    # Until 0 + within (10) another failure on time could join it and move its window.
+    assert not is_final(m, p, micros(at(10)) - 1) and is_final(m, p, micros(at(10)))
+    (m,) = run(p, [ev(1, 0, "failed"), ev(2, 1, "failed"), ev(3, 9, "failed")])
+    assert not is_final(m, p, micros(at(14)) - 1) and is_final(m, p, micros(at(14)))
+
+
 # --------------------------------------------------------------------------------------------
 # Measures and identity
 # --------------------------------------------------------------------------------------------
