@@ -57,6 +57,7 @@ class Matcher:
         self.types = dict(types) | {f"{s}.{c}": t for s in names for c, t in types.items()}
         conditions: list[Condition | None] = [step.parsed for step in pattern.steps]
         self.conditions = conditions
+        self.strict = pattern.strict
         self.absent = None if pattern.absent is None else pattern.absent.parsed
         self.references = {
             id(c): [n.partition(".")[::2] for n in condition_columns(c) if "." in n]
@@ -78,7 +79,8 @@ class Matcher:
 
     def attempt(self, events: Sequence[Row], start: int) -> Match | None:
         """The match of the attempt that starts at ``events[start]``, None if it does not
-        match (docs/patterns.md, rules 1 to 4)."""
+        match (docs/patterns.md, rules 1 to 4; a strict step takes no event after a skipped
+        one)."""
         pattern, steps = self.pattern, self.pattern.steps
         event_time = pattern.event_time
         if not self._holds(self.conditions[0], events[start], {}):
@@ -93,22 +95,26 @@ class Matcher:
             most = steps[step].most
             return most is not None and count >= most
 
-        index = start
+        index, skipped = start, False
         while not (step == last and full()):
             index += 1
             if index >= len(events) or events[index][event_time] >= limit:
                 break
             event = events[index]
-            if not full() and self._holds(self.conditions[step], event, latest):
+            here = not full() and not (skipped and self.strict[step])
+            ahead = count >= steps[step].least and step < last
+            ahead = ahead and not (skipped and self.strict[step + 1])
+            if here and self._holds(self.conditions[step], event, latest):
                 count += 1
-            elif (
-                count >= steps[step].least
-                and step < last
-                and self._holds(self.conditions[step + 1], event, latest)
-            ):
+            elif ahead and self._holds(self.conditions[step + 1], event, latest):
                 step, count = step + 1, 1
             else:
+                skipped = True
+                closed = step == last or self.strict[step + 1] or count < steps[step].least
+                if (full() or self.strict[step]) and closed:
+                    break  # no step can take an event any more
                 continue
+            skipped = False
             taken.append((step, index))
             latest[steps[step].name] = event
         if step != last or count < steps[last].least:

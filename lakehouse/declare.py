@@ -496,10 +496,18 @@ def gold_table(
 # --- patterns -------------------------------------------------------------------------------
 
 
-def step(name: str, condition: str = "TRUE", *, times: int | str = 1) -> Step:
+def step(
+    name: str,
+    condition: str = "TRUE",
+    *,
+    times: int | str = 1,
+    contiguity: str | None = None,
+) -> Step:
     """A pattern step: ``times`` events (``1``, ``"3+"``, ``"2..5"``) satisfying
-    ``condition`` (default: every event), which may read earlier steps as ``step.column``."""
-    return Step(name=name, condition=condition, times=times)
+    ``condition`` (default: every event), which may read earlier steps as ``step.column``;
+    ``contiguity`` ``"strict"`` or ``"relaxed"`` (default: the pattern's)."""
+    # An invalid contiguity raises ConfigError in Step, as contiguity = "..." does in TOML.
+    return Step(name, condition, times, contiguity)  # type: ignore[arg-type]
 
 
 def absent(condition: str, *, within: str) -> Absent:
@@ -577,6 +585,7 @@ def pattern(
     after_match: str = "skip_past_last",
     watermark_delay: str = "10 minutes",
     alert: bool = False,
+    contiguity: str = "relaxed",
 ) -> Pattern:
     """Pattern ``gold.<name>``: per ``partition_by`` values of silver ``source``, in
     ``event_time`` order, the matches of ``steps`` spanning less than ``within`` (with
@@ -598,6 +607,7 @@ def pattern(
         after_match=after_match,
         watermark_delay=watermark_delay,
         alert=alert,
+        contiguity=contiguity,
     )
     return pattern_from(entry)
 

@@ -261,6 +261,7 @@ class StepShape(Shape):
     name: str
     condition: str | None = None
     times: int | str | None = None
+    contiguity: str | None = None
 
 
 class AbsentShape(Shape):
@@ -285,8 +286,8 @@ class PatternShape(Shape):
     where = "[[patterns]]{name}"
     missing = (
         "{where} needs {required!r}; a pattern names name, source, event_time, steps and "
-        "within (partition_by, absent, after_match, measures, watermark_delay and alert are "
-        "optional)."
+        "within (partition_by, absent, after_match, contiguity, measures, watermark_delay and "
+        "alert are optional)."
     )
     messages = {
         "steps": "'steps' of {where} must be a list of tables, e.g. "
@@ -309,6 +310,7 @@ class PatternShape(Shape):
     measures: list[PatternMeasureShape] | None = None
     watermark_delay: str | None = None
     alert: bool | None = None
+    contiguity: str | None = None
 
 
 class AlertShape(Shape):
@@ -787,7 +789,15 @@ def pattern_from(entry: Mapping[str, Any]) -> Pattern:
 
 def _pattern(entry: Mapping[str, Any]) -> Pattern:
     absent = entry.get("absent")
-    texts = ("name", "source", "event_time", "within", "after_match", "watermark_delay")
+    texts = (
+        "name",
+        "source",
+        "event_time",
+        "within",
+        "after_match",
+        "watermark_delay",
+        "contiguity",
+    )
     return Pattern(
         **{setting: entry[setting] for setting in texts if setting in entry},
         steps=tuple(Step(**step) for step in entry["steps"]),

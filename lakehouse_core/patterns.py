@@ -26,6 +26,8 @@ from lakehouse_core.identifiers import require_identifier
 
 AfterMatch = Literal["skip_past_last", "skip_to_next"]
 AFTER_MATCH: tuple[AfterMatch, ...] = get_args(AfterMatch)
+Contiguity = Literal["relaxed", "strict"]
+CONTIGUITY: tuple[Contiguity, ...] = get_args(Contiguity)
 PatternFn = Literal["first", "last", "count", "min", "max", "sum"]
 PATTERN_FNS: tuple[PatternFn, ...] = get_args(PatternFn)
 
@@ -38,6 +40,8 @@ MATCH_COLUMNS = (MATCH_ID, MATCH_START, MATCH_END)
 EVERY_EVENT = "TRUE"
 
 _TIMES = re.compile(r"(\d+)(?:(\+)|\.\.(\d+))?")
+#: Quantifiers of optional steps (MATCH_RECOGNIZE's, and a minimum of 0), refused.
+_OPTIONAL = re.compile(r"[?*]|0(?:\+|\.\.\d+)?")
 
 
 def times_range(times: object, where: str) -> tuple[int, int | None]:
@@ -48,6 +52,11 @@ def times_range(times: object, where: str) -> tuple[int, int | None]:
         ConfigError: anything else, or a minimum below 1, or a maximum below the minimum.
     """
     text = str(times) if isinstance(times, int) and not isinstance(times, bool) else times
+    if isinstance(text, str) and _OPTIONAL.fullmatch(text.strip()):
+        raise ConfigError(
+            f"Invalid times {times!r} for {where}: optional steps (?, *, a minimum of 0) are "
+            "not supported; declare a second pattern without the step."
+        )
     found = _TIMES.fullmatch(text) if isinstance(text, str) else None
     if found is None:
         raise ConfigError(
@@ -66,18 +75,22 @@ def times_range(times: object, where: str) -> tuple[int, int | None]:
 
 @dataclass(frozen=True)
 class Step:
-    """One step of a pattern: ``times`` consecutive-in-the-match events (others may come
-    between) satisfying ``condition`` (default: every event), which may read an earlier step's
-    columns as ``step.column``."""
+    """One step of a pattern: ``times`` events of the match satisfying ``condition`` (default:
+    every event), which may read an earlier step's columns as ``step.column``. ``contiguity``
+    (None: the pattern's): ``relaxed``, other events may come before each of the step's
+    events; ``strict``, each directly follows the match's previous event."""
 
     name: str
     condition: str = EVERY_EVENT
     times: int | str = 1
+    contiguity: Contiguity | None = None
     parsed: Condition | None = field(default=None, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         require_identifier(self.name, "step name")
         times_range(self.times, f"step {self.name!r}")
+        if self.contiguity is not None:
+            _require_contiguity(self.contiguity, f"step {self.name!r}")
 
     @property
     def least(self) -> int:
@@ -150,6 +163,7 @@ class Pattern:
     measures: tuple[PatternMeasure, ...] = ()
     watermark_delay: str = "10 minutes"
     alert: bool = False
+    contiguity: Contiguity = "relaxed"
 
     def __post_init__(self) -> None:
         require_identifier(self.name, "pattern name")
@@ -171,6 +185,7 @@ class Pattern:
                 f"Invalid after_match {self.after_match!r} for {where}: use "
                 f"{' or '.join(AFTER_MATCH)}."
             )
+        _require_contiguity(self.contiguity, where)
         if not isinstance(self.alert, bool):
             raise ConfigError(f"alert of {where} must be true or false, not {self.alert!r}.")
         if not self.steps:
@@ -233,6 +248,11 @@ class Pattern:
                 )
 
     @property
+    def strict(self) -> tuple[bool, ...]:
+        """Per step, whether its events must directly follow the match's previous event."""
+        return tuple((s.contiguity or self.contiguity) == "strict" for s in self.steps)
+
+    @property
     def within_micros(self) -> int:
         """The longest span of a match in microseconds (exclusive)."""
         return duration_micros(self.within)
@@ -273,6 +293,14 @@ class Pattern:
                     f"Pattern {self.name!r} reads column {column!r}, which silver.{self.source} "
                     f"does not have. Columns: {', '.join(sorted(available))}."
                 )
+
+
+def _require_contiguity(contiguity: object, where: str) -> None:
+    """Raise ConfigError unless ``contiguity`` is one of :data:`CONTIGUITY`."""
+    if contiguity not in CONTIGUITY:
+        raise ConfigError(
+            f"Invalid contiguity {contiguity!r} for {where}: use {' or '.join(CONTIGUITY)}."
+        )
 
 
 def _require_earlier(condition: Condition, earlier: Sequence[str], where: str) -> None:

@@ -43,6 +43,8 @@ class _Step:
     condition: Condition | None
     least: int
     most: int
+    #: Its events must each be the partition's next event after the match's previous one.
+    adjacent: bool
 
 
 @dataclass(frozen=True)
@@ -67,12 +69,14 @@ def times_bounds(times: Any) -> tuple[int, int]:
 
 def _steps(pattern: Any) -> list[_Step]:
     out: list[_Step] = []
+    default = getattr(pattern, "contiguity", "relaxed")
     for step in pattern.steps:
         earlier = frozenset(s.name for s in out)
         text = getattr(step, "condition", None)
         condition = None if text is None else parse_condition(text, "the oracle", earlier)
         least, most = times_bounds(getattr(step, "times", 1))
-        out.append(_Step(step.name, condition, least, most))
+        contiguity = getattr(step, "contiguity", None) or default
+        out.append(_Step(step.name, condition, least, most, contiguity == "strict"))
     return out
 
 
@@ -110,7 +114,8 @@ def _attempt(
     types: Mapping[str, str] | None,
 ) -> list[list[int]] | None:
     """The event indexes each step took in the attempt from ``events[begin]`` (rules 1-4 of
-    the definition), or None when it did not start or did not reach every minimum."""
+    the definition; a strict step takes only the event right after the match's latest), or
+    None when it did not start or did not reach every minimum."""
     if not _true(steps[0].condition, events[begin].row, types):
         return None
     taken: list[list[int]] = [[begin]]
@@ -128,13 +133,17 @@ def _attempt(
         scope = _in_scope(
             event.row, [(steps[k].name, events[t[-1]].row) for k, t in enumerate(taken)]
         )
-        if len(taken[current]) < steps[current].most and _true(
-            steps[current].condition, scope, types
+        next_to_latest = index == taken[-1][-1] + 1
+        if (
+            len(taken[current]) < steps[current].most
+            and (next_to_latest or not steps[current].adjacent)
+            and _true(steps[current].condition, scope, types)
         ):
             taken[current].append(index)
         elif (
             len(taken[current]) >= steps[current].least
             and current + 1 < len(steps)
+            and (next_to_latest or not steps[current + 1].adjacent)
             and _true(steps[current + 1].condition, scope, types)
         ):
             taken.append([index])

@@ -524,18 +524,24 @@ MISTAKES: list[tuple[str, Callable[[], object], str]] = [
         'steps = [{ name = "a", times = 0 }]',
     ),
     (
-        "absent after a step of open count",
+        "optional step",
+        lambda: step("a", times="?"),
+        '[[patterns]]\nname = "p"\nsource = "s"\nevent_time = "t"\nwithin = "1 minute"\n'
+        'steps = [{ name = "a", times = "?" }]',
+    ),
+    (
+        "step contiguity",
+        lambda: step("a", contiguity="next"),
+        '[[patterns]]\nname = "p"\nsource = "s"\nevent_time = "t"\nwithin = "1 minute"\n'
+        'steps = [{ name = "a", contiguity = "next" }]',
+    ),
+    (
+        "pattern contiguity",
         lambda: pattern(
-            "p",
-            source="s",
-            event_time="t",
-            within="1 minute",
-            steps=[step("a", times="2+")],
-            absent=absent("TRUE", within="1 minute"),
+            "p", source="s", event_time="t", within="1 minute", steps=[step("a")], contiguity="x"
         ),
         '[[patterns]]\nname = "p"\nsource = "s"\nevent_time = "t"\nwithin = "1 minute"\n'
-        'steps = [{ name = "a", times = "2+" }]\n'
-        'absent = { condition = "TRUE", within = "1 minute" }',
+        'steps = [{ name = "a" }]\ncontiguity = "x"',
     ),
     (
         "pattern measure without a column",
@@ -824,12 +830,12 @@ def patterns(draw: st.DrawFn) -> list[Any]:
             if index and draw(maybe):
                 condition = f"amount > s_{index - 1}.amount"
             times = draw(st.sampled_from((1, 2, "3", "1+", "2..4")))
-            steps.append(step(f"s_{index}", condition, times=times))
+            contiguity = draw(st.sampled_from((None, None, "strict", "relaxed")))
+            steps.append(step(f"s_{index}", condition, times=times, contiguity=contiguity))
         settings: dict[str, Any] = {}
         if draw(maybe):
-            steps[-1] = step(
-                steps[-1].name, steps[-1].condition, times=draw(st.sampled_from((1, 2)))
-            )
+            settings["contiguity"] = "strict"
+        if draw(maybe):
             settings["absent"] = absent(draw(st.sampled_from(CONDITIONS)), within=draw(durations))
         fns = ("first", "last", "count", "min", "max", "sum")
         settings["measures"] = [

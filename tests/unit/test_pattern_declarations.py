@@ -10,7 +10,15 @@ import pytest
 from lakehouse_core.config import PipelineConfig, load_config
 from lakehouse_core.errors import ConfigError
 from lakehouse_core.gold_tables import GoldTable, Measure, Window
-from lakehouse_core.patterns import Absent, Pattern, PatternMeasure, Step, match_id, times_range
+from lakehouse_core.patterns import (
+    Absent,
+    Pattern,
+    PatternMeasure,
+    Step,
+    match_id,
+    pattern_to_mapping,
+    times_range,
+)
 from tests.cli import run_cli
 
 pytestmark = pytest.mark.unit
@@ -68,7 +76,12 @@ def test_times(times: object, expected: tuple[int, int | None]) -> None:
 
 
 MISTAKES = [
-    ('{ name = "a", times = "0..2" }', "", "minimum must be at least 1"),
+    ('{ name = "a", times = "0..2" }', "", "optional steps (?, *, a minimum of 0)"),
+    ('{ name = "a", times = "?" }', "", "declare a second pattern without the step"),
+    ('{ name = "a", times = "*" }', "", "optional steps"),
+    ('{ name = "a", times = "0+" }', "", "optional steps"),
+    ('{ name = "a", contiguity = "next" }', "", "Invalid contiguity 'next' for step 'a'"),
+    (GOOD_STEPS, 'contiguity = "loose"', "use relaxed or strict"),
     ('{ name = "a", times = "3..2" }', "", "maximum at least the minimum"),
     ('{ name = "a", times = "many" }', "", "Invalid times 'many'"),
     ('{ name = "a" }, { name = "a" }', "", "repeated: a"),
@@ -165,6 +178,17 @@ def test_absent_keeps_its_window() -> None:
         absent=Absent("action = 'buy'", "30 minutes"),
     )
     assert pattern.reach_micros == 40 * 60_000_000
+
+
+def test_contiguity_per_pattern_and_per_step(tmp_path: Path) -> None:
+    steps = '{ name = "a", times = "2+" }, { name = "b", contiguity = "relaxed" }'
+    (loaded,) = load_config(toml(tmp_path, steps, 'contiguity = "strict"')).patterns
+    assert loaded.contiguity == "strict" and loaded.strict == (True, False)
+    assert loaded.steps[1] == Step("b", contiguity="relaxed")
+    (default,) = load_config(toml(tmp_path)).patterns
+    assert default.contiguity == "relaxed" and default.strict == (False, False)
+    assert "contiguity" not in pattern_to_mapping(default)
+    assert pattern_to_mapping(loaded)["contiguity"] == "strict"
 
 
 @pytest.mark.parametrize("times", ["3+", "2..5"])

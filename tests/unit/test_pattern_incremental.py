@@ -74,6 +74,16 @@ PATTERNS = (
         measures=(PatternMeasure("n", "count"),),
     ),
     Pattern(
+        "strict",
+        "events",
+        "ts",
+        (Step("a", "kind = 'a'", times="1+"), Step("b", "kind <> 'a'", contiguity="relaxed")),
+        "5 minutes",
+        partition_by=("user",),
+        absent=Absent("kind = 'c'", "2 minutes"),
+        contiguity="strict",
+    ),
+    Pattern(
         "overlapping",
         "events",
         "ts",

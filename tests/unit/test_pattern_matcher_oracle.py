@@ -4,7 +4,8 @@
 
 Hypothesis draws the pattern too: one to three steps with conditions over the events (some
 reading an earlier step), every form of ``times`` (fixed, at least, range), with or without
-``absent`` (after a looping last step too), both ``after_match`` readings, and events whose
+``absent`` (after a looping last step too), both ``after_match`` readings, strict or relaxed
+contiguity for the pattern and for single steps, and events whose
 times sit on the pattern's edges (minutes apart, exactly or 1 µs off). No Spark: the jobs'
 Spark part (which rows reach the matcher) is checked by test_pattern_incremental and the
 integration property.
@@ -48,7 +49,9 @@ def patterns(draw: st.DrawFn) -> Pattern:
         if steps and draw(st.booleans()):
             earlier = draw(st.sampled_from([s.name for s in steps]))
             condition = f"amount > {earlier}.amount OR kind = 'b'"
-        steps.append(Step(f"s{index}", condition, times=draw(st.sampled_from(TIMES))))
+        contiguity = draw(st.sampled_from((None, None, "strict", "relaxed")))
+        times = draw(st.sampled_from(TIMES))
+        steps.append(Step(f"s{index}", condition, times=times, contiguity=contiguity))
     absent = None
     if draw(st.booleans()):
         condition = draw(
@@ -64,6 +67,7 @@ def patterns(draw: st.DrawFn) -> Pattern:
         partition_by=("key",),
         absent=absent,
         after_match=draw(st.sampled_from(("skip_past_last", "skip_to_next"))),
+        contiguity=draw(st.sampled_from(("relaxed", "strict"))),
         measures=(*MEASURES, PatternMeasure("in_first", "count", step=steps[0].name)),
     )
 
@@ -103,7 +107,7 @@ def engine(pattern: Pattern, rows: list[dict[str, Any]]) -> list[dict[str, Any]]
     return found
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(pattern=patterns(), rows=events())
 def test_the_matcher_gives_the_oracles_matches(
     pattern: Pattern, rows: list[dict[str, Any]]

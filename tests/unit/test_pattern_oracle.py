@@ -153,6 +153,55 @@ def test_after_match_skip_past_last_row_and_to_next_row() -> None:
     assert spans(overlapping) == [(1, 4, 3), (2, 4, 3), (6, 7, 2)]
 
 
+def test_strict_contiguity_takes_only_the_next_event() -> None:
+    # The same Flink example: with strict contiguity (next(), MATCH_RECOGNIZE's default) "a b"
+    # over "a", "c", "b1", "b2" gives nothing; over "a", "b1", "b2" it gives {a b1}.
+    strict = pattern(A, B, contiguity="strict")
+    assert run(strict, [ev(1, 0, "a"), ev(2, 1, "c"), ev(3, 2, "b"), ev(4, 3, "b")]) == []
+    assert spans(run(strict, [ev(1, 0, "a"), ev(3, 2, "b"), ev(4, 3, "b")])) == [(1, 3, 2)]
+
+
+def test_strict_contiguity_ends_a_looping_step_at_the_first_other_event() -> None:
+    # Flink CEP, consecutive(): "c a+ b" over C D A1 A2 A3 D A4 B with strict contiguity in
+    # the loop: the D after A3 ends the loop. Strict steps throughout, nothing matches (the D
+    # after C is skipped); a relaxed "b" step takes B after the loop's A1 A2 A3.
+    rows = [
+        ev(1, 0, "c"),
+        ev(2, 1, "a"),
+        ev(3, 2, "a"),
+        ev(4, 3, "a"),
+        ev(5, 4, "d"),
+        ev(6, 5, "a"),
+        ev(7, 6, "b"),
+    ]
+    loop = Step("a", "kind = 'a'", times="1+")
+    steps = (Step("c", "kind = 'c'"), loop, B)
+    assert spans(run(pattern(*steps, contiguity="strict"), rows)) == []
+    relaxed_b = Step("b", "kind = 'b'", contiguity="relaxed")
+    found = run(pattern(steps[0], loop, relaxed_b, contiguity="strict"), rows)
+    assert spans(found) == [(1, 7, 5)]
+    # Relaxed pattern, strict loop: the loop's events follow C and each other directly (D ends
+    # it; relaxed B then skips A4); with a D between C and A1 the loop cannot start.
+    strict_loop = Step("a", "kind = 'a'", times="1+", contiguity="strict")
+    assert spans(run(pattern(steps[0], strict_loop, B), rows)) == [(1, 7, 5)]
+    with_gap = [ev(1, 0, "c"), ev(8, at(0, 1), "d"), *rows[1:]]
+    assert run(pattern(steps[0], strict_loop, B), with_gap) == []
+
+
+def test_strict_contiguity_with_a_looping_step_and_absent() -> None:
+    # Three failures in a row and no success within 5 minutes of the last: a success between
+    # failures ends the strict step, and the window after it then holds that success.
+    failed = Step("failed", "kind = 'failed'", times="3+")
+    p = pattern(failed, absent=Absent("kind = 'ok'", "5 minutes"), contiguity="strict")
+    rows = [*(ev(i, i - 1, "failed") for i in (1, 2, 3)), ev(4, 3, "ok"), ev(5, 4, "failed")]
+    assert run(p, rows) == []
+    assert spans(run(p, [*rows[:3], ev(4, 3, "view"), ev(5, 9, "ok")])) == [(1, 3, 3)]
+    # Relaxed, the same events match (the success is skipped; see the absence cases).
+    assert spans(run(pattern(failed, absent=Absent("kind = 'ok'", "5 minutes")), rows)) == [
+        (1, 5, 4)
+    ]
+
+
 # --------------------------------------------------------------------------------------------
 # within, ordering, NULLs
 # --------------------------------------------------------------------------------------------
