@@ -46,6 +46,7 @@ from lakehouse.handle import Pipeline, refuse_if_running
 from lakehouse.ops.audit import verify_warehouse
 from lakehouse.ops.forget import DEFAULT_REASON, ForgetReport
 from lakehouse.ops.forget import forget as forget_key
+from lakehouse.ops.fresh import fresh_read
 from lakehouse.ops.maintenance import MaintenanceReport
 from lakehouse.ops.maintenance import maintain as run_maintenance
 from lakehouse.ops.replay import ReplayReport
@@ -76,6 +77,7 @@ from lakehouse_core.patterns import Pattern
 from lakehouse_core.spark import SparkMode, get_spark
 from lakehouse_core.sql_guard import check
 from lakehouse_core.streaming import Trigger
+from silver.fresh import FreshLimits, FreshReadError
 from silver.keys import KeyValue
 from silver.verify import TableCheck
 
@@ -378,18 +380,33 @@ class Lakehouse:
         return spec
 
     def table(
-        self, name: str, version: int | None = None, timestamp: str | datetime | None = None
+        self,
+        name: str,
+        version: int | None = None,
+        timestamp: str | datetime | None = None,
+        *,
+        fresh: bool = False,
+        limits: FreshLimits | None = None,
     ) -> DataFrame:
         """The table named ``<layer>.<table>`` (e.g. ``"silver.orders"``) as a DataFrame: as
         it is now, or as it was at Delta ``version`` or at ``timestamp`` (time travel: a
         ``datetime``, or text such as ``"2026-11-28 09:00:00"`` in the session's time zone).
+
+        ``fresh=True`` (a silver table): as current as its bronze, not as its last MERGE: the
+        bronze records silver has not applied yet folded over it under silver's rules
+        (docs/fresh-reads.md), at most ``limits`` of them (default
+        :class:`~silver.fresh.FreshLimits`: 100,000 records, 30 minutes).
 
         Raises:
             ConfigError: ``name`` is not ``<layer>.<table>``, both ``version`` and
                 ``timestamp`` are given, or ``version`` is not a whole number of at least 0.
             TableNotFoundError: the warehouse has no such table (the message lists those it has).
             LakehouseError: the table has no such version, or none that old (Delta's line).
+            FreshReadError: ``fresh`` for a table without a fresh read (not silver, SCD type 2
+                history), with time travel, or over ``limits``.
         """
+        if fresh:
+            return self._fresh_table(name, version, timestamp, limits)
         if version is not None and timestamp is not None:
             raise ConfigError(
                 f"table({name!r}) takes either version= or timestamp=, not both: drop one."
@@ -410,6 +427,28 @@ class Lakehouse:
             reader = reader.option("timestampAsOf", at)
         with spark_errors():
             return reader.load(path)
+
+    def _fresh_table(
+        self,
+        name: str,
+        version: int | None,
+        timestamp: str | datetime | None,
+        limits: FreshLimits | None,
+    ) -> DataFrame:
+        layer, _, table = name.partition(".")
+        if version is not None or timestamp is not None:
+            raise FreshReadError(
+                f"table({name!r}, fresh=True) reads the table as current as bronze: drop "
+                "version= or timestamp=, or fresh=True to travel in time."
+            )
+        if layer != "silver":
+            self._table_path(name)  # an unknown name is told as such
+            raise FreshReadError(
+                f"{name} has no fresh read (only silver tables have one): read {name} as it "
+                "is, or a silver table fresh."
+            )
+        with spark_errors():
+            return fresh_read(self.spark, self.warehouse, self.config, table, limits).rows
 
     def delta_table(self, name: str) -> DeltaTable:
         """The table named ``<layer>.<table>`` as a :class:`delta.tables.DeltaTable` (its

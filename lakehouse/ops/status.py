@@ -236,10 +236,7 @@ def pipeline_status(
         spec = config.spec_for_topic(topic)
         bronze_name = table_name_for_topic(spec.topic)
         bronze = _delta(warehouse.table("bronze", bronze_name))
-        place = checkpoint_place(warehouse.checkpoint(f"silver_{spec.name}"))
-        applied = applied_version(None, place.location)
-        if applied is None and place.starting_version:  # handed over by one hop
-            applied = place.starting_version - 1
+        applied = silver_applied_version(warehouse, spec.name)
         versions = _versions(bronze, ADDING_OPERATIONS)
         bronze_files = _files(bronze)
         table = _delta(warehouse.table("silver", spec.name))
@@ -316,6 +313,17 @@ def pipeline_status(
         orphaned=_orphaned(warehouse, config, [s.table for s in silver]),
         other_gold=_other_gold(warehouse, config, {g.table for g in gold}),
     )
+
+
+def silver_applied_version(warehouse: Warehouse, entity: str) -> int | None:
+    """The newest bronze version the silver query of ``entity`` has applied in full (None:
+    none), from its checkpoint: :func:`applied_version`, or the version before the one one
+    hop handed its fresh checkpoint over at."""
+    place = checkpoint_place(warehouse.checkpoint(f"silver_{entity}"))
+    applied = applied_version(None, place.location)
+    if applied is None and place.starting_version:  # handed over by one hop
+        applied = place.starting_version - 1
+    return applied
 
 
 def applied_version(spark: SparkSession | None, checkpoint: str) -> int | None:
