@@ -26,7 +26,7 @@ REFUSED_EXIT = 3
 def plan(warehouse: str, config_path: Path | None) -> None:
     """Print what a run with these declarations (--config or --declarations) would do, per
     change from those the warehouse last ran with: a new gold table or pattern is backfilled
-    from silver, a changed one is not rebuilt (replay --table rebuilds it), a changed silver
+    from silver, a changed one is rebuilt from silver (dropped and backfilled), a changed silver
     contract (keys, sequence_by, SCD type) needs 'lakehouse replay --table' first, a removed
     declaration leaves its table orphaned until 'lakehouse drop'. Runs nothing, starts no
     Spark. Exit status 0, or 3 when the run would refuse."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from lakehouse.run.rebuild import gold_state_paths, state_paths
 from lakehouse_core.config import PipelineConfig
 from lakehouse_core.errors import ConfigError
 from lakehouse_core.identifiers import require_identifier
@@ -83,36 +84,16 @@ def dropped_paths(
     warehouse: Warehouse, target: DropTarget, names: Callable[[str], Sequence[str]]
 ) -> list[str]:
     """What dropping ``target`` deletes (present paths only), listed with ``names`` (a
-    directory's entry names, none if it does not exist)."""
-    root = warehouse.root.rstrip("/")
-    candidates: list[str] = []
-    if target.layer == "silver":
-        entity = target.name
-        candidates += [
-            warehouse.table("silver", entity),
-            warehouse.table("silver", f"{entity}{HISTORY_SUFFIX}"),
-            warehouse.tombstones(entity),
-            warehouse.truncations(entity),
-            warehouse.history_log(entity),
-        ]
-        queries = [f"silver_{entity}"]
-    else:
-        candidates += [
-            warehouse.table("gold", target.name),
-            warehouse.watermark(target.name),
-            f"{root}/_system/models/{target.name}.json",
-        ]
-        queries = [f"gold_{target.name}", f"pattern_{target.name}"]
-    checkpoints = f"{root}/_system/checkpoints"
-    held = names(checkpoints)
-    candidates += [
-        f"{checkpoints}/{entry}"
-        for entry in sorted(held)
-        if any(entry == query or entry.startswith(f"{query}.") for query in queries)
+    directory's entry names, none if it does not exist); a gold table's as a run's rebuild
+    drops it (:func:`lakehouse.run.rebuild.gold_state_paths`)."""
+    if target.layer == "gold":
+        return gold_state_paths(warehouse, target.name, names)
+    entity = target.name
+    candidates = [
+        warehouse.table("silver", entity),
+        warehouse.table("silver", f"{entity}{HISTORY_SUFFIX}"),
+        warehouse.tombstones(entity),
+        warehouse.truncations(entity),
+        warehouse.history_log(entity),
     ]
-    present = []
-    for path in candidates:
-        folder, _, entry = path.rstrip("/").rpartition("/")
-        if entry in names(folder):
-            present.append(path)
-    return present
+    return state_paths(warehouse, candidates, [f"silver_{entity}"], names)

@@ -15,6 +15,11 @@ SQL models (:mod:`gold.models`) are rebuilt by the same run, after the gold tabl
 in with their state; a model whose inputs the rebuild did not produce is refreshed on the live
 warehouse after the swap.
 
+``gold.alerts`` records the alerts raised, not a result a rebuild may recompute: the live table
+stays in place with every row, and the alerts the rebuild raised that it lacks are added to it.
+The rebuild's micro-batches go into the live event log once its tables are in (so ``lakehouse
+status`` shows them as each table's last batch).
+
 Do not run a replay while a pipeline writes to the same warehouse.
 """
 
@@ -26,9 +31,12 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from gold.alerts import ALERTS_TABLE
+from gold.feed import GOLD_WIDENING
 from gold.models import refresh_models
 from gold.pattern_jobs import final_from
 from gold.watermarks import carry_over
@@ -41,9 +49,11 @@ from lakehouse.run.entities import (
     derived_paths,
     rebuilt_together,
 )
+from lakehouse.run.event_log import append_rows, collecting
 from lakehouse.run.pipeline import run_from_bronze
+from lakehouse.run.summary import RunSummary
 from lakehouse_core.config import PipelineConfig
-from lakehouse_core.delta_io import forget_cached_logs, table_exists
+from lakehouse_core.delta_io import ensure_table, forget_cached_logs, table_exists
 from lakehouse_core.errors import ConfigError
 from lakehouse_core.layout import LATE_EVENTS, QUARANTINE_TABLE, Warehouse, is_uri
 from lakehouse_core.storage import delete_tree
@@ -97,8 +107,10 @@ def replay(
     staged = warehouse.staging(staging)
     log.info(f"replay: rebuilding {', '.join(entities)} from bronze into {staging}")
     _seed_quarantine(spark, warehouse, staged, entities)
-    run_from_bronze(spark, staged, config, entities)
+    with collecting(spark, RunSummary()) as batches:
+        run_from_bronze(spark, staged, config, entities, batches.summary)
     _keep_event_time_history(spark, warehouse, staged, config, entities)
+    _keep_alerts(spark, warehouse, staged)
     retire = derived_paths(warehouse, config, entities)
     if on_object_store:
         install = commit_swap.staged_paths(spark, staging)
@@ -113,7 +125,9 @@ def replay(
         swap.seal(Path(staging), retire)
         installed = swap.swap(warehouse.root)
     forget_cached_logs(spark)
-    record_declarations(spark, warehouse, config, "replay")  # the live tables' now
+    append_rows(spark, warehouse, batches.take())
+    rebuilt = [job.table for job in dependent_gold(config, entities)]
+    record_declarations(spark, warehouse, config, "replay", rebuilt=rebuilt)  # the live tables'
     _refresh_models(spark, warehouse, config)
     for relative in installed:
         layer, _, name = relative.partition("/")
@@ -165,6 +179,24 @@ def _keep_event_time_history(
             table = declared[job.table]
             carry_over(spark, live, staged, table, F.col(table.window.end_as))
     delete_tree(spark, staged.table("gold", LATE_EVENTS))
+
+
+def _keep_alerts(spark: SparkSession, live: Warehouse, staged: Warehouse) -> None:
+    """A rebuild never takes back an alert: the alerts the rebuild raised (a pattern's matches)
+    that ``gold.alerts`` lacks are added to the live table (one alert and row once, as a run
+    raises them), and the staged table is not swapped in, so every alert raised before stays
+    as it was, in the same table."""
+    made = staged.table("gold", ALERTS_TABLE)
+    if not table_exists(spark, made):
+        return
+    raised = spark.read.format("delta").load(made)
+    path = live.table("gold", ALERTS_TABLE)
+    ensure_table(spark, path, raised.schema, change_feed=False, widening=GOLD_WIDENING)
+    same = (F.col("t.alert") == F.col("s.alert")) & (F.col("t.row_key") == F.col("s.row_key"))
+    DeltaTable.forPath(spark, path).alias("t").merge(
+        raised.alias("s"), same
+    ).whenNotMatchedInsertAll().execute()
+    delete_tree(spark, made)
 
 
 def _refresh_models(spark: SparkSession, warehouse: Warehouse, config: PipelineConfig) -> None:

@@ -6,9 +6,10 @@
 with the given ones does about it:
 
 * a new gold table or pattern: the run backfills it from its silver table's change feed;
-* a changed gold table or pattern (window, measures, filter, ...): the run applies the new
-  declaration to the windows (partitions) its new changes touch, and does not rebuild the rows
-  the table holds; ``lakehouse replay --table <source>`` rebuilds it whole;
+* a changed gold table or pattern (window, measures, grouping, filter, steps, ...): the run
+  rebuilds it from silver (:mod:`lakehouse.run.rebuild` drops it with its state, and the run
+  backfills it as a new declaration); a change that alters none of its rows (its
+  expectations, a pattern's ``alert``: :data:`NEUTRAL`) applies from now on and rebuilds nothing;
 * a silver table whose ``keys``, ``sequence_by``, ``system_sequence_by``, SCD type, format or
   topic changed: its rows were merged under the old contract, which no run can undo; the run
   refuses (:func:`replay_needed`) until ``lakehouse replay --table <name>`` rebuilds it;
@@ -35,8 +36,9 @@ from lakehouse_core.identifiers import entity_name_for_topic
 from lakehouse_core.patterns import Pattern
 
 #: What a change implies: the run backfills the table, applies the change from now on,
-#: cannot make it (a replay must), leaves the table orphaned, or nothing to any table.
-Effect = Literal["backfill", "from_now", "replay", "orphaned", "recompute", "settings"]
+#: rebuilds it from silver, cannot make it (a replay must), leaves the table orphaned, or
+#: nothing to any table.
+Effect = Literal["backfill", "rebuild", "from_now", "replay", "orphaned", "recompute", "settings"]
 Action = Literal["added", "removed", "changed"]
 
 #: The silver settings whose change a run cannot apply to the rows it merged before: which row
@@ -50,6 +52,9 @@ CONTRACT_SETTINGS = (
     "format",
     "topic",
 )
+#: The settings of a pattern whose change alters none of the rows its table holds: whether its
+#: matches raise alerts (a gold table's or a silver table's are its expectations).
+NEUTRAL = frozenset({"alert"})
 #: Plural names of the kinds, as the config's sections call them.
 _SECTIONS = (
     ("table", "tables"),
@@ -253,13 +258,18 @@ def _changed(kind: str, old: Any, new: Any) -> Change:
         return _changed_table(old, new, settings)
     if kind in ("gold", "pattern"):
         assert isinstance(new, GoldTable | Pattern)
-        rows = "windows" if kind == "gold" else "partitions"
+        if isinstance(new, Pattern) and set(settings) <= NEUTRAL:
+            raises = "an alert for each match" if new.alert else "no alert for the matches"
+            says = (
+                f"the run raises {raises} it writes to gold.{new.name} from now on; the matches it "
+                "holds are not rebuilt and the alerts raised stay"
+            )
+            return Change(kind, new.name, "changed", "from_now", says, settings)
         says = (
-            f"the run applies the new declaration to the {rows} its new changes touch and does "
-            f"not rebuild the rows gold.{new.name} holds; to rebuild them: lakehouse replay "
-            f"--table {new.source}"
+            f"the run rebuilds gold.{new.name} from silver.{new.source}: it drops the table "
+            "with its state and backfills it as a new declaration; no other table is rewritten"
         )
-        return Change(kind, new.name, "changed", "from_now", says, settings)
+        return Change(kind, new.name, "changed", "rebuild", says, settings)
     if kind == "model":
         says = f"the run's next refresh computes gold.{new.name} whole with the new SQL"
         return Change(kind, new.name, "changed", "recompute", says, settings)

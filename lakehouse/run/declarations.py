@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lakehouse.run.changes import declaration_changes, refusal, replay_needed
+from lakehouse.run.rebuild import drop_for_rebuild
 from lakehouse_core import storage
 from lakehouse_core.config import PipelineConfig, config_from_toml
 from lakehouse_core.errors import ConfigError
@@ -265,11 +266,14 @@ def record_declarations(
     config: PipelineConfig,
     command: str,
     now: datetime | None = None,
+    rebuilt: Collection[str] = (),
 ) -> int | None:
     """Record ``config`` as the declarations ``command`` runs ``warehouse`` with, unless they
     equal the newest recorded ones; return the new version (None: nothing written). Each
     change from the newest is logged at INFO with what it implies
-    (:func:`lakehouse.run.changes.declaration_changes`).
+    (:func:`lakehouse.run.changes.declaration_changes`), and a gold table or pattern whose
+    change rebuilds it is dropped with its state first (:mod:`lakehouse.run.rebuild`: the
+    run then backfills it from silver), unless ``rebuilt`` names it (a replay rebuilt it).
 
     Raises:
         ConfigError: ``config`` changes the contract of a silver table the warehouse holds
@@ -292,6 +296,8 @@ def record_declarations(
             raise ConfigError(refusal(needed))
         for change in changes:  # what each change implies, as lakehouse plan says it
             log.info(f"declarations: {change.line()}")
+        # Before the record: a run cut short in between finds the change again.
+        drop_for_rebuild(spark, warehouse, config, changes, files.names, rebuilt)
     versions = recorded_versions(files.names(warehouse.declarations))
     version = (versions[-1] if versions else 0) + 1
     at = (now or datetime.now(UTC)).astimezone(UTC)

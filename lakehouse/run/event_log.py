@@ -342,3 +342,18 @@ def recording(
             recorder.close()
         raise
     recorder.close()
+
+
+@contextmanager
+def collecting(spark: SparkSession, summary: RunSummary | None) -> Iterator[EventLogListener]:
+    """Buffer a row per streaming query progress of the session while the block runs, as
+    :func:`recording` does, but write nothing (no heartbeat either): the caller appends the
+    rows (:meth:`EventLogListener.take`, :func:`append_rows`) where and when they belong; a
+    replay, to the live event log once its rebuilt tables are in."""
+    listener = EventLogListener(summary)
+    handle = _listening(spark, listener)
+    try:
+        yield listener
+    finally:
+        _wait_for_delivery(spark)
+        spark._jsparkSession.streams().removeListener(handle)

@@ -98,13 +98,12 @@ def test_a_changed_gold_table_names_its_settings_and_how_to_rebuild_it() -> None
         gold_tables=tuple(wider if t is revenue else t for t in SHOP_CONFIG.gold_tables),
     )
     change = _one(declaration_changes(SHOP_CONFIG, given))
-    assert (change.kind, change.action, change.effect) == ("gold", "changed", "from_now")
+    assert (change.kind, change.action, change.effect) == ("gold", "changed", "rebuild")
     assert "window" in change.settings and "measures" in change.settings
     assert change.what.startswith("changed gold revenue_per_minute (window, measures")
     assert change.says == (
-        "the run applies the new declaration to the windows its new changes touch and does not "
-        "rebuild the rows gold.revenue_per_minute holds; to rebuild them: lakehouse replay "
-        "--table orders"
+        "the run rebuilds gold.revenue_per_minute from silver.orders: it drops the table with "
+        "its state and backfills it as a new declaration; no other table is rewritten"
     )
     assert replay_needed([change]) == []
 
@@ -114,7 +113,27 @@ def test_a_changed_filter_is_named() -> None:
     filtered = replace(revenue, filter="total > 0")
     given = replace(SHOP_CONFIG, gold_tables=(filtered, *SHOP_CONFIG.gold_tables[1:]))
     change = _one(declaration_changes(SHOP_CONFIG, given))
-    assert change.settings == ("filter",)
+    assert (change.settings, change.effect) == (("filter",), "rebuild")
+
+
+def test_a_pattern_changed_in_its_steps_is_rebuilt_and_in_its_alert_alone_is_not() -> None:
+    bursts = next(p for p in DEMO_CONFIG.patterns if p.name == "order_bursts")
+    assert bursts.alert
+
+    def with_bursts(**settings: Any) -> PipelineConfig:
+        changed = replace(bursts, **settings)
+        others = tuple(p for p in DEMO_CONFIG.patterns if p is not bursts)
+        return replace(DEMO_CONFIG, patterns=(changed, *others))
+
+    quiet = _one(declaration_changes(DEMO_CONFIG, with_bursts(alert=False)))
+    assert (quiet.kind, quiet.effect, quiet.settings) == ("pattern", "from_now", ("alert",))
+    assert quiet.says == (
+        "the run raises no alert for the matches it writes to gold.order_bursts from now on; "
+        "the matches it holds are not rebuilt and the alerts raised stay"
+    )
+    steps = (replace(bursts.steps[0], condition="total > 80"),)
+    both = _one(declaration_changes(DEMO_CONFIG, with_bursts(steps=steps, alert=False)))
+    assert (both.effect, both.settings) == ("rebuild", ("steps", "alert"))
 
 
 @pytest.mark.parametrize(
