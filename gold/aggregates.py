@@ -140,7 +140,7 @@ def evaluate(rows: DataFrame, table: GoldTable) -> DataFrame:
     Only windows holding at least one counted row exist; count windows only once full.
     """
     where = f"Gold table {table.name!r}"
-    counted = with_measure_filters(counted_rows(rows, table), table.measures, where)
+    counted = with_measure_filters(counted_rows(rows, table), aggregates_of(table), where)
     kind = table.window.kind
     if kind in ("tumbling", "hopping", "session"):
         frame = _time_windows(counted, table)
@@ -148,9 +148,30 @@ def evaluate(rows: DataFrame, table: GoldTable) -> DataFrame:
         frame = _sliding_windows(counted, table)
     else:
         frame = _count_windows(counted, table)
+    frame = with_measure_expressions(frame, table)
     if table.top_n is not None:
         frame = _first_rows(frame, table)
     return frame.select(*table.columns)
+
+
+def aggregates_of(table: GoldTable) -> tuple[Measure, ...]:
+    """The plain measures a window aggregates: each measure, an ``expr`` measure's parts."""
+    return tuple(part for m in table.measures for part in m.aggregates)
+
+
+def with_measure_expressions(frame: DataFrame, table: GoldTable) -> DataFrame:
+    """``frame`` (aggregated) with each ``expr`` measure computed from its parts' columns.
+
+    Raises:
+        ConfigError: an expression does not fit its aggregates' types.
+    """
+    for measure in table.measures:
+        if measure.expression is not None:
+            types = {f.name: f.dataType for f in frame.schema.fields}
+            where = f"Gold table {table.name!r}: measure {measure.name!r}"
+            column = expression_column(measure.expression, types, where)
+            frame = frame.withColumn(measure.name, column)
+    return frame
 
 
 def _first_rows(frame: DataFrame, table: GoldTable) -> DataFrame:
@@ -184,7 +205,7 @@ def _time_windows(rows: DataFrame, table: GoldTable) -> DataFrame:
     bucket = F.window(time, *_spark_intervals(window))
     return (
         rows.groupBy(*table.group_by, bucket.alias(_WINDOW))
-        .agg(*(measure_column(m, table.event_time) for m in table.measures))
+        .agg(*(measure_column(m, table.event_time) for m in aggregates_of(table)))
         .withColumn(window.start_as, F.col(f"{_WINDOW}.start"))
         .withColumn(window.end_as, F.col(f"{_WINDOW}.end"))
     )
@@ -208,7 +229,7 @@ def _session_windows(rows: DataFrame, table: GoldTable) -> DataFrame:
     return (
         numbered.groupBy(*table.group_by, _WINDOW)
         .agg(
-            *(measure_column(m, table.event_time) for m in table.measures),
+            *(measure_column(m, table.event_time) for m in aggregates_of(table)),
             F.min(micros).alias(_ANCHOR),
             F.max(micros).alias(f"{_ANCHOR}_last"),
         )
@@ -238,7 +259,7 @@ def _sliding_windows(rows: DataFrame, table: GoldTable) -> DataFrame:
     )
     return (
         joined.groupBy(*(F.col(f"_a_{g}").alias(g) for g in table.group_by), F.col(_ANCHOR))
-        .agg(*(measure_column(m, table.event_time) for m in table.measures))
+        .agg(*(measure_column(m, table.event_time) for m in aggregates_of(table)))
         .withColumn(window.start_as, F.timestamp_micros(anchor - F.lit(lookback)))
         .withColumn(window.end_as, F.col(_ANCHOR))
     )
@@ -256,7 +277,7 @@ def _count_windows(rows: DataFrame, table: GoldTable) -> DataFrame:
     return (
         numbered.groupBy(*table.group_by, WINDOW_INDEX)
         .agg(
-            *(measure_column(m, table.event_time) for m in table.measures),
+            *(measure_column(m, table.event_time) for m in aggregates_of(table)),
             F.min(table.event_time).alias(window.start_as),
             F.max(table.event_time).alias(window.end_as),
             F.count(F.lit(1)).alias("_rows"),

@@ -346,6 +346,11 @@ class _Measures:
         default = fn if column is None else f"{fn}_{column}"
         return Measure(**_entry(name=name or default, fn=fn, column=column, **settings))
 
+    def expr(self, expression: str, *, name: str, filter: str | None = None) -> Measure:
+        """An expression over aggregates (count, sum, avg, min, max of columns), e.g.
+        ``measure.expr("max(battery) - min(battery)", name="battery_drop")``."""
+        return Measure(**_entry(name=name, fn="expr", expr=expression, filter=filter))
+
     def count(
         self, column: str | None = None, *, name: str | None = None, filter: str | None = None
     ) -> Measure:

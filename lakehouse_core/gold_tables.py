@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass
-from typing import Any, Literal, get_args
+from typing import Any, Literal, cast, get_args
 
 from lakehouse_core.conditions import (
     Condition,
@@ -29,6 +29,7 @@ from lakehouse_core.errors import ConfigError
 from lakehouse_core.expects import Expectation, check_expectations, expectations_to_mapping
 from lakehouse_core.identifiers import require_identifier
 from lakehouse_core.layout import LATE_EVENTS
+from lakehouse_core.measure_expressions import split
 
 WindowKind = Literal["tumbling", "hopping", "session", "sliding", "count", "row"]
 WINDOW_KINDS: tuple[WindowKind, ...] = get_args(WindowKind)
@@ -53,6 +54,7 @@ MeasureFn = Literal[
     "last",
     "max_by",
     "min_by",
+    "expr",
 ]
 MEASURE_FNS: tuple[MeasureFn, ...] = get_args(MeasureFn)
 #: The columns a gold table has besides its group-by columns and measures.
@@ -164,7 +166,10 @@ class Measure:
     latest value of a timestamp column; ``last`` is the column's value in the row with the
     latest event time (of several at that time, the greatest value, nulls lowest);
     ``max_by``/``min_by`` the column's value in the row with the greatest/least ``by`` (rows
-    with a null ``by`` left out; of several, the greatest/least value, nulls lowest)."""
+    with a null ``by`` left out; of several, the greatest/least value, nulls lowest). ``expr``
+    (with ``fn = "expr"``) is an expression over aggregates (``max(battery) -
+    min(battery)``): ``parts`` are its aggregates as measures of hidden columns (with the
+    measure's filter), ``expression`` the checked expression over those columns."""
 
     name: str
     fn: MeasureFn
@@ -172,7 +177,10 @@ class Measure:
     percentile: float | None = None
     filter: str | None = None
     by: str | None = None
+    expr: str | None = None
     condition: Condition | None = field(default=None, init=False, compare=False, repr=False)
+    parts: tuple[Measure, ...] = field(default=(), init=False, compare=False, repr=False)
+    expression: Expr | None = field(default=None, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         require_identifier(self.name, "measure name")
@@ -181,6 +189,9 @@ class Measure:
                 f"Unknown measure function {self.fn!r} for measure {self.name!r}. "
                 f"Must be one of {', '.join(MEASURE_FNS)}."
             )
+        if self.fn == "expr" or self.expr is not None:
+            self._split()
+            return
         if self.column is None and self.fn != "count":
             raise ConfigError(
                 f'Measure {self.name!r} ({self.fn}) needs a column: add column = "...".'
@@ -218,13 +229,49 @@ class Measure:
                     "from 0 to 1 (0.5 is the median)."
                 )
 
+    def _split(self) -> None:
+        """Check an ``expr`` measure and set its ``parts`` and ``expression``."""
+        if self.fn != "expr":
+            raise ConfigError(
+                f'Measure {self.name!r}: expr goes with fn = "expr" (or no fn), not with '
+                f"{self.fn}: remove expr, or fn."
+            )
+        if not isinstance(self.expr, str):
+            raise ConfigError(
+                f'Measure {self.name!r} (expr) needs expr = "...", an expression over '
+                "aggregates such as max(battery) - min(battery)."
+            )
+        extra = [s for s in ("column", "percentile", "by") if getattr(self, s) is not None]
+        if extra:
+            raise ConfigError(
+                f"Measure {self.name!r} (expr) takes no {extra[0]}: its aggregates name their "
+                "columns."
+            )
+        if self.filter is not None:
+            where = f"filter of measure {self.name!r}"
+            object.__setattr__(self, "condition", parse_condition(self.filter, where))
+        aggregates, expression = split(self.expr, self.name)
+        parts = tuple(
+            Measure(a.name, cast(MeasureFn, a.fn), a.column, filter=self.filter) for a in aggregates
+        )
+        object.__setattr__(self, "parts", parts)
+        object.__setattr__(self, "expression", expression)
+
     @property
     def reads(self) -> tuple[str, ...]:
-        """The input columns the measure reads: its column, ``by`` and its filter's."""
+        """The input columns the measure reads: its column, ``by`` and its filter's (of an
+        ``expr`` measure, its aggregates')."""
+        if self.parts:
+            return tuple(dict.fromkeys(c for part in self.parts for c in part.reads))
         read = [c for c in (self.column, self.by) if c is not None]
         if self.condition is not None:
             read += condition_columns(self.condition)
         return tuple(dict.fromkeys(read))
+
+    @property
+    def aggregates(self) -> tuple[Measure, ...]:
+        """The plain measures computing this one: itself, or an ``expr`` measure's parts."""
+        return self.parts or (self,)
 
 
 @dataclass(frozen=True)
@@ -531,6 +578,11 @@ class GoldTable:
             raise ConfigError(
                 f"Gold table {self.name!r}: measure filters are not supported with a stream "
                 "join yet: filter the other table's rows in a gold table or a SQL model."
+            )
+        if any(m.parts for m in self.measures):
+            raise ConfigError(
+                f"Gold table {self.name!r}: expr measures are not supported with a stream join "
+                "yet: compute the expression in a SQL model over this table."
             )
         if self.join is not None:
             raise ConfigError(

@@ -143,14 +143,15 @@ class WindowShape(Shape):
 
 class GoldMeasureShape(Shape):
     where = "a measure of {parent}"
-    missing = "Each measure of {parent} needs name and fn (and most a column)."
+    missing = "Each measure of {parent} needs name and fn (and most a column), or name and expr."
 
     name: str
-    fn: str
+    fn: str | None = None
     column: str | None = None
     percentile: float | None = None
     filter: str | None = None
     by: str | None = None
+    expr: str | None = None
 
 
 class JoinShape(Shape):
@@ -713,7 +714,7 @@ def _gold_table(entry: Mapping[str, Any]) -> GoldTable:
         source=entry["source"],
         event_time=entry["event_time"],
         window=Window(**entry.get("window", {"kind": "row"})),
-        measures=tuple(Measure(**measure) for measure in entry["measures"]),
+        measures=tuple(_measure(measure, entry["name"]) for measure in entry["measures"]),
         group_by=tuple(entry.get("group_by", ())),
         filter=entry.get("filter"),
         watermark_delay=entry.get("watermark_delay", "10 minutes"),
@@ -776,6 +777,17 @@ def top_n_from(top: object, where: str) -> TopN:
 
 def _top_n(top: Mapping[str, Any]) -> TopN:
     return TopN(top["n"], order_by_from(top["order_by"]), tuple(top.get("partition_by", ())))
+
+
+def _measure(entry: Mapping[str, Any], table: str) -> Measure:
+    """The measure of one ``measures`` table of gold table ``table``: ``fn`` is ``"expr"``
+    when only ``expr`` is given."""
+    if "fn" not in entry:
+        if "expr" not in entry:
+            parent = GoldShape.where_of({"name": table}, "")
+            raise ConfigError(GoldMeasureShape.missing.format(parent=parent))
+        entry = {"fn": "expr", **entry}
+    return Measure(**entry)
 
 
 def pattern_from(entry: Mapping[str, Any]) -> Pattern:

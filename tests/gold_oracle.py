@@ -341,7 +341,11 @@ def _session_bounds(session: list[Row], time: str, gap: int) -> tuple[datetime, 
 
 def measure_value(measure: Measure, rows: Sequence[Row], time: str) -> Any:
     """One measure over the rows of a window (``time``: their event-time column, which
-    orders them for ``last``), of those its filter holds on."""
+    orders them for ``last``), of those its filter holds on; an ``expr`` measure is its
+    expression over the values of its aggregates."""
+    if measure.expression is not None:
+        values = {part.name: measure_value(part, rows, time) for part in measure.parts}
+        return value_of(measure.expression, values)
     if measure.condition is not None:
         rows = [r for r in rows if holds(measure.condition, r) is True]
     if measure.column is None:

@@ -519,7 +519,7 @@ def test_a_stream_join_loads_as_the_python_declaration(tmp_path: Path) -> None:
             "",
             '{ name = "clicks", fn = "first", column = "page" }',
             r"Unknown measure function 'first' for measure 'clicks'\..*"
-            r"span_seconds, last, max_by, min_by\.",
+            r"span_seconds, last, max_by, min_by, expr\.",
         ),
     ],
 )
