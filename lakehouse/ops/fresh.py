@@ -104,7 +104,7 @@ def fresh_read_after(
     through = current_version(spark, bronze)  # read last: silver applied nothing past it
     commits = pending_commits(spark, bronze, after, through)
     records = _records(spark, bronze, through, commits)
-    _check_bound(name, commits, records, limits, now or datetime.now(UTC))
+    check_bound(name, commits, records, limits, now or datetime.now(UTC))
     silver = _at(spark, tables.silver, pinned[tables.silver])
     snapshot = Snapshot(
         rows=silver,
@@ -149,7 +149,7 @@ def _records(spark: SparkSession, bronze: str, through: int, commits: list[Pendi
     return tail_frame(spark, bronze, through, commits).count()
 
 
-def _check_bound(
+def check_bound(
     name: str, commits: list[PendingCommit], records: int, limits: FreshLimits, now: datetime
 ) -> None:
     """Raise FreshReadError if the unapplied bronze is over ``limits``."""
