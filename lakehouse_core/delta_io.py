@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from enum import Enum
@@ -20,7 +20,7 @@ from urllib.parse import unquote, urlparse
 from delta.tables import DeltaMergeBuilder, DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
+from pyspark.sql.types import StructField, StructType
 
 from lakehouse_core import storage
 from lakehouse_core.errors import TableNotFoundError
@@ -428,10 +428,18 @@ def ensure_table(
     change_feed: bool,
     widening: TypeWidening = "in_place",
     deletion_vectors: bool = False,
+    defaults: Mapping[str, Column] | None = None,
 ) -> None:
     """Make the table at ``path`` able to take rows of ``schema``: create it if missing; add
     the columns it lacks; widen the columns whose type in ``schema`` is a Delta type widening
-    of the table's. Narrower or incompatible types are left as they are.
+    of the table's, and rewrite those that become text (integers, booleans, dates: their
+    values as their text; :mod:`lakehouse_core.widening`) in one overwrite commit whatever
+    ``widening`` says. Narrower or incompatible types are left as they are. Columns keep the
+    metadata ``schema`` gives them when they are created or added.
+
+    ``defaults``: an added column named here gets that value (a literal expression) in every
+    row the table holds, in one overwrite commit that also makes every other change (so no
+    reader sees the column without it, and a crash leaves all or nothing).
 
     A table a kill left half created (:func:`half_created`) is created again.
     Tables are created without Delta's type widening feature, so every Delta reader opens
@@ -460,8 +468,10 @@ def ensure_table(
         _warn_deletion_vectors(path)
     current = spark.read.format("delta").load(path)
     changes = table_changes(current.schema, schema)
-    if (changes.widened or changes.altered) and widening == "rewrite":
-        _rewrite_wider(current, path, changes)
+    fills = {f.name: (defaults or {})[f.name] for f in changes.added if f.name in (defaults or {})}
+    # A column becoming text is no Delta widening: only a rewrite changes it.
+    if fills or changes.retyped or ((changes.widened or changes.altered) and widening == "rewrite"):
+        _rewrite_wider(current, path, changes, fills)
         return
     if changes.widened or changes.altered:
         _enable_type_widening(spark, path)
@@ -494,26 +504,39 @@ class EnsuredTables:
         change_feed: bool,
         widening: TypeWidening = "in_place",
         deletion_vectors: bool = False,
+        defaults: Mapping[str, Column] | None = None,
     ) -> bool:
         """:func:`ensure_table` unless the table already took ``schema`` in this query;
         returns whether it ran."""
         if self._schemas.get(path) == schema:
             return False
-        ensure_table(spark, path, schema, change_feed, widening, deletion_vectors)
+        ensure_table(spark, path, schema, change_feed, widening, deletion_vectors, defaults)
         self._schemas[path] = schema
         return True
 
 
-def _rewrite_wider(current: DataFrame, path: str, changes: TableChanges) -> None:
-    """Overwrite the table with its rows in the wider types and the added columns."""
-    wider = {f.name: f.dataType for f in (*changes.widened, *changes.altered)}
+def _rewrite_wider(
+    current: DataFrame,
+    path: str,
+    changes: TableChanges,
+    fills: Mapping[str, Column] | None = None,
+) -> None:
+    """Overwrite the table with its rows in the wider types and the added columns (null, or
+    their value in ``fills``)."""
+    wider = {f.name: f for f in (*changes.widened, *changes.altered, *changes.retyped)}
 
     def column(name: str) -> Column:
         kept = F.col("`" + name.replace("`", "``") + "`")
-        return kept.cast(wider[name]).alias(name) if name in wider else kept
+        if name not in wider:
+            return kept
+        return kept.cast(wider[name].dataType).alias(name, metadata=current.schema[name].metadata)
+
+    def added(field: StructField) -> Column:
+        value = (fills or {}).get(field.name, F.lit(None))
+        return value.cast(field.dataType).alias(field.name, metadata=field.metadata)
 
     columns = [column(name) for name in current.columns]
-    columns += [F.lit(None).cast(f.dataType).alias(f.name) for f in changes.added]
+    columns += [added(f) for f in changes.added]
     (
         current.select(*columns)
         .write.format("delta")

@@ -77,8 +77,9 @@ class TableSpec:
     ignore_null_updates_except_column_list: tuple[str, ...] | None = None
     #: A second ordering column that breaks ties of ``sequence_by``.
     system_sequence_by: str | None = None
-    #: A source column type silver cannot widen to: stop the stream, or quarantine the records.
-    on_incompatible_type: IncompatibleTypePolicy = "fail"
+    #: A source column type no type holds with the table's: quarantine the records carrying a
+    #: value in it (the rest of the table goes on), or stop the table's stream.
+    on_incompatible_type: IncompatibleTypePolicy = "quarantine"
     #: A value its column's type does not hold (``"hot"`` in a double column): quarantine its
     #: record, or keep the record with the value in ``_rescued_data`` (docs/silver-semantics.md,
     #: "Values of the wrong type").

@@ -9,6 +9,14 @@ Delta 4.0 (``delta.enableTypeWidening``) changes a column's type without rewriti
 * ``decimal(p, s) -> decimal(p', s')`` with ``s' >= s`` and ``p' - s' >= p - s``;
 * ``date -> timestamp_ntz``.
 
+Beyond Delta's rules, a text column holds the values of integers, booleans and dates (as
+their text, ``5``, ``true``, ``2026-01-01``: what PostgreSQL's ``::text`` gives), so a column
+changing between such a type and text, or between two of them that no other type holds (an
+integer and a boolean), becomes text: no value is lost. That change is no Delta widening: a
+table takes it by a rewrite (:attr:`TableChanges.retyped`). Decimals and floating-point
+numbers are not among them: their text depends on the scale or the printing of the writer,
+so the same value could read differently in rows written before and after the change.
+
 Delta applies the integer-to-decimal and integer-to-double changes only through ``ALTER TABLE
 ... ALTER COLUMN ... TYPE`` (:func:`needs_alter`); the others also through a ``mergeSchema``
 write. Every other difference (a string becoming a number, a narrowing, a timestamp becoming
@@ -26,6 +34,7 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 from pyspark.sql.types import (
+    BooleanType,
     ByteType,
     DataType,
     DateType,
@@ -35,6 +44,7 @@ from pyspark.sql.types import (
     IntegerType,
     LongType,
     ShortType,
+    StringType,
     StructField,
     StructType,
     TimestampNTZType,
@@ -59,6 +69,8 @@ _DECIMAL_DIGITS: dict[type[DataType], int] = {
 }
 #: Integer types Delta widens to double.
 _TO_DOUBLE = (ByteType, ShortType, IntegerType)
+#: Types whose values a text column holds as their text (not a Delta widening).
+_AS_TEXT = (ByteType, ShortType, IntegerType, LongType, BooleanType, DateType)
 
 
 def same_type(a: DataType, b: DataType) -> bool:
@@ -66,12 +78,15 @@ def same_type(a: DataType, b: DataType) -> bool:
     return a.simpleString() == b.simpleString()
 
 
-def widened(table: DataType, incoming: DataType, json_numbers: bool = False) -> DataType | None:
+def widened(
+    table: DataType, incoming: DataType, json_numbers: bool = False, text: bool = True
+) -> DataType | None:
     """The narrowest type that holds the values of both ``table`` and ``incoming``, or None if
-    Delta type widening offers none (an incompatible change).
+    none does (an incompatible change).
 
     ``json_numbers``: ``incoming`` was inferred from JSON values, where a bigint is only a
-    number without a fraction, so a double column also takes it.
+    number without a fraction, so a double column also takes it. ``text``: a text column may
+    hold integers, booleans and dates as their text (False: Delta's widenings only).
     """
     if same_type(table, incoming):
         return table
@@ -81,6 +96,9 @@ def widened(table: DataType, incoming: DataType, json_numbers: bool = False) -> 
         result = _upper_bound(first, second)
         if result is not None:
             return result
+    textual = (*_AS_TEXT, StringType)
+    if text and isinstance(table, textual) and isinstance(incoming, textual):
+        return StringType()
     return None
 
 
@@ -88,6 +106,11 @@ def fits(incoming: DataType, table: DataType) -> bool:
     """Whether every value of ``incoming`` can be written to a ``table`` column unchanged."""
     result = widened(table, incoming)
     return result is not None and same_type(result, table)
+
+
+def as_text(old: DataType, new: DataType) -> bool:
+    """Whether a column of type ``old`` becoming ``new`` is a change to text (a rewrite)."""
+    return isinstance(new, StringType) and not isinstance(old, StringType)
 
 
 def needs_alter(old: DataType, new: DataType) -> bool:
@@ -125,15 +148,17 @@ class TableChanges:
     """How a table's schema must change to take rows of another schema.
 
     ``added``: columns it lacks; ``widened``: columns whose type a ``mergeSchema`` write
-    widens; ``altered``: columns whose type only ``ALTER TABLE`` widens (new types given).
+    widens; ``altered``: columns whose type only ``ALTER TABLE`` widens (new types given);
+    ``retyped``: columns that become text, which only a rewrite does.
     """
 
     added: tuple[StructField, ...] = ()
     widened: tuple[StructField, ...] = ()
     altered: tuple[StructField, ...] = ()
+    retyped: tuple[StructField, ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.added or self.widened or self.altered)
+        return bool(self.added or self.widened or self.altered or self.retyped)
 
 
 def table_changes(table: StructType, rows: StructType | Sequence[StructField]) -> TableChanges:
@@ -144,11 +169,15 @@ def table_changes(table: StructType, rows: StructType | Sequence[StructField]) -
     added: list[StructField] = []
     widening: list[StructField] = []
     altering: list[StructField] = []
+    retyping: list[StructField] = []
     for field in rows:
         old = current.get(field.name)
         if old is None:
-            added.append(StructField(field.name, field.dataType, True))
+            added.append(StructField(field.name, field.dataType, True, field.metadata))
         elif not same_type(old, field.dataType) and fits(old, field.dataType):
-            target = altering if needs_alter(old, field.dataType) else widening
+            if as_text(old, field.dataType):
+                target = retyping
+            else:
+                target = altering if needs_alter(old, field.dataType) else widening
             target.append(StructField(field.name, field.dataType, True))
-    return TableChanges(tuple(added), tuple(widening), tuple(altering))
+    return TableChanges(tuple(added), tuple(widening), tuple(altering), tuple(retyping))

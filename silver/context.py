@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql.types import StructType
 
 from expectations.enforce import TableChecks
@@ -95,9 +96,12 @@ class QueryState:
         change_feed: bool,
         widening: TypeWidening,
         deletion_vectors: bool = False,
+        defaults: Mapping[str, Column] | None = None,
     ) -> None:
         """:func:`lakehouse_core.delta_io.ensure_table`, once per schema and table in this query."""
-        ensured = self._ensured.ensure(spark, path, schema, change_feed, widening, deletion_vectors)
+        ensured = self._ensured.ensure(
+            spark, path, schema, change_feed, widening, deletion_vectors, defaults
+        )
         if ensured:
             self._columns_known = False
 

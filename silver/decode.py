@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import reduce
 from typing import Any
 
@@ -40,7 +40,14 @@ from lakehouse_core.config import TableSpec
 from lakehouse_core.errors import ConfigError, SchemaChangeError
 from lakehouse_core.frames import kept_with_totals
 from silver.context import BatchContext
-from silver.evolution import VersionColumns, conform, incompatible_message, plan_schema
+from silver.evolution import (
+    VersionColumns,
+    conform,
+    defaults_of,
+    incompatible_message,
+    plan_schema,
+    with_defaults,
+)
 from silver.parse import (
     PAYLOAD_MARKER,
     SCHEMA_HASH,
@@ -180,7 +187,9 @@ def read_batch(
         parse_changes(_rows_of(texts, v), spec, v.layout, problem=v.problem) for v in versions
     ]
     typed = [
-        VersionColumns(_typed_columns(frame, v.layout), v.inferred)
+        VersionColumns(
+            with_defaults(_typed_columns(frame, v.layout), dict(v.layout.defaults)), v.inferred
+        )
         for v, frame in zip(versions, frames, strict=True)
     ]
     keys = versions[0].layout.keys
@@ -190,7 +199,7 @@ def read_batch(
         for name in version.columns.fieldNames()
         if name not in {k.name for k in keys} and name != RESCUED and not spec.keeps_column(name)
     }
-    plan = plan_schema(table, typed, dropped)
+    plan = plan_schema(table, typed, dropped, {k.name for k in keys})
     if spec.on_incompatible_type == "fail":
         # A key of another type cannot be a row of the table at all: its records are always
         # quarantined, so one bad producer cannot stop the entity.
@@ -211,10 +220,12 @@ def read_batch(
             else parsed
         )
         nulls = {*rejected, *absent_columns(version.layout)}
-        parts.append(conform(rows, _names(version.layout), target, nulls))
+        checked = version.layout.checked and not version.inferred
+        parts.append(conform(rows, _names(version.layout), target, nulls, defaults=checked))
     layout = RowLayout(
         keys=tuple(_codec(target[k.name]) for k in keys),
         columns=tuple(_codec(f) for f in target.fields),
+        defaults=defaults_of(target),
     )
     return layout, reduce(DataFrame.unionByName, parts)
 
@@ -294,6 +305,8 @@ def discover_versions(texts: DataFrame, spec: TableSpec) -> list[SchemaVersion]:
     versions = []
     for index, group in enumerate(groups):
         columns = tuple(merge_codecs([s.row.codecs for s in group]))
+        # Schemas of a group may differ in their defaults: its first record's schema's win.
+        defaults = {n: d for s in reversed(group) for n, d in s.row.defaults.items()}
         if spec.keys:
             layout = _with_configured_keys(columns, spec.keys)
         else:
@@ -313,6 +326,8 @@ def discover_versions(texts: DataFrame, spec: TableSpec) -> list[SchemaVersion]:
         # Values read by their records' own Connect schema are checked against its types.
         checked = not any(s.row_inferred for s in group)
         layout = replace(layout, checked=checked, rescues=checked and _rescues(spec))
+        if checked:
+            layout = replace(layout, defaults=tuple(defaults.items()))
         screened, key_problem = _screened(layout)
         if key_problem is not None:  # no record of the version can be keyed
             screened = empty
@@ -365,13 +380,21 @@ class _Decoding:
 
     codecs: list[ColumnCodec]
     signatures: dict[str, str]
+    #: Column -> its Connect field schema (JSON text), for the fields with a ``default``.
+    defaults: Mapping[str, str] = field(default_factory=dict)
 
     @staticmethod
     def connect(struct: Mapping[str, Any]) -> _Decoding:
         """The decoding of a Connect struct schema (checked: ``cdc.debezium.check_schema``)."""
+        fields = struct_fields(struct)
         return _Decoding(
             codecs=row_codecs(struct),
-            signatures={f["field"]: json.dumps(decoding_of(f)) for f in struct_fields(struct)},
+            signatures={f["field"]: json.dumps(decoding_of(f)) for f in fields},
+            defaults={
+                f["field"]: json.dumps(f, sort_keys=True)
+                for f in fields
+                if f.get("default") is not None
+            },
         )
 
     @staticmethod

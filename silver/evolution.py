@@ -15,15 +15,23 @@ column is always quarantined: such a record cannot be a row of the table.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+import json
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StringType, StructField, StructType
 
+from cdc.debezium import codec_for
 from lakehouse_core.config import TableSpec
 from lakehouse_core.widening import same_type, widened
+
+#: Field metadata of a silver column whose Connect schema, when the column was added, gave it
+#: a default: that Connect field schema (JSON text, ``default`` included). Rows of a schema
+#: version without the column hold the default, as the source database's rows do.
+CONNECT_DEFAULT = "lakehouse.connect_default"
 
 
 @dataclass(frozen=True)
@@ -52,6 +60,44 @@ class VersionColumns:
     inferred: bool = False
 
 
+def with_default(column: StructField, connect_field: str | None) -> StructField:
+    """``column`` carrying the Connect field schema ``connect_field`` (JSON text with a
+    ``default``; None: no default) in its metadata (:data:`CONNECT_DEFAULT`)."""
+    if connect_field is None:
+        return column
+    metadata = {**column.metadata, CONNECT_DEFAULT: connect_field}
+    return StructField(column.name, column.dataType, column.nullable, metadata)
+
+
+def default_of(column: StructField) -> Column | None:
+    """The Connect default a column's metadata records (:data:`CONNECT_DEFAULT`), decoded as a
+    record's value of that schema is, in the column's type (None: no default; a default the
+    schema cannot read is null, as such a value would be)."""
+    text = column.metadata.get(CONNECT_DEFAULT)
+    if text is None:
+        return None
+    schema: dict[str, Any] = json.loads(text)
+    codec = codec_for(schema)
+    raw_type = StructType([StructField("v", codec.raw_type)])
+    raw = F.from_json(F.lit(json.dumps({"v": schema.get("default")})), raw_type)["v"]
+    value = codec.staged.read(raw) if codec.staged is not None else codec.decode(raw)
+    return value.cast(column.dataType)
+
+
+def defaults_of(columns: StructType) -> tuple[tuple[str, str], ...]:
+    """The columns of ``columns`` that record a Connect default, with its field schema."""
+    return tuple(
+        (f.name, str(f.metadata[CONNECT_DEFAULT]))
+        for f in columns.fields
+        if CONNECT_DEFAULT in f.metadata
+    )
+
+
+def with_defaults(columns: StructType, defaults: Mapping[str, str]) -> StructType:
+    """``columns`` with the ``defaults`` (column -> Connect field schema) in their metadata."""
+    return StructType([with_default(f, defaults.get(f.name)) for f in columns.fields])
+
+
 @dataclass(frozen=True)
 class SchemaPlan:
     """The target columns of a batch and, per schema version (same order), its conflicts."""
@@ -61,35 +107,49 @@ class SchemaPlan:
 
 
 def plan_schema(
-    table: StructType | None, versions: Sequence[VersionColumns], dropped: Collection[str] = ()
+    table: StructType | None,
+    versions: Sequence[VersionColumns],
+    dropped: Collection[str] = (),
+    keys: Collection[str] = (),
 ) -> SchemaPlan:
     """Decide the target columns of a batch (pure).
 
     The target starts as the table's data columns (none for a new table); the versions are
     then taken in order (the caller orders them by their first record in bronze), each column
     widening its target type, or adding itself to the target, or, if no type holds both,
-    becoming a conflict of that version. A table column no version has stays in the target
-    with its type: its records carry no value for it, which is null. A ``dropped`` column (one
-    silver does not keep) is never a conflict: where no type holds both, it becomes text.
+    becoming a conflict of that version. A column of integers, booleans or dates and one of
+    text (or two of those no other type holds) become text, except in the ``keys`` and in
+    versions whose types were inferred from JSON values (the fold reads those values as
+    sent). A table column no version has stays in the target
+    with its type: its records carry no value for it, which is null (or its Connect default).
+    A ``dropped`` column (one silver does not keep) is never a conflict: where no type holds
+    both, it becomes text. A column keeps the metadata it has in the table, else that of the
+    first version that has it (:data:`CONNECT_DEFAULT`: the default it was added with).
     """
-    target: dict[str, DataType] = {f.name: f.dataType for f in (table.fields if table else ())}
+    target: dict[str, StructField] = {f.name: f for f in (table.fields if table else ())}
     conflicts: list[tuple[TypeConflict, ...]] = []
     for version in versions:
         found = []
         for field in version.columns.fields:
             current = target.get(field.name)
             if current is None:
-                target[field.name] = field.dataType
+                target[field.name] = field  # its Connect default, if any, is the column's
                 continue
-            wider = widened(current, field.dataType, json_numbers=version.inferred)
+            # A key changing type is a record of another entity, not a change to make.
+            text = not version.inferred and field.name not in keys
+            wider = widened(
+                current.dataType, field.dataType, json_numbers=version.inferred, text=text
+            )
             if wider is None and field.name in dropped:
                 wider = StringType()
             if wider is None:
-                found.append(TypeConflict(field.name, current, field.dataType))
+                found.append(TypeConflict(field.name, current.dataType, field.dataType))
             else:
-                target[field.name] = wider
+                target[field.name] = StructField(field.name, wider, True, current.metadata)
         conflicts.append(tuple(found))
-    columns = StructType([StructField(name, kind, True) for name, kind in target.items()])
+    columns = StructType(
+        [StructField(f.name, f.dataType, True, f.metadata) for f in target.values()]
+    )
     return SchemaPlan(columns, tuple(conflicts))
 
 
@@ -98,12 +158,15 @@ def conform(
     data_columns: Sequence[str],
     target: StructType,
     nulls: Collection[str] = (),
+    defaults: bool = False,
 ) -> DataFrame:
     """Events of one schema version with exactly the ``target`` data columns (pure).
 
-    ``data_columns``: the version's own data columns in ``events``. A target column the
-    version lacks, or one of its ``nulls`` (conflicting or absent columns), is null; any other
-    is cast to its target type, a widening, so no value changes.
+    ``data_columns``: the version's own data columns in ``events``. One of its ``nulls``
+    (conflicting or absent columns) is null; a target column the version lacks is null, or,
+    with ``defaults`` (the version is read by its Connect schema), the Connect default the
+    target column records (:func:`default_of`); any other is cast to its target type, a
+    widening, so no value changes.
     """
     own = set(data_columns)
     kept = [c for c in events.columns if c not in own]
@@ -113,7 +176,10 @@ def conform(
     values = []
     for field in target.fields:
         kind = present.get(field.name)
-        if kind is None:
+        default = default_of(field) if defaults and field.name not in own else None
+        if default is not None:
+            values.append(default.alias(field.name))
+        elif kind is None:
             values.append(F.lit(None).cast(field.dataType).alias(field.name))
         elif same_type(kind, field.dataType):
             values.append(F.col(field.name))

@@ -102,6 +102,10 @@ class RowLayout:
     #: Such a value is kept whole in :data:`~lakehouse_core.columns.RESCUED` (its column null)
     #: instead of quarantining its record (``on_type_mismatch = "rescue"``).
     rescues: bool = False
+    #: The row columns whose Connect schema gives them a default, each with that schema (JSON
+    #: text, :data:`silver.evolution.CONNECT_DEFAULT`): the value of the rows a schema without
+    #: the column wrote (docs/silver-semantics.md, "Schema changes").
+    defaults: tuple[tuple[str, str], ...] = ()
 
     @property
     def key_names(self) -> tuple[str, ...]:

@@ -246,6 +246,7 @@ def fold(records: Iterable[BronzeRecord], spec: FoldSpec) -> FoldResult:
 
     columns = _table_columns(events, spec)
 
+    events = with_column_defaults(events)
     events = [_with_conditions(event, truncates, deletes, spec) for event in events]
     events.sort(key=lambda e: e.sort_key)
 
@@ -295,6 +296,34 @@ def _table_columns(events: Sequence[_Event], spec: FoldSpec) -> dict[str, None]:
     if rescues:
         columns[RESCUED] = None
     return columns
+
+
+def with_column_defaults(events: Sequence[_Event]) -> list[_Event]:
+    """The events with the Connect defaults of the columns their schema lacks.
+
+    A column's default is the one given by the schema of the first event in bronze order
+    (partition, offset) that has the column (none if that schema gives none): the default it
+    was added to the table with. An upsert read by a Connect schema without the column holds
+    that default, as the source database's rows that predate the column do; an upsert read
+    without a schema holds null there.
+    """
+    defaults: dict[str, Any] = {}
+    seen: set[str] = set()
+    for event in sorted(events, key=lambda e: (e.record.partition, e.record.offset)):
+        for name in event.columns:
+            if name not in seen:
+                seen.add(name)
+                given = dict(event.defaults or ())
+                if name in given:
+                    defaults[name] = given[name]
+    filled = []
+    for event in events:
+        lacking = {n: v for n, v in defaults.items() if n not in event.columns}
+        if event.kind == "upsert" and event.defaults is not None and lacking:
+            filled.append(replace(event, image={**event.image, **lacking}))
+        else:
+            filled.append(event)
+    return filled
 
 
 def _upserted_row(
@@ -886,6 +915,9 @@ class _Event:
     toast_columns: tuple[str, ...] = ()  # string columns holding the TOAST placeholder
     columns: tuple[str, ...] = ()  # the table columns this event shows
     key_columns: tuple[str, ...] = ()  # the names of the key columns
+    #: Read by its Connect schema: the row columns that schema gives a default, with the
+    #: default's canonical value in the table's type (None: read without a schema).
+    defaults: tuple[tuple[str, Any], ...] | None = None
 
     @property
     def sort_key(self) -> tuple[Any, ...]:
@@ -1109,7 +1141,26 @@ def _read_debezium_record(
             }
         ),
         key_columns=key_columns,
+        defaults=None if row_fields is None else _defaults(row_fields, spec.table_types),
     )
+
+
+def _defaults(
+    fields: Mapping[str, Mapping[str, Any]], table_types: Mapping[str, str] | None
+) -> tuple[tuple[str, Any], ...]:
+    """The row columns whose Connect schema gives a ``default``, with its canonical value in
+    the table's type (a default its type does not hold is None, as such a value reads)."""
+    found = []
+    for name, field_schema in fields.items():
+        if field_schema.get("default") is None:
+            continue
+        try:
+            value = _column_value(field_schema["default"], field_schema)
+        except (_Misfit, _Unreadable):
+            value = None
+        table = (table_types or {}).get(name)
+        found.append((name, _in_type(value, table, _column_type(field_schema))))
+    return tuple(found)
 
 
 def _rescued_or_quarantined(
@@ -1390,10 +1441,17 @@ def _schema_of(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _fits(record: str, table: str) -> bool:
-    """Whether a ``table`` column holds every value of type ``record``: the same type, or one
-    Delta 4.0 type widening reaches."""
+#: Types whose values a text column holds as their text (``lakehouse_core.widening``).
+_AS_TEXT = (*_INTEGER_TYPES, "boolean", "date")
+
+
+def _fits(record: str, table: str, text: bool = True) -> bool:
+    """Whether a ``table`` column holds every value of type ``record``: the same type, one
+    Delta 4.0 type widening reaches, or (``text``) text holding integers, booleans and dates
+    as their text."""
     if record == table:
+        return True
+    if text and table == "string" and record in _AS_TEXT:
         return True
     if record in _INTEGER_TYPES and table in _INTEGER_TYPES:
         return _INTEGER_TYPES.index(record) <= _INTEGER_TYPES.index(table)
@@ -1415,14 +1473,16 @@ def _check_types(
     values: Mapping[str, Any],
     fields: Mapping[str, Mapping[str, Any]],
     table_types: Mapping[str, str],
+    text: bool = True,
 ) -> None:
-    """Quarantine the record if a non-null value's type is one its table column cannot hold."""
+    """Quarantine the record if a non-null value's type is one its table column cannot hold
+    (``text``: a text column holds integers, booleans and dates; not for key columns)."""
     for name, value in values.items():
         field_schema, table = fields.get(name), table_types.get(name)
         if value is None or field_schema is None or table is None:
             continue
         record = _column_type(field_schema)
-        if record is not None and not _fits(record, table):
+        if record is not None and not _fits(record, table, text):
             reason = f"incompatible type for column {name}: table {table}, record {record}"
             raise _Quarantine(reason)
 
@@ -1437,19 +1497,27 @@ def _in_table_types(
 ) -> tuple[tuple[Any, ...], dict[str, Any] | None]:
     """The key and image in the table's types, after checking the types of the key values and
     of the ``after`` values (upserts) against the table's."""
-    _check_types(key, key_fields, table_types)
+    _check_types(key, key_fields, table_types, text=False)
     _check_types(
         {n: v for n, v in (after or {}).items() if n not in key}, after_fields, table_types
     )
     typed_key = canonical_key([_in_type(v, table_types.get(n)) for n, v in key.items()])
     if image is None:
         return typed_key, None
-    return typed_key, {n: _in_type(v, table_types.get(n)) for n, v in image.items()}
+    typed = {}
+    for name, value in image.items():
+        field_schema = after_fields.get(name)
+        record = None if field_schema is None else _column_type(field_schema)
+        typed[name] = _in_type(value, table_types.get(name), record)
+    return typed_key, typed
 
 
-def _in_type(value: Any, table: str | None) -> Any:
-    """A canonical value in its table column's type: only decimals change form (an integer or
-    a decimal of a smaller scale gets the table's scale)."""
+def _in_type(value: Any, table: str | None, record: str | None = None) -> Any:
+    """A canonical value in its table column's type: decimals change form (an integer or a
+    decimal of a smaller scale gets the table's scale), and in a text column an integer,
+    boolean or date (``record``: its type) becomes its text as Spark's cast writes it."""
+    if table == "string" and record in _AS_TEXT and value is not None:
+        return _as_text(value, record)
     decimal = _DECIMAL_TYPE.fullmatch(table or "")
     if value is None or decimal is None or isinstance(value, bool):
         return value
@@ -1462,6 +1530,41 @@ def _in_type(value: Any, table: str | None) -> Any:
     with localcontext() as context:
         context.prec = 100  # decimal(38, s) needs more than the default 28 digits
         return format(number.quantize(Decimal(1).scaleb(-int(decimal.group(2)))), "f")
+
+
+def _as_text(value: Any, record: str | None) -> str:
+    """An integer, boolean or date (canonical: days since the epoch) as its text."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if record == "date" and _is_int(value):
+        return _date_text(value)
+    return str(value)
+
+
+def _date_text(days: int) -> str:
+    """A date as Spark writes it as text: ``yyyy-MM-dd``, a year beyond 9999 with a ``+``, one
+    before year 1 as a signed proleptic year (year 0 is 1 BC)."""
+    if dt.date.min.toordinal() <= days + _EPOCH_ORDINAL <= dt.date.max.toordinal():
+        return dt.date.fromordinal(days + _EPOCH_ORDINAL).isoformat()
+    year, month, day = _civil_from_days(days)
+    sign = "+" if year > 9999 else "-" if year < 0 else ""
+    return f"{sign}{abs(year):04d}-{month:02d}-{day:02d}"
+
+
+_EPOCH_ORDINAL = dt.date(1970, 1, 1).toordinal()
+
+
+def _civil_from_days(days: int) -> tuple[int, int, int]:
+    """(year, month, day) of the proleptic Gregorian calendar (astronomical years)."""
+    z = days + 719468
+    era = z // 146097
+    doe = z - era * 146097
+    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    day = doy - (153 * mp + 2) // 5 + 1
+    month = mp + 3 if mp < 10 else mp - 9
+    return yoe + era * 400 + (month <= 2), month, day
 
 
 def _record_key_fields(data: bytes | None) -> dict[str, dict[str, Any]]:

@@ -90,7 +90,9 @@ def kept_layout(layout: RowLayout, spec: TableSpec) -> RowLayout:
         for c in layout.columns
         if c.name in keys or c.name == RESCUED or spec.keeps_column(c.name)
     )
-    return RowLayout(keys=layout.keys, columns=kept)
+    names = {c.name for c in kept}
+    defaults = tuple((n, d) for n, d in layout.defaults if n in names)
+    return RowLayout(keys=layout.keys, columns=kept, defaults=defaults)
 
 
 def _condition(

@@ -16,8 +16,16 @@ from lakehouse_core.delta_io import append, dml_once
 from lakehouse_core.frames import kept_with_totals
 from lakehouse_core.quarantine import quarantine
 from silver.context import BatchContext
+from silver.evolution import default_of, with_defaults
 from silver.history_job import apply_history
-from silver.parse import BRONZE_BYTES, BRONZE_COORDINATES, DELETE_OP, order_of, order_type_of
+from silver.parse import (
+    BRONZE_BYTES,
+    BRONZE_COORDINATES,
+    DELETE_OP,
+    RowLayout,
+    order_of,
+    order_type_of,
+)
 from silver.plan import BatchWrites, Merge
 from silver.tables import (
     TOMBSTONE_METADATA,
@@ -49,7 +57,7 @@ def write(ctx: BatchContext, writes: BatchWrites) -> int:
     if writes.truncates is not None:
         _truncate(ctx, writes.truncates)
         ctx.state.floor.moved()
-    applied = _merge(ctx, writes.merge) if writes.merge is not None else 0
+    applied = _merge(ctx, writes.merge, writes.kept) if writes.merge is not None else 0
     if ctx.tables.history is not None:
         apply_history(
             writes.valid, writes.kept, ctx.spec, ctx.tables.history, ctx.app_id, ctx.batch_id
@@ -70,9 +78,11 @@ def _truncate(ctx: BatchContext, truncates: DataFrame) -> None:
         dml_once(spark, path, ctx.marker(f"truncate-{role}"), ctx.batch_id, delete)
 
 
-def _merge(ctx: BatchContext, merge: Merge) -> int:
+def _merge(ctx: BatchContext, merge: Merge, kept: RowLayout) -> int:
     """Compute the MERGE's changes (one Spark job, kept), then MERGE them into the silver table
-    and append the deletes' tombstones. Returns how many changes were applied."""
+    and append the deletes' tombstones. Returns how many changes were applied. A column the
+    table gains with a Connect default (``kept.defaults``) gets it in the rows the table holds,
+    in the commit that adds the column (docs/silver-semantics.md, "Schema changes")."""
     keys, within = merge.keys, merge.within
     listed = [F.collect_list(within.column).alias("listed")] if within and merge.list_keys else []
     effective, totals = kept_with_totals(
@@ -87,8 +97,16 @@ def _merge(ctx: BatchContext, merge: Merge) -> int:
         within = within.listing(totals.listed)
     spec, tables = ctx.spec, ctx.tables
     row_schema = _schema_of(effective, (*keys, *merge.columns, *METADATA_COLUMNS))
+    row_schema = with_defaults(row_schema, dict(kept.defaults))
+    fills = {f.name: d for f in row_schema.fields if (d := default_of(f)) is not None}
     ctx.state.ensure_table(
-        ctx.spark, tables.silver, row_schema, True, spec.type_widening, spec.deletion_vectors
+        ctx.spark,
+        tables.silver,
+        row_schema,
+        True,
+        spec.type_widening,
+        spec.deletion_vectors,
+        fills,
     )
     apply = partial(
         merge_silver, effective, tables.silver, keys, merge.columns, merge.toast_columns, within

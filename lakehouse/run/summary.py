@@ -145,8 +145,9 @@ class RunSummary:
 
     def warnings(self) -> list[str]:
         """One line per table whose every record (tombstones aside) of this run was
-        quarantined: the table, the share, the top reason and what to check; and one per table
-        that kept values of the wrong type in ``_rescued_data``."""
+        quarantined: the table, the share, the top reason and what to check; one per table
+        that kept values of the wrong type in ``_rescued_data``; and one per column whose
+        type change quarantined records (the column and what to do)."""
         lines = []
         for entity, counts in sorted(self.tables.items()):
             if counts.rescued:
@@ -156,6 +157,7 @@ class RunSummary:
                     f"kept in _rescued_data (find them: SELECT * FROM silver.{entity} WHERE "
                     "_rescued_data IS NOT NULL)."
                 )
+            lines.extend(_type_changes(entity, counts))
             changes = counts.read - counts.tombstones
             top = counts.top_reason()
             if changes <= 0 or counts.quarantined < changes or top is None:
@@ -168,6 +170,23 @@ class RunSummary:
                 f"silver.{QUARANTINE_TABLE})."
             )
         return lines
+
+
+#: The reason of a record whose column's type the table cannot take (silver.evolution).
+_INCOMPATIBLE = "incompatible type for column "
+
+
+def _type_changes(entity: str, counts: TableCounts) -> list[str]:
+    """One line per column whose type change quarantined records of this run: the column,
+    both types, and what to do (the rest of the table went on)."""
+    return [
+        f"silver.{entity}: {records} records quarantined as {reason!r}: no type holds both, "
+        "the rest of the table was applied. To keep the new values, give the column a new "
+        "name in the source (a new column of the new type); the records are in "
+        f"silver.{QUARANTINE_TABLE}."
+        for reason, records in sorted(counts.reasons.items())
+        if reason.startswith(_INCOMPATIBLE)
+    ]
 
 
 #: What to check when every record of a table is quarantined for a reason (silver.parse).

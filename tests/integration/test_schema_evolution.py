@@ -47,6 +47,7 @@ pytestmark = pytest.mark.integration
 TOPIC = "shop.public.orders"
 SPEC = TableSpec(name="orders", topic=TOPIC)
 QUARANTINING = TableSpec(name="orders", topic=TOPIC, on_incompatible_type="quarantine")
+FAILING = TableSpec(name="orders", topic=TOPIC, on_incompatible_type="fail")
 BASE_US = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z in microseconds
 MINUTE = 60_000_000
 
@@ -353,9 +354,9 @@ def test_incompatible_type_fails_or_quarantines_as_configured(lake: Lake) -> Non
         order(6, "c", 4, 23, W1, total="4.00", qty=7, points=1),
     ]
 
-    # on_incompatible_type = "fail" (the default): nothing of the batch is written.
+    # on_incompatible_type = "fail": nothing of the batch is written.
     with pytest.raises(SchemaChangeError) as direct:
-        lake.apply(batch, 1)
+        lake.apply(batch, 1, FAILING)
     message = str(direct.value)
     for part in (
         "silver.orders",
@@ -373,13 +374,15 @@ def test_incompatible_type_fails_or_quarantines_as_configured(lake: Lake) -> Non
 
     # The same error, raised inside the streaming job's foreachBatch, reaches the caller as
     # itself (the command line prints it as its one error line), not as a Spark trace.
-    job = partial(start_silver, lake.spark, lake.warehouse, SPEC, Trigger())
+    job = partial(start_silver, lake.spark, lake.warehouse, FAILING, Trigger())
     with pytest.raises(SchemaChangeError) as streamed:
         run_to_end(job)
     assert str(streamed.value) == message
 
-    # on_incompatible_type = "quarantine": that record is quarantined, the rest applied.
-    assert lake.apply(batch, 1, QUARANTINING, land=False) == 1
+    # on_incompatible_type = "quarantine" (the default): that record is quarantined, the
+    # rest applied.
+    assert SPEC.on_incompatible_type == "quarantine"
+    assert lake.apply(batch, 1, SPEC, land=False) == 1
     quarantine = lake.spark.read.format("delta").load(lake.tables.quarantine)
     assert [tuple(r) for r in quarantine.select("offset", "reason", "key", "value").collect()] == [
         (
@@ -407,7 +410,7 @@ def test_a_key_of_another_type_is_quarantined_even_under_fail(lake: Lake) -> Non
     text_key.value["payload"]["after"]["id"] = "two"
     batch = [text_key, order(2, "c", 3, 12, V1, total="3.50", qty=3)]
 
-    assert lake.apply(batch, 1) == 1  # SPEC: on_incompatible_type = "fail"
+    assert lake.apply(batch, 1, FAILING) == 1
     quarantine = lake.spark.read.format("delta").load(lake.tables.quarantine)
     assert [tuple(r) for r in quarantine.select("offset", "reason").collect()] == [
         (1, "incompatible type for column id: table bigint, record string")
@@ -416,4 +419,101 @@ def test_a_key_of_another_type_is_quarantined_even_under_fail(lake: Lake) -> Non
         (1, Decimal("1.50")),
         (3, Decimal("3.50")),
     ]
+    assert_verified(lake.spark, lake.warehouse, FAILING)
+
+
+# ALTER TABLE orders ADD COLUMN channel text DEFAULT 'web', ADD COLUMN fee numeric(10,2)
+# DEFAULT 1.50, ADD COLUMN note text: Debezium's schema gives the defaults.
+D2 = [
+    *V1,
+    field("channel", "string", default="web"),
+    {**decimal_field("fee", 10, 2), "default": encode_decimal("1.50", 2)},
+    field("note", "string"),
+]
+
+
+def test_rows_held_before_a_column_is_added_get_its_connect_default(lake: Lake) -> None:
+    """Rows the table holds, and late records of the schema before the column, hold the
+    column's Connect default, as PostgreSQL's rows do; a record that sends null holds null."""
+    lake.apply(
+        [
+            order(0, "c", 1, 10, V1, total="1.00", qty=1),
+            order(1, "c", 2, 11, V1, total="2.00", qty=2),
+        ],
+        0,
+    )
+    before = operations(lake.spark, lake.silver)
+    lake.apply(
+        [
+            order(2, "u", 1, 30, D2, total="1.10", qty=1, channel="app", fee="0.10", note="n"),
+            order(3, "c", 3, 12, V1, total="3.00", qty=3),  # late, of the schema before
+            order(4, "c", 5, 31, D2, total="5.00", qty=5, channel=None, fee=None),
+        ],
+        1,
+    )
+    # One overwrite adds the columns with the defaults in every row held, then the MERGE.
+    assert operations(lake.spark, lake.silver)[len(before) :] == ["WRITE", "MERGE"]
+    lake.apply([order(5, "c", 4, 13, V1, total="4.00", qty=4)], 2)  # a later batch, still late
+    columns = ("id", "channel", "fee", "note")
+    assert silver_rows(lake.spark, lake.silver, *columns) == [
+        (1, "app", Decimal("0.10"), "n"),
+        (2, "web", Decimal("1.50"), None),  # held before the ALTER: the default
+        (3, "web", Decimal("1.50"), None),
+        (4, "web", Decimal("1.50"), None),
+        (5, None, None, None),  # null sent: null
+    ]
+    assert not widens_in_place(lake.spark, lake.silver)
+    assert_delta_rs_reads_same_rows(lake.spark, lake.silver)
+    assert_verified(lake.spark, lake.warehouse, SPEC)
+
+
+# ALTER TABLE orders ALTER COLUMN qty TYPE text, ALTER paid TYPE text, ALTER day TYPE text;
+# later ALTER COLUMN qty TYPE bigint (text -> integer).
+T1 = [
+    field("id", "int64"),
+    field("qty", "int32"),
+    field("paid", "boolean"),
+    field("day", "int32", name="io.debezium.time.Date"),
+]
+T2 = [field("id", "int64"), field("qty", "string"), field("paid", "string"), field("day", "string")]
+T3 = [*T2[:1], field("qty", "int64"), *T2[2:]]
+
+
+def test_integers_booleans_and_dates_that_become_text_rewrite_the_column(lake: Lake) -> None:
+    """A lossless change to text rewrites the column (every reader still opens the table); the
+    records of the old type, late ones too, are applied as their text; and a text column that
+    becomes an integer again stays text, its integers written as text: nothing stops."""
+    lake.apply(
+        [
+            order(0, "c", 1, 10, T1, qty=1, paid=True, day=19000),
+            order(1, "c", 2, 11, T1, qty=2, paid=False, day=20000),
+        ],
+        0,
+    )
+    before = operations(lake.spark, lake.silver)
+    lake.apply(
+        [
+            order(2, "u", 1, 30, T2, qty="a dozen", paid="yes", day="soon"),
+            order(3, "c", 3, 12, T1, qty=-3, paid=True, day=0),  # late, of the old types
+        ],
+        1,
+    )
+    # One overwrite in the new types (no Delta widening, no reader feature), then the MERGE.
+    assert operations(lake.spark, lake.silver)[len(before) :] == ["WRITE", "MERGE"]
+    types = dtypes(lake.spark, lake.silver)
+    assert (types["qty"], types["paid"], types["day"]) == ("string", "string", "string")
+    assert silver_rows(lake.spark, lake.silver, "id", "qty", "paid", "day")[1:] == [
+        (2, "2", "false", "2024-10-04"),  # held before: rewritten as its text
+        (3, "-3", "true", "1970-01-01"),
+    ]
+    assert lake.apply([order(4, "u", 2, 40, T3, qty=7, paid="no", day="today")], 2) == 0
+    assert dtypes(lake.spark, lake.silver)["qty"] == "string"
+    assert silver_rows(lake.spark, lake.silver, "id", "qty", "paid", "day") == [
+        (1, "a dozen", "yes", "soon"),
+        (2, "7", "no", "today"),
+        (3, "-3", "true", "1970-01-01"),
+    ]
+    assert not DeltaTable.isDeltaTable(lake.spark, lake.tables.quarantine)
+    assert not widens_in_place(lake.spark, lake.silver)
+    assert_delta_rs_reads_same_rows(lake.spark, lake.silver)
     assert_verified(lake.spark, lake.warehouse, SPEC)

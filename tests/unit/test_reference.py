@@ -997,3 +997,40 @@ def test_spec_validation() -> None:
 def test_canonical_key() -> None:
     assert canonical_key([1, "a", None]) == (1, "a", None)
     assert canonical_key([{"b": 1, "a": 2}, [1]]) == ('{"a":2,"b":1}', "[1]")
+
+
+# --------------------------------------------------------------------------------------------
+# Connect defaults of added columns
+# --------------------------------------------------------------------------------------------
+
+#: ALTER TABLE customers ADD COLUMN channel text DEFAULT 'web', ADD COLUMN tier int DEFAULT 3
+WITH_DEFAULTS: list[dict[str, Any]] = [
+    *FIELDS,
+    {"type": "string", "optional": True, "field": "channel", "default": "web"},
+    {"type": "int32", "optional": True, "field": "tier", "default": 3},
+]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_rows_of_a_schema_without_an_added_column_hold_its_connect_default(seed: int) -> None:
+    """Whatever the arrival order: a row whose newest image is of the schema before the
+    column holds the default; one that sends null holds null; one without a Connect schema
+    holds null."""
+    events = [
+        pg("c", 1, lsn=10, after=row(1, name="a")),
+        pg("c", 2, lsn=11, after=row(2, name="b")),
+        pg("u", 2, lsn=30, after={**row(2), "channel": "app", "tier": 1}, fields=WITH_DEFAULTS),
+        pg("c", 3, lsn=31, after={**row(3), "channel": None, "tier": None}, fields=WITH_DEFAULTS),
+        pg("c", 4, lsn=12, after=row(4, name="late")),  # older than the ALTER
+        pg("c", 5, lsn=13, after=row(5), wrapper=False),
+    ]
+    random.Random(seed).shuffle(events)
+    result = fold([rec(e, offset) for offset, e in enumerate(events)], PG)
+    found = {key[0]: (data["channel"], data["tier"]) for key, data in result.rows.items()}
+    assert found == {
+        1: ("web", 3),
+        2: ("app", 1),
+        3: (None, None),
+        4: ("web", 3),
+        5: (None, None),
+    }

@@ -83,8 +83,14 @@ TYPES: list[DataType] = [
         (IntegerType(), DoubleType(), DoubleType()),
         (FloatType(), IntegerType(), DoubleType()),
         (DateType(), TimestampNTZType(), TimestampNTZType()),
-        (StringType(), LongType(), None),
-        (LongType(), StringType(), None),
+        # Text holds integers, booleans and dates as their text (a rewrite, no Delta widening).
+        (StringType(), LongType(), StringType()),
+        (LongType(), StringType(), StringType()),
+        (BooleanType(), StringType(), StringType()),
+        (DateType(), StringType(), StringType()),
+        (IntegerType(), BooleanType(), StringType()),  # only text holds both
+        (DecimalType(10, 2), StringType(), None),  # its text depends on the scale
+        (DoubleType(), StringType(), None),  # its text depends on the printing
         (LongType(), DoubleType(), None),  # Delta does not widen bigint to double
         (DecimalType(10, 2), DoubleType(), None),
         (TimestampType(), StringType(), None),
@@ -98,6 +104,13 @@ def test_widened_is_the_narrowest_type_holding_both(
 ) -> None:
     assert widened(table, incoming) == expected
     assert widened(incoming, table) == expected
+
+
+def test_text_only_where_asked() -> None:
+    """Key columns and inferred JSON types take Delta's widenings only."""
+    assert widened(StringType(), IntegerType(), text=False) is None
+    assert widened(IntegerType(), StringType(), text=False) is None
+    assert widened(IntegerType(), LongType(), text=False) == LongType()
 
 
 def test_json_numbers_let_a_double_column_take_integers() -> None:
@@ -154,6 +167,8 @@ def test_table_changes_add_widen_alter_and_leave_the_rest() -> None:
             StructField("points", IntegerType()),
             StructField("name", StringType()),
             StructField("big", LongType()),
+            StructField("flag", BooleanType()),
+            StructField("ratio", DoubleType()),
         ]
     )
     rows = StructType(
@@ -161,9 +176,11 @@ def test_table_changes_add_widen_alter_and_leave_the_rest() -> None:
             StructField("id", LongType()),
             StructField("total", DecimalType(12, 2)),
             StructField("points", DecimalType(12, 2)),
-            StructField("name", LongType()),  # incompatible: not the table's business here
+            StructField("name", LongType()),  # text holds it: the table keeps text
             StructField("big", IntegerType()),  # narrower: the table keeps bigint
             StructField("coupon", StringType()),
+            StructField("flag", StringType()),  # boolean -> text: a rewrite
+            StructField("ratio", StringType()),  # incompatible: not the table's business here
         ]
     )
     changes = table_changes(table, rows)
@@ -173,6 +190,7 @@ def test_table_changes_add_widen_alter_and_leave_the_rest() -> None:
         ("total", DecimalType(12, 2)),
     ]
     assert [(f.name, f.dataType) for f in changes.altered] == [("points", DecimalType(12, 2))]
+    assert [(f.name, f.dataType) for f in changes.retyped] == [("flag", StringType())]
     assert not table_changes(table, table)
 
 
@@ -188,21 +206,24 @@ def test_plan_adds_widens_and_reports_conflicts_per_version() -> None:
             VersionColumns(schema(id=LongType(), total=DecimalType(12, 2), coupon=StringType())),
             VersionColumns(schema(id=LongType(), total=StringType(), name=LongType())),
             VersionColumns(schema(id=IntegerType(), coupon=IntegerType())),
+            VersionColumns(schema(id=StringType(), coupon=IntegerType()), inferred=True),
         ],
+        keys={"id"},
     )
     assert [(f.name, f.dataType) for f in plan.target.fields] == [
         ("id", LongType()),
         ("total", DecimalType(12, 2)),
-        ("name", StringType()),  # no version has it: it stays, its records give null
-        ("coupon", StringType()),
+        ("name", StringType()),  # text holds the integers
+        ("coupon", StringType()),  # so it does here
     ]
     assert plan.conflicts == (
         (),
-        (
-            TypeConflict("total", DecimalType(12, 2), StringType()),
-            TypeConflict("name", StringType(), LongType()),
+        (TypeConflict("total", DecimalType(12, 2), StringType()),),
+        (),
+        (  # a key, and JSON-inferred types, take no text
+            TypeConflict("id", LongType(), StringType()),
+            TypeConflict("coupon", StringType(), IntegerType()),
         ),
-        (TypeConflict("coupon", StringType(), IntegerType()),),
     )
     assert plan.conflicts[1][0].reason == (
         "incompatible type for column total: table decimal(12,2), record string"
@@ -214,14 +235,14 @@ def test_plan_reads_a_dropped_column_as_text_where_its_types_conflict() -> None:
     plan = plan_schema(
         table,
         [
-            VersionColumns(schema(id=LongType(), note=DecimalType(10, 2), qty=IntegerType())),
+            VersionColumns(schema(id=LongType(), note=DecimalType(10, 2), qty=DoubleType())),
             VersionColumns(schema(id=LongType(), note=BooleanType(), qty=StringType())),
             VersionColumns(schema(id=LongType(), note=LongType())),
         ],
         dropped={"note"},
     )
-    assert plan.target == schema(id=LongType(), note=StringType(), qty=IntegerType())
-    assert plan.conflicts == ((), (TypeConflict("qty", IntegerType(), StringType()),), ())
+    assert plan.target == schema(id=LongType(), note=StringType(), qty=DoubleType())
+    assert plan.conflicts == ((), (TypeConflict("qty", DoubleType(), StringType()),), ())
 
 
 def test_plan_of_a_new_table_takes_the_first_versions_columns_in_order() -> None:
@@ -249,14 +270,15 @@ def test_incompatible_message_is_one_line_naming_table_column_types_and_remedies
 
 
 def test_on_incompatible_type_setting(tmp_path: Path) -> None:
-    assert TableSpec(name="a", topic="t").on_incompatible_type == "fail"
+    # The default stops nothing: only the records that cannot be represented are held back.
+    assert TableSpec(name="a", topic="t").on_incompatible_type == "quarantine"
     path = tmp_path / "pipeline.toml"
     path.write_text(
         '[[tables]]\nname = "orders"\ntopic = "shop.public.orders"\n'
-        'on_incompatible_type = "quarantine"\n',
+        'on_incompatible_type = "fail"\n',
         encoding="utf-8",
     )
-    assert load_config(path).tables[0].on_incompatible_type == "quarantine"
+    assert load_config(path).tables[0].on_incompatible_type == "fail"
     with pytest.raises(
         ConfigError, match=r"Invalid on_incompatible_type 'skip' .* fail, quarantine"
     ):
