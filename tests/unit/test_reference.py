@@ -1034,3 +1034,16 @@ def test_rows_of_a_schema_without_an_added_column_hold_its_connect_default(seed:
         4: ("web", 3),
         5: (None, None),
     }
+
+
+def test_dates_in_a_text_column_read_as_sparks_cast_writes_them(spark: Any) -> None:
+    """A date column that became text: the fold's text of a date is Spark's, at and beyond
+    the years 1 and 9999 (a Debezium date is any int32 of days)."""
+    from pyspark.sql import functions as F
+
+    from silver.reference import _date_text
+
+    days = [0, 20_000, -719_162, -719_163, -800_000, 2_932_896, 2_932_897, 2**31 - 1, -(2**31)]
+    frame = spark.createDataFrame([(d,) for d in days], "d int")
+    texts = frame.select(F.date_from_unix_date("d").cast("string").alias("t")).collect()
+    assert [_date_text(d) for d in days] == [r.t for r in texts]
