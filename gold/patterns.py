@@ -80,14 +80,16 @@ class Matcher:
     def attempt(self, events: Sequence[Row], start: int) -> Match | None:
         """The match of the attempt that starts at ``events[start]``, None if it does not
         match (docs/patterns.md, rules 1 to 4; a strict step takes no event after a skipped
-        one)."""
+        one; an optional step may be passed over)."""
         pattern, steps = self.pattern, self.pattern.steps
         event_time = pattern.event_time
-        if not self._holds(self.conditions[0], events[start], {}):
+        entered = self._next(-1, events[start], {}, skipped=False)
+        if entered is None:
             return None
-        taken = [(0, start)]
-        latest = {steps[0].name: events[start]}
-        step, count = 0, 1
+        step = entered
+        taken = [(step, start)]
+        latest = {steps[step].name: events[start]}
+        count = 1
         limit = events[start][event_time] + pattern.within_micros
         last = len(steps) - 1
 
@@ -102,27 +104,47 @@ class Matcher:
                 break
             event = events[index]
             here = not full() and not (skipped and self.strict[step])
-            ahead = count >= steps[step].least and step < last
-            ahead = ahead and not (skipped and self.strict[step + 1])
+            ahead = None if count < steps[step].least else self._next(step, event, latest, skipped)
             if here and self._holds(self.conditions[step], event, latest):
                 count += 1
-            elif ahead and self._holds(self.conditions[step + 1], event, latest):
-                step, count = step + 1, 1
+            elif ahead is not None:
+                step, count = ahead, 1
             else:
                 skipped = True
-                closed = step == last or self.strict[step + 1] or count < steps[step].least
-                if (full() or self.strict[step]) and closed:
+                later = self._reachable(step) if count >= steps[step].least else []
+                if (full() or self.strict[step]) and all(self.strict[j] for j in later):
                     break  # no step can take an event any more
                 continue
             skipped = False
             taken.append((step, index))
             latest[steps[step].name] = event
-        if step != last or count < steps[last].least:
+        if count < steps[step].least or any(s.least for s in steps[step + 1 :]):
             return None
         match = Match(tuple(taken))
         if self.absent is not None and self._cancelled(events, match, latest):
             return None
         return match
+
+    def _reachable(self, step: int) -> list[int]:
+        """The steps that may take the event after ``step`` has its minimum: the next one,
+        and past each optional step the one after it."""
+        out = []
+        for later in range(step + 1, len(self.pattern.steps)):
+            out.append(later)
+            if self.pattern.steps[later].least:
+                break
+        return out
+
+    def _next(self, step: int, event: Row, latest: Mapping[str, Row], skipped: bool) -> int | None:
+        """The first step after ``step`` (-1: before the first) that may take ``event``: one
+        of :meth:`_reachable` whose condition it satisfies (a strict one only if no event was
+        skipped), or None."""
+        for later in self._reachable(step):
+            if skipped and self.strict[later]:
+                continue
+            if self._holds(self.conditions[later], event, latest):
+                return later
+        return None
 
     def _cancelled(self, events: Sequence[Row], match: Match, latest: Mapping[str, Row]) -> bool:
         """Whether an event after ``match`` and inside its absence window satisfies the

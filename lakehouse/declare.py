@@ -508,7 +508,8 @@ def step(
     times: int | str = 1,
     contiguity: str | None = None,
 ) -> Step:
-    """A pattern step: ``times`` events (``1``, ``"3+"``, ``"2..5"``) satisfying
+    """A pattern step: ``times`` events (``1``, ``"3+"``, ``"2..5"``, optional ``"?"``,
+    ``"*"``) satisfying
     ``condition`` (default: every event), which may read earlier steps as ``step.column``;
     ``contiguity`` ``"strict"`` or ``"relaxed"`` (default: the pattern's)."""
     # An invalid contiguity raises ConfigError in Step, as contiguity = "..." does in TOML.

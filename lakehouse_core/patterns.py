@@ -40,35 +40,33 @@ MATCH_COLUMNS = (MATCH_ID, MATCH_START, MATCH_END)
 EVERY_EVENT = "TRUE"
 
 _TIMES = re.compile(r"(\d+)(?:(\+)|\.\.(\d+))?")
-#: Quantifiers of optional steps (MATCH_RECOGNIZE's, and a minimum of 0), refused.
-_OPTIONAL = re.compile(r"[?*]|0(?:\+|\.\.\d+)?")
+#: MATCH_RECOGNIZE's optional quantifiers: their (minimum, maximum).
+_OPTIONAL: dict[str, tuple[int, int | None]] = {"?": (0, 1), "*": (0, None)}
 
 
 def times_range(times: object, where: str) -> tuple[int, int | None]:
     """The (minimum, maximum or None for no maximum) of a step's ``times``: ``1``, ``3``,
-    ``"3"``, ``"3+"`` or ``"2..5"``.
+    ``"3"``, ``"3+"``, ``"2..5"``, or optional: ``"?"`` (``"0..1"``), ``"*"`` (``"0+"``),
+    ``"0..5"``.
 
     Raises:
-        ConfigError: anything else, or a minimum below 1, or a maximum below the minimum.
+        ConfigError: anything else, or a maximum below 1 or below the minimum.
     """
     text = str(times) if isinstance(times, int) and not isinstance(times, bool) else times
-    if isinstance(text, str) and _OPTIONAL.fullmatch(text.strip()):
-        raise ConfigError(
-            f"Invalid times {times!r} for {where}: optional steps (?, *, a minimum of 0) are "
-            "not supported; declare a second pattern without the step."
-        )
+    if isinstance(text, str) and text in _OPTIONAL:
+        return _OPTIONAL[text]
     found = _TIMES.fullmatch(text) if isinstance(text, str) else None
     if found is None:
         raise ConfigError(
             f"Invalid times {times!r} for {where}: write a count (1, 3), at least a count "
-            '("3+") or a range ("2..5").'
+            '("3+"), a range ("2..5") or an optional step ("?", "*", "0..2").'
         )
     low = int(found.group(1))
     high = None if found.group(2) else int(found.group(3) or low)
-    if low < 1 or (high is not None and high < low):
+    if high is not None and high < max(low, 1):
         raise ConfigError(
-            f"Invalid times {times!r} for {where}: the minimum must be at least 1 and the "
-            "maximum at least the minimum."
+            f"Invalid times {times!r} for {where}: the maximum must be at least 1 and at least "
+            "the minimum."
         )
     return low, high
 
@@ -192,6 +190,11 @@ class Pattern:
             raise ConfigError(
                 f"{where.capitalize()} has no steps: add at least one, e.g. "
                 'steps = [{ name = "first", condition = "..." }].'
+            )
+        if all(step.least == 0 for step in self.steps):
+            raise ConfigError(
+                f"Every step of {where} is optional, so a match could have no event: make one "
+                "step required (times 1 or more)."
             )
         self._check_steps(where)
         self._check_measures(where)

@@ -55,10 +55,12 @@ class _Event:
 
 def times_bounds(times: Any) -> tuple[int, int]:
     """The (minimum, maximum) events of a step's ``times``: ``1``, ``3``, ``"3"``, ``"3+"``
-    (maximum :data:`UNBOUNDED`) or ``"2..5"``."""
+    (maximum :data:`UNBOUNDED`), ``"2..5"``, ``"?"`` (0 or 1) or ``"*"`` (0 or more)."""
     if isinstance(times, int):
         return times, times
     text = str(times).strip()
+    if text in ("?", "*"):  # MATCH_RECOGNIZE's optional quantifiers
+        return 0, 1 if text == "?" else UNBOUNDED
     if text.endswith("+"):
         return int(text[:-1]), UNBOUNDED
     if ".." in text:
@@ -94,12 +96,25 @@ def _null_last(value: Any) -> tuple[bool, Any]:
     return (value is None, 0 if value is None else value)
 
 
-def _in_scope(row: Row, taken: Sequence[tuple[str, Row]]) -> Row:
-    """``row`` with ``step.column`` entries for the latest event taken into each step."""
+def _in_scope(row: Row, taken: Sequence[tuple[str, Row | None]]) -> Row:
+    """``row`` with ``step.column`` entries for the latest event taken into each step (NULLs
+    for a step that took none)."""
     scoped = dict(row)
     for name, latest in taken:
-        scoped.update({f"{name}.{column}": value for column, value in latest.items()})
+        source = dict.fromkeys(row) if latest is None else latest
+        scoped.update({f"{name}.{column}": value for column, value in source.items()})
     return scoped
+
+
+def _latest(
+    events: Sequence[_Event], taken: Sequence[list[int]], steps: Sequence[_Step]
+) -> list[tuple[str, Row | None]]:
+    """Each step's latest event so far (None: none yet, or passed over)."""
+    out: list[tuple[str, Row | None]] = []
+    for k, step in enumerate(steps):
+        took = taken[k] if k < len(taken) else []
+        out.append((step.name, events[took[-1]].row if took else None))
+    return out
 
 
 def _true(condition: Condition | None, row: Row, types: Mapping[str, str] | None) -> bool:
@@ -114,12 +129,22 @@ def _attempt(
     types: Mapping[str, str] | None,
 ) -> list[list[int]] | None:
     """The event indexes each step took in the attempt from ``events[begin]`` (rules 1-4 of
-    the definition; a strict step takes only the event right after the match's latest), or
-    None when it did not start or did not reach every minimum."""
-    if not _true(steps[0].condition, events[begin].row, types):
+    the definition; a strict step takes only the event right after the match's latest; an
+    event the current step does not take goes to the first later step that takes it, passing
+    over optional steps only), or None when it did not start or did not reach every
+    minimum."""
+    taken: list[list[int]] = []
+    opening = _in_scope(events[begin].row, _latest(events, taken, steps))
+    for k, step in enumerate(steps):
+        if _true(step.condition, opening, types):
+            taken = [[] for _ in range(k)] + [[begin]]
+            break
+        if step.least > 0:
+            return None
+    if not taken:
         return None
-    taken: list[list[int]] = [[begin]]
     limit = events[begin].time + within
+    latest_index = begin
 
     def full() -> bool:
         return len(taken) == len(steps) and len(taken[-1]) >= steps[-1].most
@@ -130,27 +155,33 @@ def _attempt(
         if event.time >= limit:
             break
         current = len(taken) - 1
-        scope = _in_scope(
-            event.row, [(steps[k].name, events[t[-1]].row) for k, t in enumerate(taken)]
-        )
-        next_to_latest = index == taken[-1][-1] + 1
+        scope = _in_scope(event.row, _latest(events, taken, steps))
+        next_to_latest = index == latest_index + 1
         if (
             len(taken[current]) < steps[current].most
             and (next_to_latest or not steps[current].adjacent)
             and _true(steps[current].condition, scope, types)
         ):
             taken[current].append(index)
-        elif (
-            len(taken[current]) >= steps[current].least
-            and current + 1 < len(steps)
-            and (next_to_latest or not steps[current + 1].adjacent)
-            and _true(steps[current + 1].condition, scope, types)
-        ):
-            taken.append([index])
+            latest_index = index
+        elif len(taken[current]) >= steps[current].least:
+            for k in range(current + 1, len(steps)):
+                if (next_to_latest or not steps[k].adjacent) and _true(
+                    steps[k].condition, scope, types
+                ):
+                    taken.extend([] for _ in range(current + 1, k))
+                    taken.append([index])
+                    latest_index = index
+                    break
+                if steps[k].least > 0:
+                    break
         index += 1
-    if len(taken) < len(steps) or len(taken[-1]) < steps[-1].least:
+    current = len(taken) - 1
+    if len(taken[current]) < steps[current].least:
         return None
-    return taken
+    if any(step.least > 0 for step in steps[current + 1 :]):
+        return None
+    return taken + [[] for _ in range(current + 1, len(steps))]
 
 
 def _absence_holds(
@@ -165,7 +196,7 @@ def _absence_holds(
     satisfies the absence condition (which may read every step's latest event)."""
     condition = parse_condition(absent.condition, "the oracle", frozenset(s.name for s in steps))
     end = events[last].time + timedelta(microseconds=duration_micros(absent.within))
-    refs = [(steps[k].name, events[t[-1]].row) for k, t in enumerate(taken)]
+    refs = _latest(events, taken, steps)
     for event in events[last + 1 :]:
         if event.time >= end:
             break
@@ -233,7 +264,7 @@ def matches(
         begin = 0
         while begin < len(events):
             taken = _attempt(events, begin, steps, within, typed)
-            last = -1 if taken is None else taken[-1][-1]
+            last = -1 if taken is None else max(i for t in taken for i in t)
             if (
                 taken is not None
                 and absent is not None

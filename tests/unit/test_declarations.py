@@ -524,8 +524,10 @@ MISTAKES: list[tuple[str, Callable[[], object], str]] = [
         'steps = [{ name = "a", times = 0 }]',
     ),
     (
-        "optional step",
-        lambda: step("a", times="?"),
+        "only optional steps",
+        lambda: pattern(
+            "p", source="s", event_time="t", within="1 minute", steps=[step("a", times="?")]
+        ),
         '[[patterns]]\nname = "p"\nsource = "s"\nevent_time = "t"\nwithin = "1 minute"\n'
         'steps = [{ name = "a", times = "?" }]',
     ),
@@ -829,8 +831,10 @@ def patterns(draw: st.DrawFn) -> list[Any]:
             condition = draw(st.sampled_from((*CONDITIONS, "TRUE")))
             if index and draw(maybe):
                 condition = f"amount > s_{index - 1}.amount"
-            times = draw(st.sampled_from((1, 2, "3", "1+", "2..4")))
+            times = draw(st.sampled_from((1, 2, "3", "1+", "2..4", "?", "*")))
             contiguity = draw(st.sampled_from((None, None, "strict", "relaxed")))
+            if index == count - 1 and all(s.least == 0 for s in steps):
+                times = 1  # one step at least is required
             steps.append(step(f"s_{index}", condition, times=times, contiguity=contiguity))
         settings: dict[str, Any] = {}
         if draw(maybe):

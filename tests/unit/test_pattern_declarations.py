@@ -69,20 +69,30 @@ def test_a_patterns_entry_is_the_same_declaration_as_from_python(tmp_path: Path)
 
 @pytest.mark.parametrize(
     ("times", "expected"),
-    [(1, (1, 1)), (3, (3, 3)), ("3", (3, 3)), ("1+", (1, None)), ("2..5", (2, 5))],
+    [
+        (1, (1, 1)),
+        (3, (3, 3)),
+        ("3", (3, 3)),
+        ("1+", (1, None)),
+        ("2..5", (2, 5)),
+        ("?", (0, 1)),
+        ("*", (0, None)),
+        ("0..2", (0, 2)),
+        ("0+", (0, None)),
+    ],
 )
 def test_times(times: object, expected: tuple[int, int | None]) -> None:
     assert times_range(times, "step") == expected
 
 
 MISTAKES = [
-    ('{ name = "a", times = "0..2" }', "", "optional steps (?, *, a minimum of 0)"),
-    ('{ name = "a", times = "?" }', "", "declare a second pattern without the step"),
-    ('{ name = "a", times = "*" }', "", "optional steps"),
-    ('{ name = "a", times = "0+" }', "", "optional steps"),
+    ('{ name = "a", times = "0..0" }', "", "maximum must be at least 1"),
+    ('{ name = "a", times = 0 }', "", "maximum must be at least 1"),
+    ('{ name = "a", times = "?" }, { name = "b", times = "*" }', "", "make one step required"),
+    ('{ name = "a", times = "??" }', "", 'or an optional step ("?", "*", "0..2")'),
     ('{ name = "a", contiguity = "next" }', "", "Invalid contiguity 'next' for step 'a'"),
     (GOOD_STEPS, 'contiguity = "loose"', "use relaxed or strict"),
-    ('{ name = "a", times = "3..2" }', "", "maximum at least the minimum"),
+    ('{ name = "a", times = "3..2" }', "", "at least 1 and at least the minimum"),
     ('{ name = "a", times = "many" }', "", "Invalid times 'many'"),
     ('{ name = "a" }, { name = "a" }', "", "repeated: a"),
     ('{ name = "a", condition = "x = b.x" }, { name = "b" }', "", "does not come before it"),
@@ -151,7 +161,7 @@ def test_the_command_line_says_it_in_one_line(tmp_path: Path) -> None:
         "run", "--source", f"files:{tmp_path}", "--warehouse", tmp_path / "w", "--config", path
     )
     assert result.returncode != 0
-    assert "maximum at least the minimum" in result.stderr
+    assert "at least 1 and at least the minimum" in result.stderr
     assert "Traceback" not in result.stdout + result.stderr
 
 

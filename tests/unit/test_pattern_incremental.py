@@ -84,6 +84,19 @@ PATTERNS = (
         contiguity="strict",
     ),
     Pattern(
+        "optional",
+        "events",
+        "ts",
+        (
+            Step("a", "kind = 'a'", times="*"),
+            Step("b", "kind = 'b'"),
+            Step("c", "amount >= 2", times="?"),
+        ),
+        "5 minutes",
+        partition_by=("user",),
+        measures=(PatternMeasure("n", "count"),),
+    ),
+    Pattern(
         "overlapping",
         "events",
         "ts",

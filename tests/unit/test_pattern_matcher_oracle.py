@@ -3,10 +3,10 @@
 (tests/pattern_oracle.py, written from docs/patterns.md) for any pattern shape and events.
 
 Hypothesis draws the pattern too: one to three steps with conditions over the events (some
-reading an earlier step), every form of ``times`` (fixed, at least, range), with or without
-``absent`` (after a looping last step too), both ``after_match`` readings, strict or relaxed
-contiguity for the pattern and for single steps, and events whose
-times sit on the pattern's edges (minutes apart, exactly or 1 µs off). No Spark: the jobs'
+reading an earlier step), every form of ``times`` (fixed, at least, range, optional), with or
+without ``absent`` (after a looping last step too), both ``after_match`` readings, strict or
+relaxed contiguity for the pattern and for single steps, and events whose times sit on the
+pattern's edges (minutes apart, exactly or 1 µs off). No Spark: the jobs'
 Spark part (which rows reach the matcher) is checked by test_pattern_incremental and the
 integration property.
 """
@@ -30,7 +30,7 @@ BASE = datetime(2026, 1, 1)
 TYPES = {"id": "bigint", "key": "string", "kind": "string", "amount": "bigint", "ts": "timestamp"}
 IDENTITY = ("id",)
 CONDITIONS = ("kind = 'a'", "kind = 'b'", "kind <> 'c'", "amount >= 2", "TRUE")
-TIMES: tuple[int | str, ...] = (1, 1, 2, "1+", "2+", "3+", "1..2", "2..3")
+TIMES: tuple[int | str, ...] = (1, 1, 2, "1+", "2+", "3+", "1..2", "2..3", "?", "*", "0..2")
 MEASURES = (
     PatternMeasure("first_id", "first", column="id"),
     PatternMeasure("last_id", "last", column="id"),
@@ -52,6 +52,8 @@ def patterns(draw: st.DrawFn) -> Pattern:
         contiguity = draw(st.sampled_from((None, None, "strict", "relaxed")))
         times = draw(st.sampled_from(TIMES))
         steps.append(Step(f"s{index}", condition, times=times, contiguity=contiguity))
+    if all(step.least == 0 for step in steps):  # refused: a match needs an event
+        steps[-1] = Step(steps[-1].name, steps[-1].condition, 1, steps[-1].contiguity)
     absent = None
     if draw(st.booleans()):
         condition = draw(

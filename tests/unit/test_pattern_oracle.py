@@ -202,6 +202,50 @@ def test_strict_contiguity_with_a_looping_step_and_absent() -> None:
     ]
 
 
+def test_an_optional_step_is_passed_over_when_the_next_step_takes_the_event() -> None:
+    # MATCH_RECOGNIZE's PATTERN (A B? C): "a c" matches with B empty, "a b c" with B; "a b b
+    # c" takes one b (its maximum), skips the second (relaxed) and takes c.
+    opt_b = Step("b", "kind = 'b'", times="?")
+    c = Step("c", "kind = 'c'")
+    measures = (*SPAN, PatternMeasure("bs", "count", step="b"))
+    p = pattern(A, opt_b, c, measures=measures)
+    found = run(p, [ev(1, 0, "a"), ev(2, 1, "c")])
+    assert spans(found) == [(1, 2, 2)] and found[0]["bs"] == 0
+    rows = [ev(1, 0, "a"), ev(2, 1, "b"), ev(3, 2, "b"), ev(4, 3, "c")]
+    found = run(p, rows)
+    assert spans(found) == [(1, 4, 3)] and found[0]["bs"] == 1
+    # Strict: the second b is neither b (full) nor c, so the attempt ends before c.
+    assert run(pattern(A, opt_b, c, contiguity="strict"), rows) == []
+
+
+def test_optional_first_and_last_steps() -> None:
+    # PATTERN (A* B C*): an attempt may start at a b; the trailing c's are taken while they
+    # come (greedy) and the match needs none of them.
+    p = pattern(
+        Step("a", "kind = 'a'", times="*"),
+        B,
+        Step("c", "kind = 'c'", times="*"),
+        measures=(*SPAN, PatternMeasure("cs", "count", step="c")),
+    )
+    rows = [ev(1, 0, "b"), ev(2, 1, "c"), ev(3, 2, "c"), ev(4, 3, "a"), ev(5, 4, "b")]
+    found = run(p, rows)
+    assert spans(found) == [(1, 3, 3), (4, 5, 2)] and [m["cs"] for m in found] == [2, 0]
+    # An event no reachable step takes is skipped; a required step cannot be passed over.
+    assert run(p, [ev(1, 0, "a"), ev(2, 1, "c"), ev(3, 2, "a")]) == []
+
+
+def test_a_reference_to_an_optional_step_that_took_nothing_is_null() -> None:
+    # "amount > b.amount" with b empty is NULL, not true: c is skipped then.
+    p = pattern(
+        A,
+        Step("b", "kind = 'b'", times="?"),
+        Step("c", "kind = 'c' AND (amount > b.amount OR b.amount IS NULL)"),
+    )
+    assert spans(run(p, [ev(1, 0, "a"), ev(2, 1, "c", amount=1)])) == [(1, 2, 2)]
+    rows = [ev(1, 0, "a"), ev(2, 1, "b", amount=5), ev(3, 2, "c", amount=1)]
+    assert run(p, rows) == []
+
+
 # --------------------------------------------------------------------------------------------
 # within, ordering, NULLs
 # --------------------------------------------------------------------------------------------
