@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -20,7 +19,7 @@ from pyspark.sql.types import (
 )
 
 from expectations.enforce import Outcome
-from lakehouse_core.delta_io import append, ensure_table, table_exists
+from lakehouse_core.delta_io import append_held, ensure_table, table_exists
 
 QUALITY_SCHEMA = StructType(
     [
@@ -74,9 +73,7 @@ def record_outcomes(
         }
         for o in outcomes
     ]
-    # From an Arrow table: rows given as Python objects would take a Python worker to decode.
-    frame = spark.createDataFrame(pa.Table.from_pylist(rows), QUALITY_SCHEMA)
-    append(frame, path, f"{app_id}:quality", batch_id)
+    append_held(spark, rows, QUALITY_SCHEMA, path, (f"{app_id}:quality", batch_id))
 
 
 def quality_summary(spark: SparkSession, path: str) -> DataFrame | None:

@@ -11,20 +11,24 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from enum import Enum
 from urllib.parse import unquote, urlparse
 
+import pyarrow as pa
 from delta.tables import DeltaMergeBuilder, DeltaTable
+from deltalake import CommitProperties, write_deltalake
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructField, StructType
 
 from lakehouse_core import storage
 from lakehouse_core.errors import TableNotFoundError
 from lakehouse_core.identifiers import quote_identifier
+from lakehouse_core.layout import is_uri
 from lakehouse_core.widening import TableChanges, TypeWidening, table_changes
 
 _log = logging.getLogger(__name__)
@@ -382,6 +386,41 @@ def append(
     writer.option("userMetadata", BATCH_MARK.format(app_id, batch_id)).save(path)
 
 
+def append_held(
+    spark: SparkSession,
+    rows: Sequence[Mapping[str, object]],
+    schema: StructType,
+    path: str,
+    batch: tuple[str, int] | None = None,
+) -> None:
+    """Append ``rows`` (a few rows the driver holds, such as quality metrics and the event
+    log's; a column a row lacks is null) of ``schema``, creating the table or adding the
+    columns it lacks; with ``batch`` (a query's exactly-once id and a micro-batch id), as that
+    micro-batch exactly once, like :func:`append`.
+
+    A table on a local disk is written from the driver by ``deltalake`` (delta-rs): no Spark
+    job, and no state of the table rebuilt in Spark. Its commit carries the same mark
+    (``userMetadata``) and is numbered by the same atomic rule (a commit file is created only
+    if absent), so Spark's writers and this one may append side by side. A table at a URI
+    (which only the session's file systems reach) and a micro-batch that may have run before
+    (it needs Delta's transaction id) are appended through Spark.
+    """
+    todo = _Attempt.NEW if batch is None else _attempt(spark, path, *batch)
+    if todo is _Attempt.LANDED or not rows:
+        return
+    held = pa.Table.from_pylist(list(rows), schema=to_arrow_schema(schema))
+    if todo is _Attempt.NEW and not is_uri(path):
+        metadata = {} if batch is None else {"userMetadata": BATCH_MARK.format(*batch)}
+        commit = CommitProperties(custom_metadata=metadata)
+        write_deltalake(path, held, mode="append", schema_mode="merge", commit_properties=commit)
+        return
+    frame = spark.createDataFrame(held, schema)
+    if batch is None:
+        frame.write.format("delta").mode("append").option("mergeSchema", "true").save(path)
+    else:
+        append(frame, path, *batch)
+
+
 def dml_once(
     spark: SparkSession, path: str, app_id: str, batch_id: int, dml: Callable[[], object]
 ) -> None:
@@ -581,6 +620,7 @@ def _enable_type_widening(spark: SparkSession, path: str) -> None:
         _log.warning(
             "Delta table %s now uses type widening (a column type was widened in place): "
             "readers without the typeWidening table feature, such as delta-rs, can no longer "
-            'open it. Set type_widening = "rewrite" on the table to widen by rewriting instead.',
+            'open it (type_widening = "in_place"). Leave type_widening at its default, '
+            '"rewrite", to widen by rewriting the table instead.',
             path,
         )

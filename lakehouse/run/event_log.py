@@ -46,6 +46,7 @@ from bronze.job import BRONZE_QUERY
 from lakehouse.run.state_check import record_versions
 from lakehouse.run.summary import RunSummary
 from lakehouse_core import failures
+from lakehouse_core.delta_io import append_held
 from lakehouse_core.failures import Failure, TableFailure
 from lakehouse_core.layout import Warehouse
 from lakehouse_core.parallel import active_session_kept, session_copy
@@ -213,18 +214,10 @@ def _instant(text: str) -> datetime:
 
 
 def append_rows(spark: SparkSession, warehouse: Warehouse, rows: list[dict[str, Any]]) -> None:
-    """Append event-log rows (creating the table on the first append)."""
-    if not rows:
-        return
+    """Append event-log rows (creating the table on the first append; a table written before
+    a column was added takes it, its rows null)."""
     with active_session_kept():  # ``spark`` may be a copy: the thread keeps its own active
-        frame = spark.createDataFrame(
-            [tuple(row.get(field.name) for field in EVENT_LOG_SCHEMA.fields) for row in rows],
-            EVENT_LOG_SCHEMA,
-        )
-    # mergeSchema: a table written before a column was added takes it (its rows: null).
-    frame.write.format("delta").mode("append").option("mergeSchema", "true").save(
-        warehouse.event_log
-    )
+        append_held(spark, rows, EVENT_LOG_SCHEMA, warehouse.event_log)
 
 
 class _Recorder:

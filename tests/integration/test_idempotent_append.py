@@ -3,13 +3,15 @@ once, whether it is new, run again after a crash, or was written before batch ma
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
+from pyspark.sql.types import LongType, StructField, StructType, TimestampType
 
-from lakehouse_core.delta_io import BATCH_MARK, append
+from lakehouse_core.delta_io import BATCH_MARK, append, append_held
 from lakehouse_core.streaming import query_app_id
 
 pytestmark = pytest.mark.integration
@@ -71,3 +73,54 @@ def test_batches_written_with_transaction_ids_alone_are_skipped(
     assert spark.read.format("delta").load(table).count() == 2
     append(spark.range(2, 3), table, app_id, 6)
     assert spark.read.format("delta").load(table).count() == 3
+
+
+HELD = StructType([StructField("n", LongType()), StructField("at", TimestampType())])
+
+
+def _jobs_started(spark: SparkSession) -> int:
+    """The number of Spark jobs the session's context has started so far."""
+    return int(spark.sparkContext._jsc.sc().dagScheduler().nextJobId())
+
+
+def test_held_rows_land_once_from_the_driver_beside_spark_writers(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Rows the driver holds are appended without a Spark job on a local disk, marked as
+    Spark's appends are, each batch once; Spark's appends to the same table go on beside them,
+    and a column the table lacks is added."""
+    checkpoint, table = tmp_path / "checkpoint", str(tmp_path / "table")
+    app_id = query_app_id(spark, str(checkpoint))  # a new query: its batches are new
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    append(spark.range(100, 101), table, "spark-writer", 0)  # created by Spark, without "at"
+    before = _jobs_started(spark)
+    append_held(spark, [{"n": 0, "at": at}, {"n": 1}], HELD, table, (app_id, 0))
+    append_held(spark, [{"n": 2, "at": at}], HELD, table, (app_id, 1))
+    assert _jobs_started(spark) == before  # written from the driver
+    append_held(spark, [], HELD, table, (app_id, 2))  # nothing to write: no commit
+    append(spark.range(101, 102), table, "spark-writer", 1)
+    plan(checkpoint, 0, 1)
+    query_app_id(spark, str(checkpoint))  # a restart: batches 0 and 1 may have run
+    append_held(spark, [{"n": 1}], HELD, table, (app_id, 1))  # landed: skipped
+    rows = spark.read.format("delta").load(table).orderBy("id", "n").collect()
+    assert [(r.id, r.n, r.at) for r in rows] == [
+        (None, 0, at.replace(tzinfo=None)),
+        (None, 1, None),
+        (None, 2, at.replace(tzinfo=None)),
+        (100, None, None),
+        (101, None, None),
+    ]
+    expected = [BATCH_MARK.format("spark-writer", 0), BATCH_MARK.format(app_id, 0)]
+    expected += [BATCH_MARK.format(app_id, 1), BATCH_MARK.format("spark-writer", 1)]
+    assert marks(spark, table) == expected
+
+
+def test_held_rows_at_a_uri_or_without_a_batch_go_through_spark(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A table at a URI is appended through the session (its file systems); without a batch
+    id each call appends."""
+    table = (tmp_path / "table").as_uri()
+    append_held(spark, [{"n": 0}], HELD, table)
+    append_held(spark, [{"n": 0}], HELD, str(tmp_path / "table"))
+    assert sorted(r.n for r in spark.read.format("delta").load(table).collect()) == [0, 0]
