@@ -236,7 +236,7 @@ def cdc_table(
     tombstone_retention_days: int = 7,
     on_incompatible_type: str = "quarantine",
     on_type_mismatch: str = "quarantine",
-    type_widening: str = "in_place",
+    type_widening: str = "rewrite",
     deletion_vectors: bool = False,
     expectations: Expectations = (),
 ) -> TableSpec:
@@ -276,7 +276,7 @@ def events_table(
     tombstone_retention_days: int = 7,
     on_incompatible_type: str = "quarantine",
     on_type_mismatch: str = "quarantine",
-    type_widening: str = "in_place",
+    type_widening: str = "rewrite",
     deletion_vectors: bool = False,
     expectations: Expectations = (),
 ) -> TableSpec:

@@ -85,7 +85,7 @@ class TableSpec:
     #: "Values of the wrong type").
     on_type_mismatch: TypeMismatchPolicy = "quarantine"
     #: How the entity's tables take a wider column type (lakehouse_core.widening.TypeWidening).
-    type_widening: TypeWidening = "in_place"
+    type_widening: TypeWidening = "rewrite"
     #: Delta deletion vectors on the entity's silver table: a MERGE marks the rows it replaces
     #: instead of rewriting their files (a reader feature; off by default).
     deletion_vectors: bool = False

@@ -50,9 +50,10 @@ from pyspark.sql.types import (
     TimestampNTZType,
 )
 
-#: How a table takes a wider column type: ``in_place`` turns on Delta's type widening (a table
-#: feature readers must support; delta-rs does not), ``rewrite`` rewrites the table in the
-#: new types, so any Delta reader keeps opening it.
+#: How a table takes a wider column type: ``rewrite`` (the default) rewrites the table in the
+#: new types in one commit, so any Delta reader keeps opening it; ``in_place`` turns on Delta's
+#: type widening (no data rewritten, but a table feature readers must support: delta-rs, and
+#: so Polars and DuckDB's delta reader, do not).
 TypeWidening = Literal["in_place", "rewrite"]
 TYPE_WIDENING_MODES: tuple[TypeWidening, ...] = get_args(TypeWidening)
 

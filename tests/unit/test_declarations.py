@@ -69,8 +69,8 @@ apply_as_truncates = "op_kind = 'T'"
 except_column_list = ["secret"]
 ignore_null_updates_column_list = ["notes"]
 tombstone_retention_days = 3
-on_incompatible_type = "quarantine"
-type_widening = "rewrite"
+on_incompatible_type = "fail"
+type_widening = "in_place"
 deletion_vectors = true
 
 [[tables]]
@@ -229,8 +229,8 @@ def shop_in_python() -> PipelineConfig:
                 except_column_list=["secret"],
                 ignore_null_updates_column_list=["notes"],
                 tombstone_retention_days=3,
-                on_incompatible_type="quarantine",
-                type_widening="rewrite",
+                on_incompatible_type="fail",
+                type_widening="in_place",
                 deletion_vectors=True,
             ),
             events_table(

@@ -293,12 +293,13 @@ def test_on_incompatible_type_setting(tmp_path: Path) -> None:
 
 
 def test_type_widening_setting(tmp_path: Path) -> None:
-    assert TableSpec(name="a", topic="t").type_widening == "in_place"
+    # The default keeps every Delta reader able to open the table; in place is asked for.
+    assert TableSpec(name="a", topic="t").type_widening == "rewrite"
     path = tmp_path / "pipeline.toml"
     path.write_text(
-        '[[tables]]\nname = "orders"\ntopic = "t"\ntype_widening = "rewrite"\n', encoding="utf-8"
+        '[[tables]]\nname = "orders"\ntopic = "t"\ntype_widening = "in_place"\n', encoding="utf-8"
     )
-    assert load_config(path).tables[0].type_widening == "rewrite"
+    assert load_config(path).tables[0].type_widening == "in_place"
     with pytest.raises(ConfigError, match=r"Invalid type_widening 'always' .* in_place, rewrite"):
         TableSpec(name="a", topic="t", type_widening="always")  # type: ignore[arg-type]
 
