@@ -93,6 +93,14 @@ def defaults_of(columns: StructType) -> tuple[tuple[str, str], ...]:
     )
 
 
+def default_fills(columns: StructType, defaults: Sequence[tuple[str, str]]) -> dict[str, Column]:
+    """Per column of ``columns`` with one of the ``defaults`` (column, Connect field schema):
+    the default's value in the column's type (:func:`default_of`), for the rows a table held
+    before it had the column (:func:`lakehouse_core.delta_io.ensure_table`)."""
+    typed = with_defaults(columns, dict(defaults))
+    return {f.name: d for f in typed.fields if (d := default_of(f)) is not None}
+
+
 def with_defaults(columns: StructType, defaults: Mapping[str, str]) -> StructType:
     """``columns`` with the ``defaults`` (column -> Connect field schema) in their metadata."""
     return StructType([with_default(f, defaults.get(f.name)) for f in columns.fields])

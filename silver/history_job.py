@@ -13,6 +13,7 @@ from lakehouse_core.columns import OP
 from lakehouse_core.config import TableSpec
 from lakehouse_core.delta_io import append, dml_once, ensure_table, merge_materialized, table_exists
 from lakehouse_core.layout import Warehouse
+from silver.evolution import default_fills
 from silver.history import (
     ACTION,
     LOG_METADATA,
@@ -75,7 +76,10 @@ def apply_history(
     columns = [*known, *[c for c in batch_schema.fieldNames() if c not in known]]
     tracked = tracked_columns(spec, [c for c in columns if c not in LOG_METADATA])
 
-    ensure_table(spark, tables.log, batch_schema, False, spec.type_widening)
+    # A column added with a Connect default: the events the log holds get it, as silver's
+    # rows do (docs/silver-semantics.md, "Schema changes"), so the history rebuilt has it.
+    fills = default_fills(batch_schema, layout.defaults)
+    ensure_table(spark, tables.log, batch_schema, False, spec.type_widening, defaults=fills)
     _append_new(events, keys, tables.log, f"{app_id}:history-log", batch_id)
     has_changes = totals.events > totals.truncates
     if not keys or not (has_changes or table_exists(spark, tables.history)):
@@ -85,7 +89,15 @@ def apply_history(
     log = spark.read.format("delta").load(tables.log)
     relevant = log.join(touched, keys, "left_semi").unionByName(log.where(F.col(OP) == TRUNCATE_OP))
     desired = history_versions(relevant, keys, tracked)
-    ensure_table(spark, tables.history, _nullable(desired.schema), True, spec.type_widening)
+    history_schema = _nullable(desired.schema)
+    ensure_table(
+        spark,
+        tables.history,
+        history_schema,
+        True,
+        spec.type_widening,
+        defaults=default_fills(history_schema, layout.defaults),
+    )
     existing = spark.read.format("delta").load(tables.history).join(touched, keys, "left_semi")
     writes = history_changes(desired, existing, keys).localCheckpoint()
     if writes.isEmpty():

@@ -29,6 +29,7 @@ from silver.reference import (
     _record_key_columns,
     _upserted_row,
     _with_conditions,
+    with_column_defaults,
 )
 
 __all__ = ["END_AT", "IS_CURRENT", "START_AT", "HistoryKey", "fold_history"]
@@ -68,9 +69,10 @@ def fold_history(
                 event = _read_events_record(record, spec, truncates)
             else:
                 event = _read_debezium_record(record, spec, truncates, record_keys)
-            events.append(_with_conditions(event, truncates, deletes, spec))
+            events.append(event)
         except _Quarantine:
             continue
+    events = [_with_conditions(e, truncates, deletes, spec) for e in with_column_defaults(events)]
     columns = _table_columns(events, spec)
     tracked = (
         list(track) if track is not None else [c for c in columns if c not in (track_except or ())]

@@ -38,7 +38,7 @@ from lakehouse_core.layout import Warehouse
 from lakehouse_core.streaming import Trigger, run_to_end
 from lakehouse_core.widening import TYPE_WIDENING_MODES, TypeWidening
 from silver.job import QueryState, apply_batch, entity_tables, start_silver
-from silver.verify import check_table
+from silver.verify import check_history, check_table
 from tests.delta_rs import assert_delta_rs_reads_same_rows
 from tests.helpers import bronze_frame, pg_envelope
 
@@ -247,12 +247,12 @@ AS_TEXT = [field("id", "int64"), field("total", "string"), field("qty", "int32")
 class Lake:
     """A fresh warehouse; each batch is appended to bronze and applied to silver."""
 
-    def __init__(self, spark: SparkSession, root: Path) -> None:
+    def __init__(self, spark: SparkSession, root: Path, spec: TableSpec = SPEC) -> None:
         self.spark = spark
         self.warehouse = Warehouse(str(root))
         self.bronze = self.warehouse.table("bronze", table_name_for_topic(TOPIC))
         self.silver = self.warehouse.table("silver", "orders")
-        self.tables = entity_tables(self.warehouse, SPEC)
+        self.tables = entity_tables(self.warehouse, spec)
         self.state = QueryState()  # kept between batches, as the streaming query keeps it
         ensure_bronze_table(spark, self.bronze, TOPIC)
 
@@ -517,3 +517,41 @@ def test_integers_booleans_and_dates_that_become_text_rewrite_the_column(lake: L
     assert not widens_in_place(lake.spark, lake.silver)
     assert_delta_rs_reads_same_rows(lake.spark, lake.silver)
     assert_verified(lake.spark, lake.warehouse, SPEC)
+
+
+def test_the_history_of_a_type_2_table_holds_an_added_columns_connect_default(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Every version of the history, those closed before the column was added too, holds the
+    default, as the silver rows do; the history agrees with the reference history."""
+    spec = replace(SPEC, stored_as_scd_type=2)
+    lake = Lake(spark, tmp_path, spec)
+    lake.apply(
+        [
+            order(0, "c", 1, 10, V1, total="1.00", qty=1),
+            order(1, "u", 1, 11, V1, total="1.50", qty=1),
+            order(2, "c", 2, 12, V1, total="2.00", qty=2),
+        ],
+        0,
+        spec,
+    )
+    lake.apply(
+        [
+            order(3, "u", 2, 30, D2, total="2.50", qty=2, channel="app", fee="0.10"),
+            order(4, "c", 3, 13, V1, total="3.00", qty=3),  # late, of the schema before
+        ],
+        1,
+        spec,
+    )
+    assert lake.tables.history is not None
+    history = lake.tables.history.history
+    assert silver_rows(spark, history, "id", "total", "channel", "fee") == [
+        (1, Decimal("1.00"), "web", Decimal("1.50")),
+        (1, Decimal("1.50"), "web", Decimal("1.50")),
+        (2, Decimal("2.00"), "web", Decimal("1.50")),
+        (2, Decimal("2.50"), "app", Decimal("0.10")),
+        (3, Decimal("3.00"), "web", Decimal("1.50")),
+    ]
+    check = check_history(spark, lake.bronze, history, spec)
+    assert check.ok, check.differences
+    assert_verified(spark, lake.warehouse, spec)
