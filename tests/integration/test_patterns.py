@@ -23,9 +23,11 @@ from lakehouse.ops.forget import forget
 from lakehouse.ops.replay import replay
 from lakehouse.run.pipeline import run_once
 from lakehouse_core.config import PipelineConfig, TableSpec
+from lakehouse_core.gold_tables import GoldTable, Measure, Window
 from lakehouse_core.layout import LATE_EVENTS, Warehouse
 from lakehouse_core.models import ALERTS_TABLE
 from lakehouse_core.patterns import Absent, Pattern, PatternMeasure, Step, match_id
+from tests import gold_oracle
 
 pytestmark = pytest.mark.integration
 
@@ -65,7 +67,29 @@ ABANDONED = Pattern(
     absent=Absent("kind = 'buy'", "30 minutes"),
     watermark_delay="10 minutes",
 )
-CONFIG = PipelineConfig(tables=(SOURCE,), patterns=(TWO_COUNTRIES, ABANDONED))
+BROWSING = Pattern(  # two or more views in a row, then no cart within 5 minutes
+    "browsing",
+    "uses",
+    "ts",
+    (Step("views", "kind = 'view'", times="2+"),),
+    "1 hour",
+    partition_by=("card",),
+    absent=Absent("kind = 'cart'", "5 minutes"),
+    measures=(PatternMeasure("views", "count"),),
+    contiguity="strict",
+    watermark_delay="10 minutes",
+)
+SPREAD = GoldTable(  # an expression over measures, kept by its job like any measure
+    "spread",
+    "uses",
+    "ts",
+    Window("tumbling", size="1 hour"),
+    (Measure("spread", "expr", expr="max(amount) - min(amount)"), Measure("n", "count")),
+    group_by=("card",),
+)
+CONFIG = PipelineConfig(
+    tables=(SOURCE,), gold_tables=(SPREAD,), patterns=(TWO_COUNTRIES, ABANDONED, BROWSING)
+)
 BASE = datetime(2026, 1, 1)
 #: event id, card, kind, amount, country, seconds after BASE
 FIRST = [
@@ -144,6 +168,11 @@ def test_the_first_run_finds_each_match(shop: dict[str, Any]) -> None:
     assert [(r["card"], r["match_start"]) for r in abandoned] == [(1, at(60)), (2, at(7200))]
     # the watermark (7200 s - 10 minutes) has passed card 1's absence window, not card 2's
     assert [r[FINAL] for r in abandoned] == [True, False]
+    # card 1's views are not in a row (a cart between); card 3's are, with no cart after
+    browsing = shop["first"]["browsing"]
+    assert [(r["card"], r["match_end"], r["views"], r[FINAL]) for r in browsing] == [
+        (3, at(30), 2, True)
+    ]
 
 
 def test_the_second_run_removes_creates_and_records_late(
@@ -162,6 +191,18 @@ def test_the_second_run_removes_creates_and_records_late(
     assert [(r.change_type, r.window_start, r.group_values) for r in removed] == [
         ("match_removed", at(0), {"card": "1"})
     ]
+    # card 3's view in Italy is its next event: the final match grows and moves its window
+    browsing = rows(spark, warehouse, "browsing")
+    assert [(r["card"], r["match_end"], r["views"]) for r in browsing] == [(3, at(600), 3)]
+    changed = late.where(F.col("gold_table") == "browsing").collect()
+    assert [(r.change_type, r.window_end) for r in changed] == [("match_changed", at(30))]
+    spread = spark.read.format("delta").load(warehouse.table("gold", "spread"))
+    silver = spark.read.format("delta").load(warehouse.table("silver", "uses"))
+    want = gold_oracle.evaluate([r.asDict() for r in silver.collect()], SPREAD)
+    assert sorted((r["card"], r["spread"], r["n"]) for r in spread.collect()) == sorted(
+        (r["card"], r["spread"], r["n"]) for r in want
+    )
+    assert (3, 29, 3) in {(r["card"], r["spread"], r["n"]) for r in spread.collect()}
 
 
 def test_each_match_raised_its_alert_once(spark: SparkSession, shop: dict[str, Any]) -> None:
@@ -176,7 +217,8 @@ def test_each_match_raised_its_alert_once(spark: SparkSession, shop: dict[str, A
 def test_verify_agrees_and_sees_a_tampered_match(spark: SparkSession, shop: dict[str, Any]) -> None:
     warehouse = shop["warehouse"]
     checks = {c.table: c for c in verify_warehouse(spark, warehouse, CONFIG)}
-    assert checks["two_countries"].differences == [] and checks["abandoned"].differences == []
+    assert all(check.differences == [] for check in checks.values()), checks
+    assert {"two_countries", "abandoned", "browsing", "spread"} <= set(checks)
     assert checks["two_countries"].actual_rows == 1
     table = DeltaTable.forPath(spark, warehouse.table("gold", "abandoned"))
     version = table.history(1).first()["version"]
@@ -213,3 +255,4 @@ def test_forget_removes_the_matches_of_a_forgotten_event(
     forget(spark, warehouse, CONFIG, "uses", {"event_id": 10})  # card 3's use in Italy
     assert rows(spark, warehouse, "two_countries") == []
     assert [r["card"] for r in rows(spark, warehouse, "abandoned")] == [1]
+    assert [(r["card"], r["views"]) for r in rows(spark, warehouse, "browsing")] == [(3, 2)]
