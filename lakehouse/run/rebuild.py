@@ -8,7 +8,8 @@ A declaration that shares a query with others over its source (:mod:`gold.jobs`)
 place in that query's feed; with the place gone it would catch up only at the query's next
 micro-batch, when silver next changes. So its query's checkpoint goes too: the query starts
 afresh and its first micro-batch reads the whole feed, from which the rebuilt declaration
-backfills while every other one finds nothing past its own place and writes nothing.
+backfills while every other one finds nothing past its own place and writes nothing (a place
+that holds only by the checkpoint a replay installed is written down first).
 """
 
 from __future__ import annotations
@@ -104,8 +105,34 @@ def drop_for_rebuild(
     if not tables:
         return []
     paths = rebuild_paths(warehouse, config, tables, names)
+    _settle_places(spark, warehouse, config, tables)
     for path in paths:
         storage.delete_tree(spark, path)
     for name in tables:
         log.info(f"gold.{name}: dropped with its state, to be rebuilt from silver")
     return paths
+
+
+def _settle_places(
+    spark: SparkSession, warehouse: Warehouse, config: PipelineConfig, tables: Collection[str]
+) -> None:
+    """Before the checkpoint of a shared query goes: write down the place of each of its other
+    declarations as the query reads it now. A replay on an object store installs a checkpoint
+    with a starting version, and a place written under another checkpoint means every change
+    before that version (:class:`gold.jobs._Member`); the fresh checkpoint has none."""
+    from gold.progress import Applied, applied_location, read_applied, write_applied
+    from gold.registry import gold_jobs
+    from lakehouse_core import checkpoints
+
+    jobs = gold_jobs(config)
+    queries = {job.query for job in jobs if job.shared and job.table in tables}
+    for query in queries:
+        place = checkpoints.current(spark, warehouse.checkpoint(query))
+        if place.starting_version <= 0:
+            continue
+        for job in jobs:
+            if job.query == query and job.table not in tables:
+                path = applied_location(warehouse, job.table)
+                state = read_applied(spark, path)
+                if state is not None and state.checkpoint != place.location:
+                    write_applied(spark, path, Applied(place.starting_version - 1))
