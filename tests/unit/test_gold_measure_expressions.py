@@ -189,3 +189,8 @@ def test_expressions_equal_the_oracle_in_every_window_kind(spark: SparkSession) 
         assert got == want, (table.name, seed, (want - got).most_common(2), (got - want))
         checked += len(want)
     assert checked >= 200, checked
+    # Types are checked when the plan is built, as the job does at start: one line.
+    wrong = Measure("m", "expr", expr="max(device) - min(battery)")
+    with pytest.raises(ConfigError, match="Gold table 'by_hour': measure 'm'") as raised:
+        evaluate(frame, GoldTable("by_hour", "readings", "ts", TABLES[0].window, (wrong,)))
+    assert "\n" not in str(raised.value)
