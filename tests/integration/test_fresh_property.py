@@ -5,11 +5,11 @@ The scenarios are the silver property test's (:mod:`tests.integration.test_silve
 realistic Postgres key histories, duplicates, disorder, truncates, split into micro-batches),
 packed into one group without truncates and one with them, plus records silver quarantines.
 Each micro-batch is appended to a real bronze Delta table (one version each) and applied to
-silver with :func:`silver.job.apply_batch`. At several points (silver has applied none, some,
-all of the batches; once with a tail that overlaps what silver applied, as when silver commits
-while a read pins its pair) the fresh read of :func:`lakehouse.ops.fresh.fresh_read_after`
-must equal :func:`silver.reference.fold` of every bronze record, and silver's own rows once it
-has applied them all.
+silver with :func:`silver.job.apply_batch`. At two points (silver has applied half of the
+batches; all, read with a tail of all but the first, which overlaps what silver applied, as
+when silver commits while a read pins its pair) the fresh read of
+:func:`lakehouse.ops.fresh.fresh_read_after` must equal :func:`silver.reference.fold` of every
+bronze record, and silver's own rows once it has applied them all.
 
 Reproduce a failure with the seed printed in its message: ``FRESH_PROPERTY_SEED=<seed>``.
 """
@@ -46,7 +46,7 @@ from tests.integration.test_silver_property import (
 
 pytestmark = pytest.mark.integration
 
-EXAMPLES = example_count(40)
+EXAMPLES = example_count(30)
 CONFIG = PipelineConfig(tables=(SPEC,))
 Rows = dict[tuple[Any, ...], dict[str, Any]]
 
@@ -87,7 +87,7 @@ def check_group(
     state = QueryState()
     problems = []
     # (silver applies batches up to, the bronze version the read takes silver to have applied)
-    points = [(0, None), (2, 2), (2, 1), (BATCHES, BATCHES), (BATCHES, 1)]
+    points = [(2, 2), (BATCHES, 1)]
     applied = 0
     for through, said in points:
         while applied < through:
