@@ -74,6 +74,7 @@ from lakehouse_core.delta_io import (
 )
 from lakehouse_core.errors import ConfigError
 from lakehouse_core.failures import Failure
+from lakehouse_core.frames import kept_with_totals
 from lakehouse_core.gold_tables import GoldTable
 from lakehouse_core.layout import HISTORY_SUFFIX, LATE_EVENTS, Warehouse
 from lakehouse_core.parallel import in_session, run_side_by_side
@@ -548,10 +549,10 @@ class _SharedBatch:
         taking = [m for m in self.members if self._takes_part(spark, m)]
         if not taking:
             return
-        kept = batch.localCheckpoint()
-        newest = None
-        if "_commit_version" in batch.columns:
-            newest = kept.agg(F.max("_commit_version")).first()[0]  # type: ignore[index]
+        # Kept, and its newest silver version found, in one Spark job.
+        versions = F.col("_commit_version") if "_commit_version" in batch.columns else F.lit(None)
+        kept, totals = kept_with_totals(batch, F.max(versions).alias("newest"))
+        newest = totals.newest
         tasks = [partial(self._part, m, kept, batch_id, newest, query_app) for m in taking]
         errors = run_side_by_side(spark, tasks) if SIDE_BY_SIDE else [t(spark) for t in tasks]
         raised = next((e for e in errors if e is not None), None)
