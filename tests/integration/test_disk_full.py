@@ -6,8 +6,7 @@ file system that fails every write under the warehouse with ``IOException: No sp
 device`` once the files written there hold a set number of bytes. It is Hadoop's
 ``file:`` file system of a ``lakehouse run`` process of its own (no mount, no root needed);
 the limit is a third of what a clean run of the same input writes, so the disk fills mid-run.
-After "freeing space" (the next run without the limit, in this process: the full disk's run is
-the one whose process matters) everything arrives once.
+After "freeing space" (the next run without the limit) everything arrives once.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ from lakehouse.run.pipeline import run_once
 from lakehouse_core.config import load_config
 from lakehouse_core.layout import Warehouse
 from tests import sessions
-from tests.cli import COMMAND_TIMEOUT, LAKEHOUSE, SHOP_TABLES_TOML, WIDE, run_cli
+from tests.cli import COMMAND_TIMEOUT, LAKEHOUSE, SHOP_TABLES_TOML, WIDE
 from tests.warehouses import assert_same_tables
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -34,15 +33,18 @@ FULL_FS = "lakehouse.tests.FullLocalFileSystem"
 FULL_FS_CONTEXT = "lakehouse.tests.FullLocalFs"
 
 
-def lakehouse_on(disk_bytes: int, *args: str | Path) -> subprocess.CompletedProcess[str]:
-    """``lakehouse *args`` in a process whose warehouse disk holds ``disk_bytes``."""
-    warehouse = str(args[list(args).index("--warehouse") + 1])
-    settings = {
-        "spark.hadoop.fs.file.impl": FULL_FS,
-        "spark.hadoop.fs.AbstractFileSystem.file.impl": FULL_FS_CONTEXT,
-        "spark.hadoop.lakehouse.tests.fullDisk.under": warehouse,
-        "spark.hadoop.lakehouse.tests.fullDisk.bytes": str(disk_bytes),
-    }
+def lakehouse_on(disk_bytes: int | None, *args: str | Path) -> subprocess.CompletedProcess[str]:
+    """``lakehouse *args`` in a process whose warehouse disk holds ``disk_bytes`` (None: room
+    enough)."""
+    settings: dict[str, str] = {}
+    if disk_bytes is not None:
+        warehouse = str(args[list(args).index("--warehouse") + 1])
+        settings = {
+            "spark.hadoop.fs.file.impl": FULL_FS,
+            "spark.hadoop.fs.AbstractFileSystem.file.impl": FULL_FS_CONTEXT,
+            "spark.hadoop.lakehouse.tests.fullDisk.under": warehouse,
+            "spark.hadoop.lakehouse.tests.fullDisk.bytes": str(disk_bytes),
+        }
     env = {k: v for k, v in os.environ.items() if k not in ("LINES", "LAKEHOUSE_DEBUG")}
     env["COLUMNS"] = str(WIDE)
     env["PYSPARK_SUBMIT_ARGS"] = sessions.submit_args(settings)
@@ -93,7 +95,7 @@ def test_a_full_disk_is_one_line_and_the_next_run_continues(
         assert noise not in output, output
     assert str(warehouse) in errors[0], errors[0]
 
-    again = run_cli(*run)
+    again = lakehouse_on(None, *run)
     assert again.returncode == 0, again.stdout + again.stderr
     got = Warehouse.from_path(warehouse)
     assert_same_tables(spark, reference, got)
