@@ -3,7 +3,8 @@ schema growth, properties, maintenance and log inspection (I/O only).
 
 Table properties are changed with ``ALTER TABLE delta.`<path>` ...`` (the Python API has no
 property setter); the path is quoted (backquotes doubled) and the property and values are
-constants. Everything else uses the ``DeltaTable`` Python API.
+constants. Everything else uses the ``DeltaTable`` Python API, but for the rows the driver
+holds (:func:`append_held`), which ``deltalake`` appends to a local table without Spark.
 """
 
 from __future__ import annotations
