@@ -175,8 +175,9 @@ def run(
             )
             summary = report.summary
             print_summary(summary)
-            console.print(f"done: {len(report.queries)} queries in {report.seconds:.1f} s")
             failures = report.failures
+            if not failures:  # else the errors below end the output
+                console.print(f"done: {len(report.queries)} queries in {report.seconds:.1f} s")
         else:
             summary = RunSummary()
             run_continuously(
