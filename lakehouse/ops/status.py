@@ -19,6 +19,7 @@ in the event log is a failure.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -33,6 +34,7 @@ from deltalake.exceptions import TableNotFoundError
 from bronze.table import TOPIC_PROPERTY
 from gold.progress import Applied, applied_location
 from gold.watermarks import SEEN, Delayed, watermark_of
+from lakehouse.run.type_changes import INCOMPATIBLE
 from lakehouse_core import checkpoints
 from lakehouse_core.columns import RESCUED
 from lakehouse_core.config import PipelineConfig
@@ -79,6 +81,9 @@ class SilverStatus:
     last_batch: LastBatch | None
     #: Rows holding values their columns' types do not hold in ``_rescued_data``.
     rescued: int = 0
+    #: Quarantined records per reason ``incompatible type for column ...`` (a type change
+    #: no type holds with the table's), most common reason first.
+    type_changes: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -230,7 +235,9 @@ def pipeline_status(
     from gold.registry import gold_jobs  # its Spark imports cost time only where gold is declared
 
     last, batches, log_rows, failed_last = _last_batches(_delta(warehouse.event_log))
-    quarantine = _rows_per(_delta(warehouse.table("silver", QUARANTINE_TABLE)), "entity")
+    quarantine_table = _delta(warehouse.table("silver", QUARANTINE_TABLE))
+    quarantine = _rows_per(quarantine_table, "entity")
+    type_changes = _type_changes(quarantine_table)
     silver = []
     for topic in bronze_topics(warehouse):
         spec = config.spec_for_topic(topic)
@@ -261,6 +268,7 @@ def pipeline_status(
                 quarantined=quarantine.get(spec.name, 0),
                 last_batch=last.get(f"silver_{spec.name}"),
                 rescued=_rescued_rows(files),
+                type_changes=type_changes.get(spec.name, ()),
             )
         )
     late = _rows_per(_delta(warehouse.table("gold", LATE_EVENTS)), "gold_table")
@@ -585,6 +593,25 @@ def _rows_per(table: DeltaTable | None, column: str) -> dict[str, int]:
         return {}
     counts = pc.value_counts(values.combine_chunks()).to_pylist()
     return {str(c["values"]): int(c["counts"]) for c in counts}
+
+
+def _type_changes(quarantine: DeltaTable | None) -> dict[str, tuple[tuple[str, int], ...]]:
+    """Per entity, its quarantined records per incompatible-type reason (the reason names the
+    column and both types), most first: the ``entity`` and ``reason`` columns of those rows."""
+    if quarantine is None:
+        return {}
+    dataset = quarantine.to_pyarrow_dataset()
+    found = dataset.to_table(
+        columns=["entity", "reason"],
+        filter=pc.starts_with(pc.field("reason"), INCOMPATIBLE),
+    )
+    counts: Counter[tuple[str, str]] = Counter(
+        zip(found["entity"].to_pylist(), found["reason"].to_pylist(), strict=True)
+    )
+    per: dict[str, list[tuple[str, int]]] = {}
+    for (entity, reason), records in counts.most_common():
+        per.setdefault(str(entity), []).append((str(reason), records))
+    return {entity: tuple(reasons) for entity, reasons in per.items()}
 
 
 def _rescued_rows(files: pa.Table | None) -> int:

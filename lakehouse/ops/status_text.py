@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from lakehouse.ops.plain import Column, table_lines
+from lakehouse.run.type_changes import type_change_lines
 
 if TYPE_CHECKING:
     from lakehouse.ops.status import Failing, LastBatch, PipelineStatus
@@ -64,7 +65,8 @@ def _cell(value: Any) -> str:
 
 
 def _head(report: PipelineStatus, wide: bool) -> list[str]:
-    """The lines before the tables: whether a pipeline runs, what fails, bronze's batch."""
+    """The lines before the tables: whether a pipeline runs, what fails, the columns whose
+    type changes quarantined records, bronze's batch."""
     now = report.at
     lines: list[str] = []
     if report.running is None:
@@ -77,6 +79,9 @@ def _head(report: PipelineStatus, wide: bool) -> list[str]:
             f"{_time(run.started)}, heartbeat {_ago(now, run.heartbeat)}"
         )
     lines += [f"failing: {_failing(now, failing)}" for failing in report.failing]
+    for silver in report.silver:
+        entity = silver.table.removeprefix("silver.")
+        lines += type_change_lines(entity, dict(silver.type_changes))
     lines.append(f"bronze: last batch {_batch(report.bronze_last_batch, now, wide)}")
     return lines
 

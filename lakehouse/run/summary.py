@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from cdc.files import UNREADABLE_TOPIC
+from lakehouse.run.type_changes import type_change_lines
 from lakehouse_core.failures import TableFailure
 from lakehouse_core.identifiers import table_name_for_topic
 from lakehouse_core.layout import QUARANTINE_TABLE
@@ -172,21 +173,9 @@ class RunSummary:
         return lines
 
 
-#: The reason of a record whose column's type the table cannot take (silver.evolution).
-_INCOMPATIBLE = "incompatible type for column "
-
-
 def _type_changes(entity: str, counts: TableCounts) -> list[str]:
-    """One line per column whose type change quarantined records of this run: the column,
-    both types, and what to do (the rest of the table went on)."""
-    return [
-        f"silver.{entity}: {records} records quarantined as {reason!r}: no type holds both, "
-        "the rest of the table was applied. To keep the new values, give the column a new "
-        "name in the source (a new column of the new type); the records are in "
-        f"silver.{QUARANTINE_TABLE}."
-        for reason, records in sorted(counts.reasons.items())
-        if reason.startswith(_INCOMPATIBLE)
-    ]
+    """One line per column whose type change quarantined records of this run."""
+    return type_change_lines(entity, counts.reasons)
 
 
 #: What to check when every record of a table is quarantined for a reason (silver.parse).
