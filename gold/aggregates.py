@@ -16,10 +16,10 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType
 
+from lakehouse_core.conditions.spark import condition_column, expression_column
 from lakehouse_core.durations import duration_micros, parse_duration
 from lakehouse_core.gold_tables import WINDOW_INDEX, GoldTable, Measure
 from lakehouse_core.gold_tables import Window as GoldWindow
-from silver.settings import condition_column, expression_column
 
 #: Change-feed row kinds: every image of a row, before and after a change.
 ROW_IMAGES = ("insert", "update_preimage", "update_postimage", "delete")

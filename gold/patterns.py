@@ -3,7 +3,8 @@ one partition's events, as a job's grouped Arrow function runs it on the executo
 
 Events are dicts of plain values (instants as epoch microseconds, dates as days since the
 epoch), conditions the checked trees of :mod:`lakehouse_core.patterns`, evaluated by
-:func:`silver.reference.holds`, the plain-Python evaluator that agrees with Spark's.
+:func:`lakehouse_core.conditions.python.holds`, the plain-Python evaluator that agrees with
+Spark's.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from decimal import Decimal
 from typing import Any
 
 from lakehouse_core.conditions import Condition, condition_columns
+from lakehouse_core.conditions.python import holds
 from lakehouse_core.patterns import Pattern, PatternMeasure, match_id
-from silver.reference import holds
 
 Row = Mapping[str, Any]
 

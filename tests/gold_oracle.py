@@ -19,10 +19,10 @@ from functools import cmp_to_key
 from typing import Any
 
 from lakehouse_core.conditions import Condition
+from lakehouse_core.conditions.python import holds as reference_holds
+from lakehouse_core.conditions.python import value_of
 from lakehouse_core.durations import duration_micros
 from lakehouse_core.gold_tables import GoldTable, Measure
-from silver.reference import holds as reference_holds
-from silver.reference import value_of
 
 Row = dict[str, Any]
 

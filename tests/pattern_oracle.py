@@ -2,10 +2,10 @@
 
 Written from the definition in docs/patterns.md ("What a match is", "Final, late, and when a
 match shows"), not from the engine: rows are dicts (event times naive UTC ``datetime``),
-conditions are parsed here and evaluated by :func:`silver.reference.holds`, and each attempt
-is an explicit walk over the partition's events. The property tests compare ``gold.<name>``
-with :func:`matches` over the current silver rows and its ``_final`` flags with
-:func:`is_final`.
+conditions are parsed here and evaluated by :func:`lakehouse_core.conditions.python.holds`,
+and each attempt is an explicit walk over the partition's events. The property tests compare
+``gold.<name>`` with :func:`matches` over the current silver rows and its ``_final`` flags
+with :func:`is_final`.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from decimal import Decimal
 from typing import Any
 
 from lakehouse_core.conditions import Condition, parse_condition
+from lakehouse_core.conditions.python import holds
 from lakehouse_core.durations import duration_micros
-from silver.reference import holds
 
 Row = dict[str, Any]
 
@@ -241,7 +241,7 @@ def matches(
     """The rows of ``gold.<pattern.name>`` over the silver ``rows``: per partition (NULL a
     value of its own), the events with an event time in event-time order, ties by the values of
     ``identity_columns`` (NULLs last), searched from each event in turn. ``types``: the Spark
-    type of each source column (see :func:`silver.reference.holds`)."""
+    type of each source column (see :func:`lakehouse_core.conditions.python.holds`)."""
     from lakehouse_core.patterns import match_id
 
     steps = _steps(pattern)

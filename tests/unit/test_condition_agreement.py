@@ -7,11 +7,12 @@ BIGINT, DOUBLE, FLOAT, DECIMAL, string, boolean, timestamp and date columns (wit
 infinities, negative zero, extreme integers, awkward text, and times on hour and day
 boundaries, one microsecond either side, before 1970, on leap days and at the ends of years 1
 and 9999). Each condition the checks accept is built as a Spark column
-(``silver.settings.condition_column``) and evaluated by ``silver.reference.holds``; each
-expression is built by ``expression_column`` and evaluated by ``value_of``, and its Spark type
-must be the one ``typed_expression`` gives. All of them run over all rows in a few Spark jobs,
-and every (expression, row) must give the same value (NULL included; doubles bit for bit, with
-NaN equal to NaN; decimals with their scale).
+(``lakehouse_core.conditions.spark.condition_column``) and evaluated by
+``lakehouse_core.conditions.python.holds``; each expression is built by ``expression_column``
+and evaluated by ``value_of``, and its Spark type must be the one ``typed_expression`` gives.
+All of them run over all rows in a few Spark jobs, and every (expression, row) must give the
+same value (NULL included; doubles bit for bit, with NaN equal to NaN; decimals with their
+scale).
 
 Examples from Spark's documentation of the functions are checked on both evaluators too.
 
@@ -40,9 +41,9 @@ from lakehouse_core.conditions import (
     parse_expression,
     typed_expression,
 )
+from lakehouse_core.conditions.python import holds, value_of
+from lakehouse_core.conditions.spark import condition_column, expression_column
 from lakehouse_core.errors import ConfigError
-from silver.reference import holds, value_of
-from silver.settings import condition_column, expression_column
 from tests.draws import draw_examples, example_count, property_seed
 
 pytestmark = pytest.mark.unit

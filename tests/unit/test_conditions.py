@@ -1,7 +1,8 @@
 """Conditions (``lakehouse_core.conditions``): what is accepted and into which tree, what is refused
 and with which message, the checks against column types, and the plain-Python evaluator
-(``silver.reference.holds``) on the semantics Spark has (tests/unit/test_condition_agreement.py
-checks the two evaluators against each other on random conditions)."""
+(``lakehouse_core.conditions.python.holds``) on the semantics Spark has
+(tests/unit/test_condition_agreement.py checks the two evaluators against each other on
+random conditions)."""
 
 from __future__ import annotations
 
@@ -43,8 +44,8 @@ from lakehouse_core.conditions import (
     typed_condition,
     typed_expression,
 )
+from lakehouse_core.conditions.python import holds, value_of
 from lakehouse_core.errors import ConfigError
-from silver.reference import holds, value_of
 
 pytestmark = pytest.mark.unit
 

@@ -4,9 +4,10 @@ and computed columns (gold ``columns``).
 An expression is Spark SQL, written as Databricks and Spark write it (``operation =
 "DELETE"``, ``lower(op) IN ('d', 'delete')``, ``price * 0.908``, ``hour(dateTime)``). It is
 parsed with sqlglot (Spark dialect), checked against an allow-list and turned into a tree of
-frozen dataclasses. No expression text ever reaches Spark: the Spark job (``silver.settings``)
-builds its Column from the checked tree node by node, and the plain-Python models
-(``silver.reference``) evaluate the same tree on their own.
+frozen dataclasses. No expression text ever reaches Spark: the two evaluators beside this
+module read the checked tree on their own, :mod:`lakehouse_core.conditions.spark` building the
+job's Spark Column node by node, :mod:`lakehouse_core.conditions.python` computing the value in
+plain Python (for the reference models and the pattern matcher).
 
 Two steps, because column types are known only when a batch is read:
 
@@ -50,6 +51,56 @@ from sqlglot.tokenizer_core import Token, TokenType
 
 from lakehouse_core.errors import ConfigError
 
+__all__ = [
+    "DAYS_RANGE",
+    "FUNCTIONS",
+    "FUNCTION_NAMES",
+    "INTEGER_BOUNDS",
+    "MAX_DEPTH",
+    "MAX_LENGTH",
+    "MAX_NESTING",
+    "MAX_OPERATORS",
+    "MAX_PAD",
+    "SECONDS_RANGE",
+    "SUPPORTED",
+    "TIME_PARTS",
+    "TRUNC_UNITS",
+    "TYPE_RULES",
+    "UNKNOWN",
+    "UNKNOWN_NUMBER",
+    "VOID",
+    "And",
+    "Arith",
+    "Case",
+    "Cast",
+    "Column",
+    "Compare",
+    "Condition",
+    "Expr",
+    "Func",
+    "In",
+    "IsBool",
+    "IsNull",
+    "Like",
+    "Literal",
+    "Negate",
+    "Not",
+    "Or",
+    "UnknownQualifier",
+    "Value",
+    "children",
+    "condition_columns",
+    "decimal_precision",
+    "decimal_result",
+    "format_time",
+    "parse_condition",
+    "parse_expression",
+    "to_sql",
+    "type_kind",
+    "typed_condition",
+    "typed_expression",
+]
+
 #: A literal's value: NULL, a boolean, an integer, a DOUBLE, a DECIMAL, a string, a TIMESTAMP
 #: (a naive ``datetime`` in UTC) or a DATE.
 Value = None | bool | int | float | Decimal | str | dt.datetime | dt.date
@@ -69,7 +120,7 @@ TIME_PARTS = (
 #: The units of ``date_trunc``, and Spark's other names for them.
 TRUNC_UNITS = ("year", "quarter", "month", "week", "day", "hour", "minute", "second")
 _TRUNC_ALIASES = {"yyyy": "year", "yy": "year", "mm": "month", "mon": "month", "dd": "day"}
-#: The functions an expression may call (each also has a plain-Python twin in the reference).
+#: The functions an expression may call (each also has a plain-Python twin: ``python.py``).
 FUNCTIONS = (
     "lower",
     "upper",
