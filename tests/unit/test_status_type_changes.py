@@ -14,12 +14,13 @@ from deltalake import write_deltalake
 from benchmarks.status_bench import synthetic_warehouse
 from lakehouse.ops.status import pipeline_status, status_json
 from lakehouse.ops.status_text import status_html, status_lines
+from lakehouse_core.config import PipelineConfig
 from lakehouse_core.layout import Warehouse
-from lakehouse_demo.settings import SHOP_CONFIG
 
 pytestmark = pytest.mark.unit
 
 TOTAL = "incompatible type for column total: table decimal(10,2), record string"
+CONFIG = PipelineConfig()  # the warehouse's topics are tables by the Debezium defaults
 QTY = "incompatible type for column qty: table int, record timestamp"
 
 
@@ -31,7 +32,7 @@ def test_status_names_column_and_fix(tmp_path: Path) -> None:
     table = pa.table({"entity": entities, "reason": reasons})
     write_deltalake(str(root / "silver" / "quarantine"), table, mode="overwrite")
 
-    report = pipeline_status(None, Warehouse.from_path(root), SHOP_CONFIG, datetime.now(UTC))
+    report = pipeline_status(None, Warehouse.from_path(root), CONFIG, datetime.now(UTC))
     orders = next(s for s in report.silver if s.table == "silver.orders")
     assert orders.quarantined == 9
     assert orders.type_changes == ((TOTAL, 3), (QTY, 1))
@@ -56,6 +57,6 @@ def test_status_names_column_and_fix(tmp_path: Path) -> None:
 def test_status_without_type_changes_says_nothing_of_them(tmp_path: Path) -> None:
     root = tmp_path / "wh"
     synthetic_warehouse(root, silver_rows=10, seed=2)  # its quarantine reasons are all "x"
-    report = pipeline_status(None, Warehouse.from_path(root), SHOP_CONFIG, datetime.now(UTC))
+    report = pipeline_status(None, Warehouse.from_path(root), CONFIG, datetime.now(UTC))
     assert all(s.type_changes == () for s in report.silver)
     assert "incompatible" not in "\n".join(status_lines(report, 80))
