@@ -15,6 +15,10 @@ $(STAMP): requirements.lock pyproject.toml
 	$(BIN)/python -m pip install --quiet -r requirements.lock
 	$(BIN)/python -m pip install --quiet --no-deps jsoniq==3.0.2
 	$(BIN)/python -m pip install --quiet --no-deps -e .
+	# The demo and the local test servers (lakehouse_demo, lakehouse_local) are not in the
+	# product's wheel: the checkout's root on the virtualenv's path makes them importable.
+	$(BIN)/python -c "import pathlib, sysconfig; pathlib.Path(sysconfig.get_paths()['purelib'], \
+		'cdc_lakehouse_checkout.pth').write_text('$(CURDIR)\n')"
 	$(BIN)/python -c "from lakehouse_core.spark import local_delta_jars; local_delta_jars()"
 	touch $(STAMP)
 
@@ -40,7 +44,7 @@ venv: $(STAMP)
 docs-assets: venv $(DOCS_ASSETS)/.installed
 
 demo: venv docs-assets
-	$(BIN)/lakehouse demo
+	$(BIN)/python -m lakehouse_demo demo
 
 lint: venv
 	$(BIN)/ruff check .

@@ -41,17 +41,17 @@ from pyspark.sql import functions as F
 from bronze.table import with_ingestion_metadata
 from cdc.files import lines_to_records
 from cdc.records import Record
-from lakehouse.demo.shop import (
+from lakehouse_core.config import TableSpec
+from lakehouse_core.delta_io import versions
+from lakehouse_core.layout import Warehouse
+from lakehouse_core.spark import get_spark
+from lakehouse_demo.shop import (
     ORDER_COLUMNS,
     decimal_b64,
     envelope_schema,
     key_schema,
     zoned_timestamp,
 )
-from lakehouse_core.config import TableSpec
-from lakehouse_core.delta_io import versions
-from lakehouse_core.layout import Warehouse
-from lakehouse_core.spark import get_spark
 from silver.job import BatchReport, QueryState, apply_batch, ensure_shared_tables, entity_tables
 
 TOPIC = "shop.public.orders"

@@ -42,12 +42,12 @@ from pyspark.sql import SparkSession
 
 from benchmarks.recording import write_results
 from cdc.sources import SourceSpec
-from lakehouse.demo.generator import WorkloadConfig
-from lakehouse.demo.job import DEMO_CONFIG, write_workload
 from lakehouse.run.pipeline import run_once
 from lakehouse_core.config import PipelineConfig
 from lakehouse_core.layout import Warehouse
 from lakehouse_core.spark import get_spark
+from lakehouse_demo.generator import WorkloadConfig
+from lakehouse_demo.job import DEMO_CONFIG, write_workload
 
 WORK = Path(__file__).parent / "work" / "batch_jobs"
 

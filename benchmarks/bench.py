@@ -33,9 +33,6 @@ from benchmarks.recording import write_results
 from bronze.job import start_bronze
 from cdc.sources import SourceSpec, read_source
 from expectations.checks import load_checks
-from lakehouse.demo.generator import WorkloadConfig
-from lakehouse.demo.job import write_workload
-from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.ops.maintenance import maintain
 from lakehouse.ops.replay import replay
 from lakehouse.run.entities import entity_specs
@@ -44,6 +41,9 @@ from lakehouse_core.identifiers import table_name_for_topic
 from lakehouse_core.layout import Warehouse
 from lakehouse_core.spark import get_spark
 from lakehouse_core.streaming import Trigger, await_query
+from lakehouse_demo.generator import WorkloadConfig
+from lakehouse_demo.job import write_workload
+from lakehouse_demo.settings import SHOP_CONFIG
 from silver.job import start_silver
 
 WORK = Path(__file__).parent / "work"

@@ -28,23 +28,23 @@ from pyspark.sql import functions as F
 from bronze.job import start_bronze
 from cdc.records import Record
 from cdc.sources import SourceSpec, read_source
-from lakehouse.demo.generator import WorkloadConfig, generate
-from lakehouse.demo.job import workload_source
-from lakehouse.demo.producer import (
+from lakehouse.run.pipeline import start_one_hop
+from lakehouse_core.config import TableSpec
+from lakehouse_core.identifiers import table_name_for_topic
+from lakehouse_core.layout import Warehouse
+from lakehouse_core.streaming import Trigger, await_query
+from lakehouse_demo.generator import WorkloadConfig, generate
+from lakehouse_demo.job import workload_source
+from lakehouse_demo.producer import (
     ProduceReport,
     client_settings,
     end_offsets,
     ensure_topics,
     send_workload,
 )
-from lakehouse.demo.producer import produce as send_records
-from lakehouse.demo.settings import SHOP_CONFIG
-from lakehouse.local.broker import LocalBroker, free_port
-from lakehouse.run.pipeline import start_one_hop
-from lakehouse_core.config import TableSpec
-from lakehouse_core.identifiers import table_name_for_topic
-from lakehouse_core.layout import Warehouse
-from lakehouse_core.streaming import Trigger, await_query
+from lakehouse_demo.producer import produce as send_records
+from lakehouse_demo.settings import SHOP_CONFIG
+from lakehouse_local.broker import LocalBroker, free_port
 from silver.job import start_silver
 
 #: Records sent before the freshness measurement starts.

@@ -43,9 +43,9 @@ from pathlib import Path
 from typing import Any
 
 from cdc.records import Record
-from lakehouse.demo.generator import write_files
-from lakehouse.demo.shop import iso_millis
 from lakehouse_core.errors import ConfigError
+from lakehouse_demo.generator import write_files
+from lakehouse_demo.shop import iso_millis
 
 PERSON, AUCTION, BID = "person", "auction", "bid"
 #: The topic of each stream.

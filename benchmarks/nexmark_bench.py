@@ -29,11 +29,11 @@ from typing import Any
 from benchmarks.nexmark import NexmarkConfig, deliver, generate, records
 from benchmarks.recording import write_results
 from cdc.sources import SourceSpec
-from lakehouse.demo.generator import write_files
 from lakehouse.run.pipeline import run_once
 from lakehouse_core.config import PipelineConfig, load_config
 from lakehouse_core.layout import Warehouse
 from lakehouse_core.spark import get_spark
+from lakehouse_demo.generator import write_files
 
 WORK = Path(__file__).parent / "work" / "nexmark"
 TOML = Path(__file__).parent / "nexmark.toml"

@@ -33,7 +33,7 @@ import psutil
 from deltalake import DeltaTable
 
 from benchmarks.recording import write_results
-from lakehouse.demo.generator import WorkloadConfig, generate
+from lakehouse_demo.generator import WorkloadConfig, generate
 
 WORK = Path(__file__).parent / "work" / "soak"
 #: The demo shop's settings (its clickstream and gold tables), which the workload needs.

@@ -322,8 +322,8 @@ def demo_warehouse(path: Path | None) -> Path:
         return path
     target = WORK / "demo"
     if not (target / "warehouse" / "_system").is_dir():
-        subprocess.run([str(LAKEHOUSE), "demo", "--warehouse", str(target)], check=True,
-                       capture_output=True)  # fmt: skip
+        demo = [sys.executable, "-m", "lakehouse_demo", "demo", "--warehouse", str(target)]
+        subprocess.run(demo, check=True, capture_output=True)
     return target / "warehouse"
 
 

@@ -2,7 +2,7 @@
 
 Spark's file stream source tracks which files were read in the query checkpoint, so each file
 is read exactly once across restarts. Files must appear atomically (write, then rename), as
-:func:`lakehouse.demo.generator.write_files` does. Lines end at ``\n`` (a ``\r`` before it is JSON
+:func:`lakehouse_demo.generator.write_files` does. Lines end at ``\n`` (a ``\r`` before it is JSON
 whitespace) and are turned into rows with the columns of Spark's Kafka source plus ``_source``
 (the file). A line that is not a valid record (not UTF-8, not JSON, fields the Kafka columns
 cannot hold) is kept, not dropped, under the topic :data:`UNREADABLE_TOPIC` with the line's
@@ -43,8 +43,8 @@ def read_file_stream(
     """
     if "://" not in directory and not Path(directory).is_dir():
         raise ConfigError(
-            f"Source directory {directory} does not exist. Create it, or generate a workload "
-            "into it with 'lakehouse generate --out DIR'."
+            f"Source directory {directory} does not exist. Create it, or generate the demo's "
+            "workload into it with 'python -m lakehouse_demo generate --out DIR'."
         )
     lines = (
         spark.readStream.format("text")

@@ -1,4 +1,4 @@
-"""The roof of cdc-lakehouse: the command line, pipeline wiring, the demo and the operations
+"""The roof of cdc-lakehouse: the command line, pipeline wiring and the operations
 (replay, forget, maintain, verify) over the layers below (see docs/architecture.md).
 
 The public Python API is :mod:`lakehouse.api` and the declarations of :mod:`lakehouse.declare`,
@@ -27,7 +27,6 @@ if TYPE_CHECKING:
         TableCheck,
         TableInfo,
         Verification,
-        generate_workload,
     )
     from lakehouse.declare import (
         Absent,
@@ -134,7 +133,6 @@ __all__ = [
     "expect_all_or_fail",
     "expect_or_drop",
     "expect_or_fail",
-    "generate_workload",
     "gold_table",
     "hopping",
     "join",
@@ -166,7 +164,6 @@ _API = frozenset(
         "TableCheck",
         "TableInfo",
         "Verification",
-        "generate_workload",
     }
 )
 

@@ -1,7 +1,8 @@
 """The public Python API, for notebooks and your own jobs: one :class:`Lakehouse` per warehouse.
 
->>> from lakehouse import Lakehouse, generate_workload
+>>> from lakehouse_demo import generate_workload          # the demo's shop (not in the wheel)
 >>> generate_workload("/tmp/shop", events=2000)
+>>> from lakehouse import Lakehouse
 >>> lh = Lakehouse("/tmp/wh")                       # the active session, else a local one
 >>> lh.run("files:/tmp/shop")                        # everything available, then return
 >>> p = lh.start("files:/tmp/shop", trigger="10 seconds")  # runs on in the background
@@ -40,8 +41,6 @@ from cdc.sources import SourceSpec
 from gold.alerts import Fit
 from gold.alerts import fit as fit_alert
 from lakehouse.declare import pipeline_config
-from lakehouse.demo.generator import WorkloadConfig
-from lakehouse.demo.job import DEMO_CONFIG, write_workload
 from lakehouse.handle import Pipeline, refuse_if_running
 from lakehouse.ops.audit import verify_warehouse
 from lakehouse.ops.forget import DEFAULT_REASON, ForgetReport
@@ -102,7 +101,6 @@ __all__ = [
     "TableCheck",
     "TableInfo",
     "Verification",
-    "generate_workload",
     "parse_trigger",
 ]
 
@@ -129,35 +127,6 @@ class Verification:
         )
 
 
-def generate_workload(
-    out: str | Path,
-    events: int = 20_000,
-    seed: int = 42,
-    malformed_rate: float = 0.01,
-    late_rate: float = 0.0,
-    parts: int | None = None,
-) -> int:
-    """Write the demo's shop workload (customers and orders CDC, clickstream) as JSON-lines
-    files into ``out`` (what ``lakehouse generate`` writes); return the number of records.
-    Read it with ``Lakehouse.run(f"files:{out}")``.
-
-    ``late_rate``: the share of clicks sent late on purpose (they land in windows a gold
-    table already marked final: see ``gold.late_events``). ``parts``: split the records, in
-    delivery order, into this many files (``part-00000.jsonl``, ...) that can arrive one at a
-    time; by default one file per 20,000 records.
-
-    Raises:
-        ConfigError: a rate outside its range, ``parts`` below 1, or ``out`` already holds a
-            workload.
-    """
-    if parts is not None and (isinstance(parts, bool) or not isinstance(parts, int) or parts < 1):
-        raise ConfigError(f"parts must be a whole number of files of at least 1, got {parts!r}.")
-    config = WorkloadConfig(
-        events=events, seed=seed, malformed_rate=malformed_rate, late_rate=late_rate
-    )
-    return write_workload(Path(out), config, parts)[1]
-
-
 class Lakehouse:
     """One warehouse and the Spark session that works on it.
 
@@ -165,7 +134,7 @@ class Lakehouse:
         warehouse: the warehouse root (a directory, or a Hadoop URI); created by the first run.
         config: a pipeline TOML file, a :class:`~lakehouse_core.config.PipelineConfig`, or None: no
             declarations (Debezium topics still become silver tables; the demo shop's
-            settings are :meth:`Lakehouse.demo`'s).
+            settings are :func:`lakehouse_demo.demo_lakehouse`'s).
         spark: the session to use; None takes the active one (Databricks, a notebook that
             built its own) or starts a local one with Delta (``spark_mode``, ``master``: see
             :func:`lakehouse_core.spark.get_spark`), when first needed.
@@ -595,22 +564,6 @@ class Lakehouse:
                 "(Lakehouse.run)."
             )
         return self.spark.read.format("delta").load(self.warehouse.event_log)
-
-    @classmethod
-    def demo(
-        cls,
-        warehouse: str | Path,
-        spark: SparkSession | None = None,
-        *,
-        spark_mode: SparkMode = "auto",
-        master: str | None = None,
-    ) -> Lakehouse:
-        """A lakehouse at ``warehouse`` with the demo shop's settings, those of ``lakehouse
-        demo``: its clickstream, its gold tables (``revenue_per_minute``, ``user_sessions`` and
-        one of each other window kind and join), alert, patterns and the packaged suites; feed
-        it :func:`generate_workload`'s files. ``spark``, ``spark_mode``, ``master``: as for
-        :class:`Lakehouse`."""
-        return cls(warehouse, DEMO_CONFIG, spark, spark_mode=spark_mode, master=master)
 
 
 def parse_trigger(trigger: str) -> Trigger:

@@ -20,8 +20,8 @@ import pytest
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
-from lakehouse.local.broker import LocalBroker, free_port
 from lakehouse_core.spark import get_spark
+from lakehouse_local.broker import LocalBroker, free_port
 from tests import sessions
 from tests.browser import Browser, install_chromium
 
@@ -150,7 +150,7 @@ def _session_before_spark_tests(request: pytest.FixtureRequest) -> Iterator[None
 @pytest.fixture(scope="session")
 def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Bootstrap servers of a Kafka-protocol broker: ``KAFKA_BOOTSTRAP_SERVERS`` if set, else a
-    local broker (``lakehouse.local.broker``) started on a free port for this test session."""
+    local broker (``lakehouse_local.broker``) started on a free port for this test session."""
     configured = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     if configured:
         yield configured

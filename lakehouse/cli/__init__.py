@@ -13,7 +13,6 @@ from collections.abc import Sequence
 import click
 
 from lakehouse.cli import (
-    demo,
     drop,
     fit,
     ops,
@@ -24,7 +23,6 @@ from lakehouse.cli import (
     sql,
     status,
     ui,
-    workload,
 )
 from lakehouse.cli.common import DEBUG, INTERNAL_ERROR_EXIT, errors, first_line, showing_steps
 from lakehouse_core.errors import LakehouseError
@@ -36,11 +34,8 @@ def cli() -> None:
 
 
 for command in (
-    workload.generate,
-    workload.produce,
     run.run,
     plan.plan,
-    demo.demo,
     ops.verify,
     quality.validate,
     ops.replay,
@@ -66,18 +61,18 @@ QUIET_LOGGERS = (
 )
 
 
-def main(args: Sequence[str] | None = None) -> None:
-    """Entry point (``args``: the command line, default ``sys.argv[1:]``): user errors become
-    one line on stderr and exit status 2; an internal error (a bug) one line saying so and
-    exit status 1, unless ``--debug`` (``lakehouse run``) or ``LAKEHOUSE_DEBUG`` asks for its
-    trace."""
+def main(args: Sequence[str] | None = None, group: click.Group = cli) -> None:
+    """Entry point (``args``: the command line, default ``sys.argv[1:]``; ``group``: the
+    commands, the demo's command line passes its own): user errors become one line on stderr
+    and exit status 2; an internal error (a bug) one line saying so and exit status 1, unless
+    ``--debug`` (``lakehouse run``) or ``LAKEHOUSE_DEBUG`` asks for its trace."""
     DEBUG.set(False)
     logging.getLogger("py4j").setLevel(logging.CRITICAL)
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.CRITICAL)
     try:
         with showing_steps():  # what the layers log: ``- layer: step`` lines
-            cli(args=args, standalone_mode=False)
+            group(args=args, standalone_mode=False)
     except click.exceptions.Abort:
         errors.print("aborted")
         sys.exit(130)

@@ -142,8 +142,8 @@ def run(
     if spec.kind == "files" and not Path(spec.location).is_dir():
         raise LakehouseError(
             f"Source directory {spec.location} does not exist or is not a directory: point "
-            "--source files:DIR at the directory of JSON-lines files (lakehouse generate "
-            "writes one)."
+            "--source files:DIR at the directory of JSON-lines files (in a source checkout, "
+            "python -m lakehouse_demo generate writes one)."
         )
     DEBUG.set(debug)
     trigger = Trigger.parse(processing_time)

@@ -13,13 +13,13 @@ from pyspark.sql import functions as F
 from bronze.job import start_bronze
 from cdc.sources import SourceSpec, read_source
 from gold.alerts import ALERTS_TABLE, fit, start_alerts
-from lakehouse.demo.generator import WorkloadConfig, generate_workload, write_files
-from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.ops.replay import replay
 from lakehouse.run.pipeline import run_from_bronze
 from lakehouse_core.alerting import AlertSpec
 from lakehouse_core.layout import Warehouse
 from lakehouse_core.streaming import Trigger, run_to_end
+from lakehouse_demo.generator import WorkloadConfig, generate_workload, write_files
+from lakehouse_demo.settings import SHOP_CONFIG
 from tests.logs import logged
 
 pytestmark = pytest.mark.integration

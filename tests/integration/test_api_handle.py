@@ -19,10 +19,11 @@ from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
 from expectations.validate import PeriodicValidation
-from lakehouse import Lakehouse, generate_workload
+from lakehouse import Lakehouse
 from lakehouse.run.lease import PipelineRunningError
 from lakehouse_core.errors import ExpectationFailedError, LakehouseError
 from lakehouse_core.gold_tables import GoldTable
+from lakehouse_demo import generate_workload
 from tests import gold_oracle
 
 pytestmark = pytest.mark.integration

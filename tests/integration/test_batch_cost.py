@@ -25,14 +25,14 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from cdc.sources import SourceSpec
-from lakehouse.demo.generator import WorkloadConfig
-from lakehouse.demo.job import DEMO_CONFIG, write_workload
 from lakehouse.ops.idle import nothing_new
 from lakehouse.run.lease import lease_path
 from lakehouse.run.pipeline import run_once
 from lakehouse_core.config import PipelineConfig
 from lakehouse_core.delta_io import optimize, session_settings
 from lakehouse_core.layout import Warehouse
+from lakehouse_demo.generator import WorkloadConfig
+from lakehouse_demo.job import DEMO_CONFIG, write_workload
 from tests.sessions import FEWER_JOBS
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]

@@ -1,6 +1,6 @@
 """Conformance of the test broker with the Kafka behaviour the source and producer rely on.
 
-The local broker (noida-db, see ``lakehouse/local/broker.py``) was chosen because it passes this
+The local broker (noida-db, see ``lakehouse_local/broker.py``) was chosen because it passes this
 file; Tansu's ListOffsets high watermark lags the log end, which would make the source stop
 early.
 Run it against any Kafka with ``KAFKA_BOOTSTRAP_SERVERS=host:port``.

@@ -27,14 +27,14 @@ from pyspark.sql import DataFrame, SparkSession
 
 from cdc.kafka_source import read_kafka_stream
 from cdc.sources import SourceSpec
-from lakehouse.demo.settings import SHOP_CONFIG
-from lakehouse.local.broker import LocalBroker, free_port
 from lakehouse.ops.source_check import partition_gaps
 from lakehouse.run.pipeline import run_once
 from lakehouse.run.queries import Backoff, RunningQueries, SourceGoneError
 from lakehouse.run.summary import RunSummary
 from lakehouse_core.errors import SourceUnavailableError
 from lakehouse_core.layout import Warehouse
+from lakehouse_demo.settings import SHOP_CONFIG
+from lakehouse_local.broker import LocalBroker, free_port
 from tests.cli import SHOP_TOML, run_cli
 from tests.logs import logged
 

@@ -28,14 +28,14 @@ from pyspark.sql import functions as F
 
 from cdc.sources import SourceSpec
 from gold.alerts import ALERTS_TABLE
-from lakehouse.demo.generator import WorkloadConfig, generate, write_files
-from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.ops.replay import replay
 from lakehouse.ops.status import pipeline_status
 from lakehouse.run.pipeline import run_once
 from lakehouse_core.gold_tables import GoldTable, Measure, Window
 from lakehouse_core.layout import Warehouse
 from lakehouse_core.patterns import Pattern, Step
+from lakehouse_demo.generator import WorkloadConfig, generate, write_files
+from lakehouse_demo.settings import SHOP_CONFIG
 from tests import gold_oracle
 from tests.cli import run_cli
 from tests.warehouses import Bundle, table_identity

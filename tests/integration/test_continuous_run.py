@@ -13,13 +13,13 @@ from pyspark.sql import SparkSession
 
 from bronze.table import ensure_bronze_table
 from cdc.records import Record
-from lakehouse.demo.generator import WorkloadConfig, generate, write_files
 from lakehouse.run.pipeline import RunningQueries, start_ready
 from lakehouse_core.config import PipelineConfig
 from lakehouse_core.identifiers import table_name_for_topic
 from lakehouse_core.layout import QUARANTINE_TABLE, Warehouse
 from lakehouse_core.spark import mute_jvm_stderr
 from lakehouse_core.streaming import Trigger
+from lakehouse_demo.generator import WorkloadConfig, generate, write_files
 from tests.cli import LAKEHOUSE, SHOP_TABLES_TOML, run_cli
 from tests.helpers import bronze_frame, customer_change
 from tests.runs import Run

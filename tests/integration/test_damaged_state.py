@@ -20,10 +20,10 @@ import pytest
 from pyspark.sql import SparkSession
 
 from cdc.sources import SourceSpec
-from lakehouse.demo.generator import WorkloadConfig, generate, write_files
-from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.run.pipeline import run_once
 from lakehouse_core.layout import LATE_EVENTS, Warehouse
+from lakehouse_demo.generator import WorkloadConfig, generate, write_files
+from lakehouse_demo.settings import SHOP_CONFIG
 from tests.cli import SHOP_TOML, run_cli
 from tests.warehouses import Bundle, assert_same_tables, comparable, rows
 

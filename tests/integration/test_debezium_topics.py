@@ -15,10 +15,10 @@ from pyspark.sql import SparkSession
 
 from cdc.records import Record
 from lakehouse import Lakehouse
-from lakehouse.demo.generator import write_files
 from lakehouse.run.entities import bronze_topics
 from lakehouse_core.config import DebeziumSpec, PipelineConfig, TableSpec
 from lakehouse_core.layout import Warehouse
+from lakehouse_demo.generator import write_files
 from tests.helpers import connect_field, pg_envelope, pg_key
 
 pytestmark = pytest.mark.integration

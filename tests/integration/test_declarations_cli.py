@@ -16,8 +16,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from lakehouse.cli.declared import load_declarations
-from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.run.declarations import newest_recorded
+from lakehouse_demo.settings import SHOP_CONFIG
 from tests.cli import run_cli
 from tests.warehouses import copy_warehouse, incremental_warehouse
 
@@ -28,7 +28,7 @@ DECLARED = """
     from dataclasses import replace
 
     from lakehouse import Lakehouse, retention
-    from lakehouse.demo.settings import SHOP_CONFIG
+    from lakehouse_demo.settings import SHOP_CONFIG
 
     lh = Lakehouse(
         {root!r},

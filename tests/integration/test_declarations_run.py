@@ -21,7 +21,7 @@ from lakehouse import (
     session,
     tumbling,
 )
-from lakehouse.demo.generator import WorkloadConfig, generate, write_files
+from lakehouse_demo.generator import WorkloadConfig, generate, write_files
 
 pytestmark = pytest.mark.integration
 

@@ -21,12 +21,12 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from lakehouse.api import Lakehouse
-from lakehouse.demo.job import DEMO_CONFIG
 from lakehouse.ops.table_list import warehouse_tables
 from lakehouse_core.config import load_config
 from lakehouse_core.layout import Warehouse
 from lakehouse_core.spark import get_spark
-from tests.cli import SHOP_TOML, lakehouse, run_cli, table_cells
+from lakehouse_demo.job import DEMO_CONFIG
+from tests.cli import SHOP_TOML, lakehouse, run_cli, run_demo_cli, table_cells
 from tests.delta_rs import assert_delta_rs_reads_same_rows
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
@@ -46,7 +46,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.Com
     root = tmp_path_factory.mktemp("demo")
     # Enough for every case the tests look for: quarantined records and late changes to final
     # windows (1,000 events of seed 42: 10 and 188; the fixed cost of the run is most of it).
-    return root, run_cli("demo", "--events", 1000, "--warehouse", root)
+    return root, run_demo_cli("demo", "--events", 1000, "--warehouse", root)
 
 
 def test_demo_runs_every_layer_and_verifies(

@@ -19,10 +19,10 @@ import pytest
 from pyspark.sql import SparkSession
 
 from cdc.sources import SourceSpec
-from lakehouse.demo.generator import WorkloadConfig, generate, write_files
 from lakehouse.run.pipeline import run_once
 from lakehouse_core.config import load_config
 from lakehouse_core.layout import Warehouse
+from lakehouse_demo.generator import WorkloadConfig, generate, write_files
 from tests import sessions
 from tests.cli import COMMAND_TIMEOUT, LAKEHOUSE, SHOP_TABLES_TOML, WIDE
 from tests.warehouses import assert_same_tables

@@ -16,8 +16,6 @@ from pyspark.sql import functions as F
 
 from bronze.job import start_bronze
 from cdc.sources import SourceSpec, read_source
-from lakehouse.demo.generator import WorkloadConfig, generate, write_files
-from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.ops.status import pipeline_status
 from lakehouse.run.event_log import EventLogListener, _Recorder, recording
 from lakehouse_core.delta_io import TXN_APP_ID, TXN_VERSION, USER_METADATA, session_settings
@@ -25,6 +23,8 @@ from lakehouse_core.layout import Warehouse
 from lakehouse_core.parallel import active_session
 from lakehouse_core.spark import get_spark
 from lakehouse_core.streaming import Trigger, run_to_end
+from lakehouse_demo.generator import WorkloadConfig, generate, write_files
+from lakehouse_demo.settings import SHOP_CONFIG
 from tests.cli import SHOP_TOML, run_cli
 
 pytestmark = pytest.mark.integration

@@ -12,10 +12,10 @@ from pyspark.sql import Row, SparkSession
 from cdc.files import UNREADABLE_TOPIC
 from cdc.records import Record
 from cdc.sources import SourceSpec
-from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.run.pipeline import run_once
 from lakehouse_core.identifiers import table_name_for_topic
 from lakehouse_core.layout import Warehouse
+from lakehouse_demo.settings import SHOP_CONFIG
 from tests.helpers import customer_change
 
 pytestmark = pytest.mark.integration

@@ -22,7 +22,6 @@ from pyspark.sql.types import BinaryType
 
 from bronze.table import ensure_bronze_table
 from cdc.records import Record
-from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.ops.forget import ForgetReport, forget
 from lakehouse.ops.replay import replay
 from lakehouse.run.pipeline import run_from_bronze
@@ -32,6 +31,7 @@ from lakehouse_core.errors import ConfigError, TableNotFoundError
 from lakehouse_core.gold_tables import GoldTable, Measure, Window
 from lakehouse_core.identifiers import table_name_for_topic
 from lakehouse_core.layout import LATE_EVENTS, LAYERS, Warehouse
+from lakehouse_demo.settings import SHOP_CONFIG
 from tests.cli import SHOP_TOML, run_cli
 from tests.helpers import bronze_frame, customer_change
 from tests.warehouses import assert_same_tables, copy_warehouse, incremental_warehouse, load

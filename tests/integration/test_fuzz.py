@@ -23,14 +23,14 @@ from pyspark.sql import SparkSession
 from cdc.files import UNREADABLE_TOPIC
 from cdc.records import Record
 from cdc.sources import SourceSpec
-from lakehouse.demo.generator import WorkloadConfig, generate
-from lakehouse.demo.producer import client_settings, ensure_topics
-from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.ops.audit import verify_warehouse
 from lakehouse.run.pipeline import run_once
 from lakehouse_core.config import PipelineConfig, TableSpec
 from lakehouse_core.identifiers import table_name_for_topic
 from lakehouse_core.layout import Warehouse
+from lakehouse_demo.generator import WorkloadConfig, generate
+from lakehouse_demo.producer import client_settings, ensure_topics
+from lakehouse_demo.settings import SHOP_CONFIG
 from tests.fuzz import mutated_lines, mutated_records
 from tests.runs import described, load
 

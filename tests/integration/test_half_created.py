@@ -16,12 +16,12 @@ import pytest
 from pyspark.sql import SparkSession
 
 from cdc.sources import SourceSpec
-from lakehouse.demo.generator import WorkloadConfig, generate, write_files
-from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.run.pipeline import run_once
 from lakehouse.run.state_check import table_dirs
 from lakehouse_core.delta_io import committed_log, half_created
 from lakehouse_core.layout import Warehouse
+from lakehouse_demo.generator import WorkloadConfig, generate, write_files
+from lakehouse_demo.settings import SHOP_CONFIG
 from tests.logs import logged
 from tests.warehouses import assert_same_tables
 

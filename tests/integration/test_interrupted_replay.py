@@ -19,14 +19,14 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from lakehouse.demo.generator import WorkloadConfig, generate, write_files
-from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.ops.replay import replay
 from lakehouse.run import commit_swap
 from lakehouse.run.recovery import MESSAGES
 from lakehouse_core import checkpoints
 from lakehouse_core.delta_io import has_commit
 from lakehouse_core.layout import Warehouse
+from lakehouse_demo.generator import WorkloadConfig, generate, write_files
+from lakehouse_demo.settings import SHOP_CONFIG
 from tests.cli import SHOP_TOML, run_cli
 from tests.faults import CommitFaults, InjectedCrash
 from tests.logs import logged

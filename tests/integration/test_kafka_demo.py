@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from lakehouse.local.broker import LocalBroker
-from tests.cli import run_cli
+from lakehouse_local.broker import LocalBroker
+from tests.cli import run_demo_cli
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(1200)]
 
@@ -18,7 +18,7 @@ def test_demo_from_kafka_starts_and_stops_its_broker(
 ) -> None:
     broker_home = tmp_path / "broker"
     monkeypatch.setenv("LAKEHOUSE_BROKER_HOME", str(broker_home))
-    result = run_cli("demo", "--kafka", "--events", 500, "--warehouse", tmp_path / "demo")
+    result = run_demo_cli("demo", "--kafka", "--events", 500, "--warehouse", tmp_path / "demo")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "local Kafka broker at 127.0.0.1:" in result.stdout
     assert "producing 500 records to Kafka" in result.stdout
@@ -29,5 +29,5 @@ def test_demo_from_kafka_starts_and_stops_its_broker(
 
 
 def test_demo_bootstrap_needs_kafka(tmp_path: Path) -> None:
-    result = run_cli("demo", "--bootstrap", "127.0.0.1:1", "--warehouse", tmp_path)
+    result = run_demo_cli("demo", "--bootstrap", "127.0.0.1:1", "--warehouse", tmp_path)
     assert result.returncode == 2 and "--bootstrap needs --kafka" in result.stderr

@@ -23,20 +23,20 @@ from pyspark.sql import functions as F
 
 from cdc.records import Record
 from cdc.sources import SourceSpec
-from lakehouse.demo.generator import WorkloadConfig, generate, write_files
-from lakehouse.demo.job import workload_source
-from lakehouse.demo.producer import (
+from lakehouse.ops.audit import verify_warehouse
+from lakehouse.ops.idle import nothing_new
+from lakehouse.run.pipeline import run_once
+from lakehouse_core.layout import LAYERS, QUARANTINE_TABLE, Warehouse
+from lakehouse_demo.generator import WorkloadConfig, generate, write_files
+from lakehouse_demo.job import workload_source
+from lakehouse_demo.producer import (
     ProduceReport,
     end_offsets,
     ensure_topics,
     produce,
     send_workload,
 )
-from lakehouse.demo.settings import SHOP_CONFIG
-from lakehouse.ops.audit import verify_warehouse
-from lakehouse.ops.idle import nothing_new
-from lakehouse.run.pipeline import run_once
-from lakehouse_core.layout import LAYERS, QUARANTINE_TABLE, Warehouse
+from lakehouse_demo.settings import SHOP_CONFIG
 from tests.cli import LAKEHOUSE, run_cli
 from tests.runs import Run, assert_same_rows, described, load
 

@@ -20,7 +20,6 @@ from pyspark.sql import DataFrame, SparkSession
 
 from bronze.job import append_batch_by_topic
 from cdc.records import Record
-from lakehouse.demo.generator import WorkloadConfig, generate, write_files
 from lakehouse.ops.audit import check_bronze_coordinates
 from lakehouse.run.lease import (
     HISTORY_WINDOW,
@@ -35,6 +34,7 @@ from lakehouse.run.lease import (
 from lakehouse_core.delta_io import note_query_start
 from lakehouse_core.identifiers import table_name_for_topic
 from lakehouse_core.layout import Warehouse
+from lakehouse_demo.generator import WorkloadConfig, generate, write_files
 from tests.cli import LAKEHOUSE, SHOP_TABLES_TOML, lakehouse, run_cli
 from tests.helpers import bronze_frame, customer_change, spark_jobs
 from tests.runs import Run

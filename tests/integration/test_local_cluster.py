@@ -18,7 +18,7 @@ from pyspark.sql import SparkSession
 from lakehouse_core.layout import Warehouse
 from lakehouse_core.spark import LOCAL_SETTINGS
 from tests import sessions
-from tests.cli import lakehouse
+from tests.cli import lakehouse_demo
 from tests.runs import bronze_multiset, described
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
@@ -38,7 +38,7 @@ def test_the_demo_on_a_local_cluster_verifies_and_ingests_every_record_once(
     # The product's task counts, not the tests' one task a stage: both executors get tasks.
     spread = {key: LOCAL_SETTINGS[key] for key in sessions.ONE_TASK}
     monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", sessions.submit_args(spread))
-    done = lakehouse("demo", "--events", EVENTS, "--warehouse", tmp_path, "--master", MASTER)
+    done = lakehouse_demo("demo", "--events", EVENTS, "--warehouse", tmp_path, "--master", MASTER)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert VERIFIED in done.stdout, done.stdout[-3000:]
 

@@ -17,8 +17,6 @@ from pyspark.sql import functions as F
 from cdc.records import Record
 from cdc.sources import SourceSpec
 from gold.verify import check_gold
-from lakehouse.demo.generator import write_files
-from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.ops.maintenance import (
     MaintenanceReport,
     Trimmed,
@@ -33,6 +31,8 @@ from lakehouse_core.delta_io import BATCH_MARK, FileStats, change_feed_complete,
 from lakehouse_core.errors import ConfigError
 from lakehouse_core.gold_tables import GoldTable, Measure, Window
 from lakehouse_core.layout import Warehouse
+from lakehouse_demo.generator import write_files
+from lakehouse_demo.settings import SHOP_CONFIG
 from tests.helpers import pg_envelope, pg_key
 from tests.warehouses import (
     assert_same_tables,

@@ -3,7 +3,8 @@
 Debezium topics become silver tables on their own; an event topic without a declaration is
 named in the run's output (one line, with the fix) and its records stay in bronze, so a later
 run with the declaration applies them, giving the tables a run with it from the start gives.
-The demo's settings are asked for: ``Lakehouse.demo`` and ``--config examples/shop.toml``.
+The demo's settings are asked for: ``lakehouse_demo.demo_lakehouse`` and
+``--config examples/shop.toml``.
 """
 
 from __future__ import annotations
@@ -17,13 +18,14 @@ from pyspark.sql import SparkSession
 from cdc.sources import SourceSpec, read_source
 from gold.finality import FINALIZED_AT
 from lakehouse import Lakehouse
-from lakehouse.demo.generator import WorkloadConfig, generate, write_files
-from lakehouse.demo.job import DEMO_CONFIG
-from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.run.pipeline import run_once, start_one_hop
 from lakehouse_core.config import PipelineConfig, load_config
 from lakehouse_core.layout import Layer, Warehouse
 from lakehouse_core.streaming import Trigger, await_query
+from lakehouse_demo import demo_lakehouse
+from lakehouse_demo.generator import WorkloadConfig, generate, write_files
+from lakehouse_demo.job import DEMO_CONFIG
+from lakehouse_demo.settings import SHOP_CONFIG
 from silver.topic_kind import holds_plain_events
 from tests.cli import SHOP_TOML, run_cli
 from tests.helpers import table_rows
@@ -106,7 +108,7 @@ def test_an_undeclared_event_topic_is_reported_kept_in_bronze_and_applied_once_d
 
 
 def test_the_demo_settings_are_asked_for(tmp_path: Path) -> None:
-    lh = Lakehouse.demo(tmp_path / "wh")
+    lh = demo_lakehouse(tmp_path / "wh")
     assert lh.config is DEMO_CONFIG
     names = [table.name for table in lh.config.gold_declarations]
     assert {"revenue_per_minute", "user_sessions"} <= set(names)

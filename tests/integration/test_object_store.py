@@ -19,13 +19,13 @@ from pyspark.sql.types import LongType, StructField, StructType
 
 from bronze.job import BRONZE_QUERY, start_bronze
 from cdc.sources import SourceSpec, read_source
-from lakehouse.demo.generator import WorkloadConfig, generate, write_files
 from lakehouse.run import commit_swap
 from lakehouse_core import storage
 from lakehouse_core.delta_io import change_feed_readable, readable_version
 from lakehouse_core.identifiers import table_name_for_topic
 from lakehouse_core.layout import Warehouse
 from lakehouse_core.streaming import Trigger
+from lakehouse_demo.generator import WorkloadConfig, generate, write_files
 from tests.cli import SHOP_TOML, run_cli
 from tests.helpers import customer_change
 from tests.objstore import objstore_uri

@@ -19,8 +19,6 @@ import silver.one_hop
 import silver.write
 from cdc.records import Record
 from cdc.sources import SourceSpec, read_source
-from lakehouse.demo.generator import WorkloadConfig, generate, write_files
-from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.ops.audit import verify_warehouse
 from lakehouse.run.pipeline import run_from_bronze, run_once, start_one_hop
 from lakehouse.run.summary import RunSummary
@@ -30,6 +28,8 @@ from lakehouse_core.errors import LakehouseError
 from lakehouse_core.identifiers import table_name_for_topic
 from lakehouse_core.layout import Warehouse
 from lakehouse_core.streaming import Trigger, await_query
+from lakehouse_demo.generator import WorkloadConfig, generate, write_files
+from lakehouse_demo.settings import SHOP_CONFIG
 from tests.faults import GUARDED_DML, CommitFaults
 from tests.helpers import customer_change, deliver, pg_key
 from tests.warehouses import assert_same_tables

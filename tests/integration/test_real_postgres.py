@@ -18,15 +18,15 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from lakehouse.local.broker import free_port
-from lakehouse.local.debezium_capture import CaptureError, start_capture
-from lakehouse.local.pg_compare import TableContents, differences, silver_tables
-from lakehouse.local.pg_workload import QUARANTINED
-from lakehouse.local.postgres import DATABASE, HOST, USER, LocalPostgres
-from lakehouse.local.real_cdc import TABLE_TOPIC_PREFIX, CapturedWorkload, capture_postgres
 from lakehouse_core.identifiers import entity_name_for_topic
 from lakehouse_core.layout import QUARANTINE_TABLE, Warehouse
-from tests.cli import run_cli
+from lakehouse_local.broker import free_port
+from lakehouse_local.debezium_capture import CaptureError, start_capture
+from lakehouse_local.pg_compare import TableContents, differences, silver_tables
+from lakehouse_local.pg_workload import QUARANTINED
+from lakehouse_local.postgres import DATABASE, HOST, USER, LocalPostgres
+from lakehouse_local.real_cdc import TABLE_TOPIC_PREFIX, CapturedWorkload, capture_postgres
+from tests.cli import run_cli, run_demo_cli
 from tests.delta_rs import assert_delta_rs_reads_same_rows
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
@@ -181,6 +181,6 @@ def test_capture_names_an_unreachable_postgres(tmp_path: Path) -> None:
 
 
 def test_demo_refuses_postgres_with_kafka() -> None:
-    result = run_cli("demo", "--postgres", "--kafka")
+    result = run_demo_cli("demo", "--postgres", "--kafka")
     assert result.returncode == 2
     assert result.stderr.strip() == "error: --postgres and --kafka cannot be combined; choose one."

@@ -13,9 +13,6 @@ import pytest
 from pyspark.sql import SparkSession
 
 from cdc.sources import SourceSpec
-from lakehouse.demo.generator import WorkloadConfig, generate, write_files
-from lakehouse.demo.job import REVENUE_BY_TIER
-from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.ops.replay import replay
 from lakehouse.run import swap
 from lakehouse.run.entities import DERIVED_LAYERS
@@ -23,6 +20,9 @@ from lakehouse.run.pipeline import run_from_bronze, run_once
 from lakehouse_core.config import PipelineConfig
 from lakehouse_core.errors import ConfigError, TableNotFoundError
 from lakehouse_core.layout import QUARANTINE_TABLE, Warehouse
+from lakehouse_demo.generator import WorkloadConfig, generate, write_files
+from lakehouse_demo.job import REVENUE_BY_TIER
+from lakehouse_demo.settings import SHOP_CONFIG
 from tests.cli import SHOP_TOML, run_cli, table_cells
 from tests.logs import logged
 from tests.warehouses import (

@@ -27,11 +27,11 @@ from pyspark.sql import SparkSession
 
 import gold.batch
 from cdc.sources import SourceSpec
-from lakehouse.demo.generator import WorkloadConfig, generate, write_files
-from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.run.pipeline import run_once
 from lakehouse_core.errors import LakehouseError
 from lakehouse_core.layout import LAYERS, QUARANTINE_TABLE, Warehouse
+from lakehouse_demo.generator import WorkloadConfig, generate, write_files
+from lakehouse_demo.settings import SHOP_CONFIG
 from tests.cli import LAKEHOUSE, SHOP_TOML, run_cli
 from tests.faults import GUARDED_DML, CommitFaults
 from tests.logs import logged

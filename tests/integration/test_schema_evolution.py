@@ -28,7 +28,6 @@ from pyspark.sql import SparkSession
 from bronze.table import ensure_bronze_table
 from cdc.records import Record
 from gold.jobs import query_name, start_gold
-from lakehouse.demo.settings import ShopGoldSpec, shop_gold_tables
 from lakehouse.run.pipeline import RunningQueries, start_ready
 from lakehouse_core.config import PipelineConfig, TableSpec
 from lakehouse_core.delta_io import TYPE_WIDENING_PROPERTY
@@ -37,6 +36,7 @@ from lakehouse_core.identifiers import table_name_for_topic
 from lakehouse_core.layout import Warehouse
 from lakehouse_core.streaming import Trigger, run_to_end
 from lakehouse_core.widening import TYPE_WIDENING_MODES, TypeWidening
+from lakehouse_demo.settings import ShopGoldSpec, shop_gold_tables
 from silver.job import QueryState, apply_batch, entity_tables, start_silver
 from silver.verify import check_history, check_table
 from tests.delta_rs import assert_delta_rs_reads_same_rows

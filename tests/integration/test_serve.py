@@ -15,8 +15,8 @@ import pytest
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
-from lakehouse.local.broker import free_port
 from lakehouse_core.layout import Warehouse
+from lakehouse_local.broker import free_port
 from tests import sessions
 from tests.helpers import table_rows
 from tests.runs import Run

@@ -13,9 +13,9 @@ import psutil
 import pytest
 from pyspark.sql import SparkSession
 
-from lakehouse.demo.generator import WorkloadConfig, generate, write_files
-from lakehouse.local.broker import free_port
 from lakehouse_core.layout import Warehouse
+from lakehouse_demo.generator import WorkloadConfig, generate, write_files
+from lakehouse_local.broker import free_port
 from tests import sessions
 from tests.cli import LAKEHOUSE, SHOP_TABLES_TOML, run_cli
 from tests.runs import Run

@@ -20,12 +20,12 @@ import pytest
 from pyspark.sql import SparkSession
 
 from cdc.sources import SourceSpec
-from lakehouse.demo.generator import WorkloadConfig, generate, write_files
-from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.run.pipeline import run_once
 from lakehouse.run.state_check import VERSIONS_FILE, check_damage, recorded_versions
 from lakehouse_core.config import TableSpec
 from lakehouse_core.layout import Warehouse
+from lakehouse_demo.generator import WorkloadConfig, generate, write_files
+from lakehouse_demo.settings import SHOP_CONFIG
 from tests.cli import run_cli
 from tests.warehouses import Bundle
 

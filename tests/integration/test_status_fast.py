@@ -22,9 +22,9 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from benchmarks.status_bench import Expected, synthetic_warehouse
-from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.ops.status import pipeline_status, status_json
 from lakehouse_core.layout import Warehouse
+from lakehouse_demo.settings import SHOP_CONFIG
 from tests.cli import SHOP_TOML
 
 pytestmark = pytest.mark.integration

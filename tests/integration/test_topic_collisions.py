@@ -11,10 +11,10 @@ import pytest
 from pyspark.sql import SparkSession
 
 from bronze.job import append_batch_by_topic
-from lakehouse.demo.generator import write_files
 from lakehouse_core.errors import ConfigError
 from lakehouse_core.identifiers import bronze_tables_for_topics
 from lakehouse_core.layout import Warehouse
+from lakehouse_demo.generator import write_files
 from tests.cli import run_cli
 from tests.helpers import bronze_frame, customer_change
 

@@ -71,7 +71,7 @@ def test_baseline_and_scores_match_the_statistics_model(spark: SparkSession) -> 
         "key string, value double, row_key int",
     )
     results: dict[tuple[str, str, str, int], float] = {}
-    for method in ("zscore", "mad", "lakehouse.demo.custom_scores:times_median"):
+    for method in ("zscore", "mad", "lakehouse_demo.custom_scores:times_median"):
         spec = AlertSpec("a", "orders", "k", "v", "t", method=method, min_history=3)
         function = None
         if spec.custom:
@@ -85,7 +85,7 @@ def test_baseline_and_scores_match_the_statistics_model(spark: SparkSession) -> 
     for (method, key, _, index), score in results.items():
         base = model_baseline(HISTORY[key])
         value = PROBES[index]
-        if method == "lakehouse.demo.custom_scores:times_median":
+        if method == "lakehouse_demo.custom_scores:times_median":
             expected = value / base["median"]  # type: ignore[operator]
         else:
             expected = model_scores(method, value, base)
@@ -99,7 +99,7 @@ def test_baseline_and_scores_match_the_statistics_model(spark: SparkSession) -> 
     [
         ('method = "median"', "Invalid method 'median' for alert 'big': use one of zscore, mad"),
         ('method = "no_such_module:f"', "module 'no_such_module' cannot be imported"),
-        ('method = "lakehouse.demo.custom_scores:nope"', "has no function 'nope'"),
+        ('method = "lakehouse_demo.custom_scores:nope"', "has no function 'nope'"),
         ("threshold = 0", "Invalid threshold 0 for alert 'big': use a number above 0"),
         ('threshold = "3"', "Setting 'threshold' in [[alerts]] must be a number, not '3'."),
         ("min_history = 1", "Invalid min_history 1 for alert 'big': use a whole number, 2 or more"),

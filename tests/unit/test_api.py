@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 
 import lakehouse
-from lakehouse import Lakehouse, generate_workload
+from lakehouse import Lakehouse
 from lakehouse.api import parse_trigger
 from lakehouse.run.pipeline import LoopPasses
 from lakehouse.run.queries import RunningQueries
 from lakehouse_core.errors import ConfigError, StatementRefusedError
 from lakehouse_core.streaming import Trigger
-from tests.cli import run_cli
+from lakehouse_demo import generate_workload
+from tests.cli import run_demo_cli
 
 pytestmark = pytest.mark.unit
 
@@ -193,7 +194,7 @@ def test_a_workload_in_parts_keeps_every_record_in_delivery_order(tmp_path: Path
     joined = "".join(f.read_text(encoding="utf-8") for f in files)
     assert joined == (tmp_path / "whole" / "part-00000.jsonl").read_text(encoding="utf-8")
 
-    result = run_cli(
+    result = run_demo_cli(
         "generate",
         "--out",
         tmp_path / "cli",

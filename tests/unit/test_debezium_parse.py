@@ -22,7 +22,6 @@ from pyspark.sql import functions as F
 
 from cdc.files import UNREADABLE_TOPIC, parse_line
 from cdc.records import CREATE_TIME, Record
-from lakehouse.demo.settings import SHOP_CONFIG, ShopGoldSpec
 from lakehouse_core.config import PipelineConfig, TableSpec, load_config
 from lakehouse_core.errors import ConfigError
 from lakehouse_core.identifiers import (
@@ -31,6 +30,7 @@ from lakehouse_core.identifiers import (
     require_identifier,
     table_name_for_topic,
 )
+from lakehouse_demo.settings import SHOP_CONFIG, ShopGoldSpec
 from silver.decode import discover_layout
 from silver.parse import RowLayout, as_text, parse_changes
 from silver.reference import FoldSpec, fold

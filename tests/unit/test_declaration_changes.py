@@ -12,8 +12,6 @@ from typing import Any
 import pytest
 
 from lakehouse.declare import cdc_table, gold_table, measure, pipeline_config, tumbling
-from lakehouse.demo.job import DEMO_CONFIG
-from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.run.changes import (
     Change,
     declaration_changes,
@@ -31,6 +29,8 @@ from lakehouse_core.config import PipelineConfig, QualitySpec
 from lakehouse_core.errors import ConfigError
 from lakehouse_core.gold_tables import GoldTable
 from lakehouse_core.layout import Warehouse
+from lakehouse_demo.job import DEMO_CONFIG
+from lakehouse_demo.settings import SHOP_CONFIG
 
 pytestmark = pytest.mark.unit
 

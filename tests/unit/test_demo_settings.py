@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from lakehouse.cli import cli
-from lakehouse.cli.demo import next_commands
-from lakehouse.demo.job import DEMO_CONFIG
-from lakehouse.demo.settings import SHOP_CONFIG, ShopGoldSpec, shop_gold_tables
 from lakehouse_core.config import PipelineConfig, load_config
 from lakehouse_core.errors import ConfigError
+from lakehouse_demo.cli import next_commands
+from lakehouse_demo.job import DEMO_CONFIG
+from lakehouse_demo.settings import SHOP_CONFIG, ShopGoldSpec, shop_gold_tables
 from tests.cli import SHOP_TABLES_TOML, SHOP_TOML
 
 pytestmark = pytest.mark.unit
@@ -102,17 +102,17 @@ def test_a_product_import_of_the_demo_breaks_the_contract(tmp_path: Path) -> Non
         c for c in contracts["tool"]["importlinter"]["contracts"] if c["name"].startswith(CONTRACT)
     ]
     assert demo["type"] == "forbidden" and set(PRODUCT) <= set(demo["source_modules"])
-    assert demo["forbidden_modules"] == ["lakehouse.demo"]
+    assert demo["forbidden_modules"] == ["lakehouse_demo"]
     copy = tmp_path / "tree"
-    for package in (*PRODUCT, "lakehouse"):
+    for package in (*PRODUCT, "lakehouse", "lakehouse_local", "lakehouse_demo"):
         shutil.copytree(ROOT / package, copy / package, ignore=shutil.ignore_patterns("*.pyc"))
     shutil.copy(ROOT / "pyproject.toml", copy / "pyproject.toml")
     kept = lint_imports(copy)
     assert kept.returncode == 0, kept.stdout + kept.stderr
     wrong = copy / "gold" / "verify.py"
-    line = "\nfrom lakehouse.demo.settings import SHOP_CONFIG  # noqa\n"
+    line = "\nfrom lakehouse_demo.settings import SHOP_CONFIG  # noqa\n"
     wrong.write_text(wrong.read_text(encoding="utf-8") + line, encoding="utf-8")
     broken = lint_imports(copy)
     assert broken.returncode != 0, broken.stdout
-    assert f"{CONTRACT} (lakehouse.demo) BROKEN" in broken.stdout
-    assert "gold.verify -> lakehouse.demo.settings" in broken.stdout, broken.stdout
+    assert f"{CONTRACT} (lakehouse_demo) BROKEN" in broken.stdout
+    assert "gold.verify -> lakehouse_demo.settings" in broken.stdout, broken.stdout

@@ -7,10 +7,10 @@ from dataclasses import replace
 
 import pytest
 
-from lakehouse.demo.settings import SHOP_CLICKSTREAM, SHOP_CONFIG
 from lakehouse.run.entities import missing_declarations, refusal
 from lakehouse.run.swap import retirable, unreplaced_tables
 from lakehouse_core.config import PipelineConfig, TableSpec
+from lakehouse_demo.settings import SHOP_CLICKSTREAM, SHOP_CONFIG
 
 pytestmark = pytest.mark.unit
 

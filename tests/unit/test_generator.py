@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 
 from cdc.records import Record
-from lakehouse.demo import generator
-from lakehouse.demo.generator import (
+from lakehouse_core.errors import ConfigError
+from lakehouse_demo import generator
+from lakehouse_demo.generator import (
     CLICKSTREAM_TOPIC,
     CUSTOMERS_TOPIC,
     ORDERS_TOPIC,
@@ -29,8 +30,7 @@ from lakehouse.demo.generator import (
     topic_names,
     write_files,
 )
-from lakehouse.demo.shop import TOAST_PLACEHOLDER, decimal_b64
-from lakehouse_core.errors import ConfigError
+from lakehouse_demo.shop import TOAST_PLACEHOLDER, decimal_b64
 
 pytestmark = pytest.mark.unit
 
@@ -150,7 +150,7 @@ def test_same_records_in_another_process(small: list[Record]) -> None:
     """No dependence on string hashing (set order) or anything else process-specific."""
     script = (
         "import hashlib, sys\n"
-        "from lakehouse.demo.generator import WorkloadConfig, generate\n"
+        "from lakehouse_demo.generator import WorkloadConfig, generate\n"
         "lines = (r.to_line() for r in generate(WorkloadConfig(events=500, malformed_rate=0.05)))\n"
         "sys.stdout.write(hashlib.sha256('\\n'.join(lines).encode()).hexdigest())\n"
     )

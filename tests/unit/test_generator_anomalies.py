@@ -9,8 +9,8 @@ from collections import defaultdict
 
 import pytest
 
-from lakehouse.demo.generator import ANOMALY_FACTOR, WorkloadConfig, generate, generate_workload
 from lakehouse_core.errors import ConfigError
+from lakehouse_demo.generator import ANOMALY_FACTOR, WorkloadConfig, generate, generate_workload
 
 pytestmark = pytest.mark.unit
 

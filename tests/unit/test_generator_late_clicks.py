@@ -7,8 +7,8 @@ from datetime import datetime
 
 import pytest
 
-from lakehouse.demo.generator import LATE_CLICK_MS, WorkloadConfig, generate
 from lakehouse_core.errors import ConfigError
+from lakehouse_demo.generator import LATE_CLICK_MS, WorkloadConfig, generate
 
 pytestmark = pytest.mark.unit
 

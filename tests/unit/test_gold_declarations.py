@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from lakehouse.demo.settings import SHOP_CONFIG, ShopGoldSpec, shop_gold_tables
 from lakehouse_core.config import load_config
 from lakehouse_core.errors import ConfigError
 from lakehouse_core.gold_tables import GoldTable, Join, Measure, StreamJoin, TopN, Window
+from lakehouse_demo.settings import SHOP_CONFIG, ShopGoldSpec, shop_gold_tables
 from tests.cli import run_cli
 
 pytestmark = pytest.mark.unit

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.ops.drop import DropTarget, dropped_paths
 from lakehouse.run.changes import declaration_changes
 from lakehouse.run.declarations import PLAIN_FILES
 from lakehouse.run.rebuild import rebuild_paths, rebuilt
 from lakehouse_core.gold_tables import Window
 from lakehouse_core.layout import Warehouse
+from lakehouse_demo.settings import SHOP_CONFIG
 
 pytestmark = pytest.mark.unit
 

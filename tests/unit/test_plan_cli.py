@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from lakehouse.cli.declared import load_declarations
-from lakehouse.demo.job import DEMO_CONFIG
-from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.run.declarations import comparable, version_file
 from lakehouse_core.config import PipelineConfig, load_config
 from lakehouse_core.errors import ConfigError
 from lakehouse_core.layout import Warehouse
+from lakehouse_demo.job import DEMO_CONFIG
+from lakehouse_demo.settings import SHOP_CONFIG
 from tests.cli import SHOP_TOML, run_cli
 
 pytestmark = pytest.mark.unit
@@ -66,7 +66,7 @@ def test_plan_of_the_same_declarations_changes_nothing(tmp_path: Path) -> None:
 def test_plan_names_each_change_and_what_it_implies(tmp_path: Path) -> None:
     root = recorded_warehouse(tmp_path)
     demo = python_file(
-        tmp_path, "from lakehouse.demo.job import DEMO_CONFIG as demo\n", "demo_decl.py"
+        tmp_path, "from lakehouse_demo.job import DEMO_CONFIG as demo\n", "demo_decl.py"
     )
     result = run_cli("plan", "--warehouse", root, "--declarations", demo)
     assert result.returncode == 0, result.stderr
@@ -122,7 +122,7 @@ def test_declarations_take_a_file_a_name_in_it_or_a_module(tmp_path: Path) -> No
     assert config.tables[0].keys == ("event_id", "user_id")
     assert load_declarations(f"{declared}:lh") == config
     assert load_declarations(f"{declared}:lh.config") == config
-    assert load_declarations("lakehouse.demo.job:DEMO_CONFIG") == DEMO_CONFIG
+    assert load_declarations("lakehouse_demo.job:DEMO_CONFIG") == DEMO_CONFIG
     assert load_declarations(str(SHOP_TOML)) == SHOP_CONFIG
     built = python_file(
         tmp_path,
@@ -139,7 +139,7 @@ def test_declarations_take_a_file_a_name_in_it_or_a_module(tmp_path: Path) -> No
         tmp_path,
         """
         from lakehouse import Lakehouse
-        from lakehouse.demo.settings import SHOP_CONFIG
+        from lakehouse_demo.settings import SHOP_CONFIG
 
         lh = Lakehouse("/nowhere", tables=SHOP_CONFIG.tables)
         """,
@@ -232,7 +232,7 @@ def test_drop_lists_what_it_would_delete_and_refuses_a_declared_table(tmp_path: 
     )
     tables_only = python_file(
         tmp_path,
-        "from lakehouse.demo.settings import SHOP_CONFIG\n"
+        "from lakehouse_demo.settings import SHOP_CONFIG\n"
         "from dataclasses import replace\n"
         "tables_only = replace(SHOP_CONFIG, gold_tables=())\n",
         "tables_only.py",

@@ -7,9 +7,9 @@ from dataclasses import replace
 
 import pytest
 
-from lakehouse.demo.job import DEMO_CONFIG, ORDER_ATTRIBUTION, REVENUE_BY_TIER
-from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.run.entities import dependent_gold, rebuilt_together
+from lakehouse_demo.job import DEMO_CONFIG, ORDER_ATTRIBUTION, REVENUE_BY_TIER
+from lakehouse_demo.settings import SHOP_CONFIG
 
 pytestmark = pytest.mark.unit
 

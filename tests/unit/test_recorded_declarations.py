@@ -12,8 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from lakehouse.demo.job import DEMO_CONFIG, REVENUE_BY_TIER
-from lakehouse.demo.settings import SHOP_CONFIG
 from lakehouse.run import declarations
 from lakehouse.run.declarations import (
     Recorded,
@@ -34,6 +32,8 @@ from lakehouse_core.config import (
 )
 from lakehouse_core.errors import ConfigError
 from lakehouse_core.layout import Warehouse
+from lakehouse_demo.job import DEMO_CONFIG, REVENUE_BY_TIER
+from lakehouse_demo.settings import SHOP_CONFIG
 from tests.cli import SHOP_TOML
 
 pytestmark = pytest.mark.unit

@@ -9,12 +9,12 @@ import pytest
 from pyspark.sql import SparkSession
 
 from cdc.sources import SourceSpec
-from lakehouse.demo.settings import ShopGoldSpec
 from lakehouse_core.conditions import MAX_OPERATORS, parse_condition
 from lakehouse_core.config import load_config
 from lakehouse_core.errors import ConfigError
 from lakehouse_core.streaming import failure_cause
-from tests.cli import run_cli
+from lakehouse_demo.settings import ShopGoldSpec
+from tests.cli import run_cli, run_demo_cli
 
 
 def config_file(tmp_path: Path, content: bytes) -> Path:
@@ -138,7 +138,7 @@ def test_missing_source_directory_is_refused_before_spark_starts(tmp_path: Path)
 def test_generate_into_an_unwritable_place_is_one_line(tmp_path: Path) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("", encoding="utf-8")
-    result = run_cli("generate", "--out", blocker / "sub", "--events", "10")
+    result = run_demo_cli("generate", "--out", blocker / "sub", "--events", "10")
     assert result.returncode == 2, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]

@@ -1,5 +1,5 @@
 """The demo shop's pipeline settings: its clickstream declared as an event stream and its two
-gold tables. The product assumes none of it; the demo (:mod:`lakehouse.demo`), the tests and
+gold tables. The product assumes none of it; the demo (:mod:`lakehouse_demo`), the tests and
 ``--config examples/shop.toml`` (the same settings as TOML) pass them explicitly.
 """
 

@@ -1,11 +1,11 @@
 """Real change data capture end to end: a local PostgreSQL, the workload, Debezium.
 
-:func:`capture_postgres` is what both ``lakehouse demo --postgres`` and the tests run: it starts
-a throwaway PostgreSQL (:mod:`lakehouse.local.postgres`), creates the schema and snapshot rows,
-starts the Debezium capture (:mod:`lakehouse.local.debezium_capture`) and waits until it
-streams, runs the workload (:mod:`lakehouse.local.pg_workload`), waits for the capture's end
-marker, reads PostgreSQL's final tables (:mod:`lakehouse.local.pg_compare`) and stops every
-process it started, also on errors and Ctrl-C.
+:func:`capture_postgres` is what both ``python -m lakehouse_demo demo --postgres`` and the tests
+run: it starts a throwaway PostgreSQL (:mod:`lakehouse_local.postgres`), creates the schema and
+snapshot rows, starts the Debezium capture (:mod:`lakehouse_local.debezium_capture`) and waits
+until it streams, runs the workload (:mod:`lakehouse_local.pg_workload`), waits for the
+capture's end marker, reads PostgreSQL's final tables (:mod:`lakehouse_local.pg_compare`) and
+stops every process it started, also on errors and Ctrl-C.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from lakehouse.local.broker import free_port
-from lakehouse.local.debezium_capture import OUTPUT_FILE, TOPIC_PREFIX, start_capture
-from lakehouse.local.pg_compare import TableContents, postgres_tables
-from lakehouse.local.pg_workload import TABLES, create_schema, run_workload
-from lakehouse.local.postgres import DATABASE, HOST, USER, LocalPostgres
 from lakehouse_core.errors import EnvironmentSetupError
+from lakehouse_local.broker import free_port
+from lakehouse_local.debezium_capture import OUTPUT_FILE, TOPIC_PREFIX, start_capture
+from lakehouse_local.pg_compare import TableContents, postgres_tables
+from lakehouse_local.pg_workload import TABLES, create_schema, run_workload
+from lakehouse_local.postgres import DATABASE, HOST, USER, LocalPostgres
 
 log = logging.getLogger(__name__)
 

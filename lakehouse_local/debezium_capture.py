@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lakehouse.local.processes import wait_until
 from lakehouse_core.errors import LakehouseError
+from lakehouse_local.processes import wait_until
 
 #: Table whose inserted row tells the capture to stop; it is not part of the output.
 MARKER_TABLE = "capture_end"
@@ -141,7 +141,7 @@ def start_capture(
         "work_dir": str(work_dir),
         "timeout_s": timeout_s,
     }
-    command = [sys.executable, "-m", "lakehouse.local.debezium_capture", json.dumps(arguments)]
+    command = [sys.executable, "-m", "lakehouse_local.debezium_capture", json.dumps(arguments)]
     try:
         connection = psycopg.connect(**conninfo, autocommit=True, connect_timeout=10)
     except psycopg.OperationalError as error:
@@ -157,6 +157,7 @@ def start_capture(
             stderr=log,
             stdin=subprocess.DEVNULL,
             cwd=work_dir,  # the engine's log4j writes logs/ into its working directory
+            env=_child_environment(),
             start_new_session=True,
         )
         capture = Capture(process, out_dir, log_file)
@@ -166,6 +167,15 @@ def start_capture(
             capture.stop()
             raise
     return capture
+
+
+def _child_environment() -> dict[str, str]:
+    """This process's environment, with the directory holding :mod:`lakehouse_local` first on
+    ``PYTHONPATH``: the package is not installed (it stays out of the product's wheel), and the
+    child runs in another working directory."""
+    root = str(Path(__file__).resolve().parents[1])
+    paths = [root, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
 
 
 def _wait_until_streaming(connection: Any, capture: Capture) -> None:
@@ -310,7 +320,7 @@ def _first_line(error: BaseException) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lakehouse.local.debezium_capture")
+    parser = argparse.ArgumentParser(prog="python -m lakehouse_local.debezium_capture")
     parser.add_argument(
         "arguments", help="JSON: host, port, user, dbname, out_dir, work_dir, timeout_s"
     )

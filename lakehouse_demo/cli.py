@@ -1,4 +1,6 @@
-"""``lakehouse demo``: the main job, a shop workload through every layer."""
+"""The demo's command line, ``python -m lakehouse_demo``: ``demo`` (the main job, a shop
+workload through every layer), ``generate`` (its files) and ``produce`` (to Kafka); errors as
+the ``lakehouse`` command line shows them (:func:`lakehouse.cli.main`)."""
 
 from __future__ import annotations
 
@@ -7,11 +9,13 @@ import logging
 import shlex
 import sys
 import tempfile
+from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
 
 import click
 
+from lakehouse.cli import main as run_commands
 from lakehouse.cli.common import (
     SEED,
     console,
@@ -20,6 +24,7 @@ from lakehouse.cli.common import (
     spark_session,
 )
 from lakehouse_core.errors import LakehouseError
+from lakehouse_demo.workload_cli import generate, produce
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +74,8 @@ def demo(
     master: str | None,
 ) -> None:
     """Generate a shop workload and run it through every layer, then query gold."""
-    from lakehouse.demo.job import run_demo
-    from lakehouse.local.broker import LocalBroker, default_home, free_port
+    from lakehouse_demo.job import run_demo
+    from lakehouse_local.broker import LocalBroker, default_home, free_port
 
     if bootstrap and not use_kafka:
         raise LakehouseError("--bootstrap needs --kafka.")
@@ -151,8 +156,8 @@ def next_commands(warehouse: str, customer_id: int | None) -> list[str]:
 
 def _postgres_demo(root: Path, spark_mode: str, master: str | None) -> None:
     """``demo --postgres``: print how silver compares with PostgreSQL; exit 1 if it differs."""
-    from lakehouse.demo.job import run_postgres_demo
-    from lakehouse.local.real_cdc import capture_postgres
+    from lakehouse_demo.job import run_postgres_demo
+    from lakehouse_local.real_cdc import capture_postgres
 
     captured = capture_postgres(root)  # stops PostgreSQL and Debezium when done
     with spark_session(spark_mode, master) as spark:
@@ -171,3 +176,18 @@ def _postgres_demo(root: Path, spark_mode: str, master: str | None) -> None:
     console.print(f'try: lakehouse sql --warehouse {summary.warehouse} "{example}"', markup=False)
     if summary.differences:
         sys.exit(1)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """The cdc-lakehouse demo (not part of the product): a shop workload, generated or captured
+    from PostgreSQL, through every layer; the lakehouse commands work on its warehouse."""
+
+
+for command in (demo, generate, produce):
+    cli.add_command(command)
+
+
+def main(args: Sequence[str] | None = None) -> None:
+    """Entry point of ``python -m lakehouse_demo`` (``args``: default ``sys.argv[1:]``)."""
+    run_commands(args, cli)

@@ -20,8 +20,8 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from cdc.records import Record
-from lakehouse.demo.generator import WorkloadConfig, generate
 from lakehouse_core.errors import ConfigError, SourceUnavailableError
+from lakehouse_demo.generator import WorkloadConfig, generate
 
 #: librdkafka's own log lines go here (the command line keeps them quiet unless debugging).
 KAFKA_LOG = logging.getLogger("cdc.kafka")

@@ -1,5 +1,5 @@
 """An example of a user's scoring function for ``[[alerts]]`` (``method =
-"lakehouse.demo.custom_scores:times_median"``); a function of your own has the same shape.
+"lakehouse_demo.custom_scores:times_median"``); a function of your own has the same shape.
 
 The function gets a pandas DataFrame with one row per scored row, columns ``key``, ``value``
 and the key's baseline (``count``, ``mean``, ``stddev``, ``median``, ``mad``,

@@ -1,4 +1,4 @@
-"""Workload commands: ``generate`` (files) and ``produce`` (Kafka)."""
+"""The demo's workload commands: ``generate`` (files) and ``produce`` (Kafka)."""
 
 from __future__ import annotations
 
@@ -58,8 +58,8 @@ def generate(
     parts: int | None,
 ) -> None:
     """Write a shop workload (customers and orders CDC, clickstream) as JSON-lines files."""
-    from lakehouse.demo.generator import WorkloadConfig
-    from lakehouse.demo.job import write_workload
+    from lakehouse_demo.generator import WorkloadConfig
+    from lakehouse_demo.job import write_workload
 
     workload = WorkloadConfig(
         events=events, seed=seed, malformed_rate=malformed_rate, late_rate=late_rate
@@ -102,8 +102,8 @@ def produce(
     kafka_settings: Path | None,
 ) -> None:
     """Send a shop workload to Kafka (<server>.public.customers, .orders, <server>.clickstream)."""
-    from lakehouse.demo.generator import WorkloadConfig
-    from lakehouse.demo.producer import send_workload
+    from lakehouse_demo.generator import WorkloadConfig
+    from lakehouse_demo.producer import send_workload
 
     settings = _librdkafka_settings(kafka_options(kafka_option, kafka_settings))
     workload = WorkloadConfig(

@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 from cdc.records import Record, json_bytes
-from lakehouse.demo.shop import (
+from lakehouse_core.errors import ConfigError
+from lakehouse_demo.shop import (
     CATEGORIES,
     CUSTOMER_COLUMNS,
     DEBEZIUM_VERSION,
@@ -47,7 +48,6 @@ from lakehouse.demo.shop import (
     key_only_row,
     key_schema,
 )
-from lakehouse_core.errors import ConfigError
 
 __all__ = [
     "CLICKSTREAM_TOPIC",

@@ -19,8 +19,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from lakehouse.local.processes import command_line, stop_process, wait_until
 from lakehouse_core.errors import EnvironmentSetupError
+from lakehouse_local.processes import command_line, stop_process, wait_until
 
 PACKAGE = "noida-db==0.2.3"
 #: sha256 of noida_db-0.2.3-py3-none-manylinux_2_17_x86_64.whl, the only wheel of that release.
@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="kafka-broker",
         description="Install, start, stop or inspect the local Kafka-protocol broker "
-        "used by the tests and `lakehouse demo --kafka`.",
+        "used by the tests and `python -m lakehouse_demo demo --kafka`.",
     )
     parser.add_argument("action", choices=["start", "stop", "status"])
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="port on 127.0.0.1")

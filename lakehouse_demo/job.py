@@ -14,12 +14,6 @@ from pyspark.sql import SparkSession
 from cdc.sources import SourceSpec
 from expectations.metrics import quality_summary
 from gold.alerts import alert_jobs, fit
-from lakehouse.demo.generator import WorkloadConfig, generate, write_files
-from lakehouse.demo.producer import ProduceReport, send_workload
-from lakehouse.demo.settings import SHOP_CONFIG
-from lakehouse.local.pg_compare import differences, silver_tables
-from lakehouse.local.pg_workload import QUARANTINED
-from lakehouse.local.real_cdc import TABLE_TOPIC_PREFIX, CapturedWorkload
 from lakehouse.ops.audit import verify_warehouse
 from lakehouse.run.declarations import record_declarations
 from lakehouse.run.pipeline import run_once
@@ -31,6 +25,12 @@ from lakehouse_core.gold_tables import GoldTable, Join, Measure, StreamJoin, Win
 from lakehouse_core.layout import LATE_EVENTS, LAYERS, Warehouse
 from lakehouse_core.patterns import Absent, Pattern, PatternMeasure, Step
 from lakehouse_core.streaming import Trigger, run_to_end
+from lakehouse_demo.generator import WorkloadConfig, generate, write_files
+from lakehouse_demo.producer import ProduceReport, send_workload
+from lakehouse_demo.settings import SHOP_CONFIG
+from lakehouse_local.pg_compare import differences, silver_tables
+from lakehouse_local.pg_workload import QUARANTINED
+from lakehouse_local.real_cdc import TABLE_TOPIC_PREFIX, CapturedWorkload
 
 log = logging.getLogger(__name__)
 
