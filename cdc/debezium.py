@@ -84,6 +84,7 @@ SOURCE_TYPE = StructType(
         StructField("file", StringType()),
         StructField("pos", LongType()),
         StructField("row", IntegerType()),
+        StructField("snapshot", StringType()),
     ]
 )
 

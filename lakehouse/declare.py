@@ -236,6 +236,7 @@ def cdc_table(
     tombstone_retention_days: int = 7,
     on_incompatible_type: str = "quarantine",
     on_type_mismatch: str = "quarantine",
+    resnapshot: str = "upsert",
     type_widening: str = "rewrite",
     deletion_vectors: bool = False,
     expectations: Expectations = (),

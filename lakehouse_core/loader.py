@@ -103,6 +103,7 @@ class TableShape(Shape):
     system_sequence_by: str | None = None
     on_incompatible_type: str | None = None
     on_type_mismatch: str | None = None
+    resnapshot: str | None = None
     type_widening: str | None = None
     deletion_vectors: bool | None = None
     stored_as_scd_type: int | str | None = None

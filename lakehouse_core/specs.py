@@ -51,6 +51,8 @@ IncompatibleTypePolicy = Literal["fail", "quarantine"]
 INCOMPATIBLE_TYPE_POLICIES: tuple[IncompatibleTypePolicy, ...] = ("fail", "quarantine")
 TypeMismatchPolicy = Literal["quarantine", "rescue"]
 TYPE_MISMATCH_POLICIES: tuple[TypeMismatchPolicy, ...] = ("quarantine", "rescue")
+ResnapshotMode = Literal["upsert", "full"]
+RESNAPSHOT_MODES: tuple[ResnapshotMode, ...] = ("upsert", "full")
 SCD_TYPES = (1, 2)
 
 
@@ -84,6 +86,10 @@ class TableSpec:
     #: record, or keep the record with the value in ``_rescued_data`` (docs/silver-semantics.md,
     #: "Values of the wrong type").
     on_type_mismatch: TypeMismatchPolicy = "quarantine"
+    #: Snapshot reads are upserts compared by order (``upsert``), or also, for a Debezium
+    #: table, the end of a full snapshot removes the rows it did not read that are older than
+    #: it (``full``; docs/silver-semantics.md, "Re-snapshots").
+    resnapshot: ResnapshotMode = "upsert"
     #: How the entity's tables take a wider column type (lakehouse_core.widening.TypeWidening).
     type_widening: TypeWidening = "rewrite"
     #: Delta deletion vectors on the entity's silver table: a MERGE marks the rows it replaces
@@ -130,6 +136,16 @@ class TableSpec:
             raise ConfigError(
                 f"Invalid on_type_mismatch {self.on_type_mismatch!r} for table {self.name!r}. "
                 f"Must be one of {', '.join(TYPE_MISMATCH_POLICIES)}."
+            )
+        if self.resnapshot not in RESNAPSHOT_MODES:
+            raise ConfigError(
+                f"Invalid resnapshot {self.resnapshot!r} for table {self.name!r}. "
+                f"Must be one of {', '.join(RESNAPSHOT_MODES)}."
+            )
+        if self.resnapshot == "full" and self.format != "debezium":
+            raise ConfigError(
+                f'Table {self.name!r}: resnapshot = "full" needs Debezium\'s snapshot '
+                'markers; an events table has none (remove the setting or set format = "debezium").'
             )
         if self.type_widening not in TYPE_WIDENING_MODES:
             raise ConfigError(

@@ -67,10 +67,12 @@ from silver.parse import (
     with_schema_hash,
 )
 from silver.settings import kept_layout, with_settings
+from silver.snapshots import truncate_order
 from silver.tables import RANGE_TYPES, KeyRange
 
 #: Totals of :func:`decode`: the lowest and highest value of the batch's ranged key column, and
-#: the order of its newest truncate that is not quarantined (None: none).
+#: the order of its newest truncate that is not quarantined, a full snapshot's end included
+#: (:mod:`silver.snapshots`; None: none).
 LOW_KEY, HIGH_KEY, NEWEST_TRUNCATE = "_low_key", "_high_key", "_newest_truncate"
 
 
@@ -152,7 +154,7 @@ def _decoded(
         F.count_if(TOMBSTONE).alias("tombstones"),
         F.count_if(F.col(OP) == TRUNCATE_OP).alias("truncates"),
         (F.count_if(rescued) if RESCUED in events.columns else F.lit(0)).alias("rescued"),
-        F.max(F.when(kept_truncate, order_of())).alias(NEWEST_TRUNCATE),
+        F.max(truncate_order(events, kept_truncate, order_of())).alias(NEWEST_TRUNCATE),
         F.array_distinct(F.flatten(F.collect_set(UNAVAILABLE))).alias("toast_columns"),
         schema_hashes().alias("schemas"),
         *TableChecks.totals(compiled),

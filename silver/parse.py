@@ -14,7 +14,8 @@ The output of :func:`parse_changes` has one row per bronze record:
   a value its column's declared or Connect type does not hold is never read as null: its
   record is quarantined (:data:`MISFIT`), or, when the layout ``rescues``, the column is null
   and ``_rescued_data`` (last) holds such values by column name, as sent;
-* ``_schema_hash`` if the bronze rows carry it (:func:`with_schema_hash`).
+* ``_schema_hash`` if the bronze rows carry it (:func:`with_schema_hash`);
+* for a ``resnapshot = "full"`` table, ``_snapshot_end`` (:mod:`silver.snapshots`).
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from lakehouse_core.columns import (
 )
 from lakehouse_core.config import TableSpec
 from lakehouse_core.errors import ConfigError
+from silver.snapshots import SNAPSHOT_END, ends_snapshot
 
 #: Debezium's ops: those that write a row (create, update, snapshot read), a delete, a truncate.
 UPSERT_OPS = ("c", "u", "r")
@@ -315,6 +317,7 @@ def _parse_debezium(
         else F.array().cast("array<string>"),
         lambda name: name.isNotNull(),
     )
+    full = spec.resnapshot == "full"  # its snapshots' ends remove what they did not read
     return _with_reason(events, reason).select(
         *_common_columns(SCHEMA_HASH in texts.columns),
         op.alias(OP),
@@ -327,6 +330,7 @@ def _parse_debezium(
             for c in layout.value_columns
         ],
         *([_rescued(raw_after, unfits).alias(RESCUED)] if rescues else []),
+        *([ends_snapshot(op, F.col("_env.source.snapshot")).alias(SNAPSHOT_END)] if full else []),
     )
 
 

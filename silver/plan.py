@@ -15,6 +15,7 @@ from silver.check import Checked
 from silver.context import Current
 from silver.decode import NEWEST_TRUNCATE
 from silver.parse import TOMBSTONE, TRUNCATE_OP, RowLayout, order_of, order_type_of
+from silver.snapshots import with_snapshot_ends
 from silver.tables import KeyRange, lists_keys, order_literal
 
 
@@ -37,8 +38,9 @@ class Merge:
 class BatchWrites:
     """Everything one micro-batch writes, in the order :func:`silver.write.write` writes it:
     the quarantined records, the checks' outcomes (None: not judged), the batch's truncates
-    (None: it has none), the MERGE (None: no keyed change), and the history's input: the
-    events neither quarantined nor Kafka tombstones, in the ``kept`` layout."""
+    and full snapshots' ends, as orders (None: it has none), the MERGE (None: no keyed
+    change), and the history's input: the events neither quarantined nor Kafka tombstones, in
+    the ``kept`` layout."""
 
     quarantined: DataFrame | None
     outcomes: tuple[Outcome, ...] | None
@@ -51,13 +53,16 @@ class BatchWrites:
 def plan(checked: Checked, current: Current) -> BatchWrites:
     """Decide a batch's writes from its checked events and ``current`` (the tables' truncation
     floor and key orders, read before the batch). A change at or below the floor, the batch's
-    own newest truncate included, is dropped; of the rest, the newest per key that is newer
-    than the key's row or tombstone is merged."""
+    own newest truncate included (a full snapshot's end is one: :mod:`silver.snapshots`), is
+    dropped; of the rest, the newest per key that is newer than the key's row or tombstone is
+    merged."""
     decoded, events = checked.decoded, checked.events
     counts, kept = decoded.counts, decoded.kept
     quarantined = events.where(F.col(REASON).isNotNull()) if counts.quarantined else None
     valid = events.where(F.col(REASON).isNull() & ~F.col(TOMBSTONE))
     truncates = valid.where(F.col(OP) == TRUNCATE_OP) if counts.truncates else None
+    if counts[NEWEST_TRUNCATE] is not None:  # the batch may end a full snapshot
+        truncates = with_snapshot_ends(valid, truncates)
     changes = valid.where(F.col(OP) != TRUNCATE_OP)
     for floor in (current.floor, counts[NEWEST_TRUNCATE]):
         changes = _above(changes, floor)

@@ -57,6 +57,7 @@ from lakehouse_core import conditions as sql
 from lakehouse_core.columns import METADATA_COLUMNS, OP, RESCUED, column_name_problem
 from lakehouse_core.conditions import Condition, parse_condition
 from lakehouse_core.conditions.python import holds, value_type
+from silver.reference_snapshots import snapshot_end_truncates
 
 __all__ = [
     "METADATA_COLUMNS",
@@ -179,6 +180,8 @@ class FoldSpec:
     ignore_null_updates_except_column_list: tuple[str, ...] | None = None
     table_types: Mapping[str, str] | None = None
     on_type_mismatch: Literal["quarantine", "rescue"] = "quarantine"
+    #: ``full``: a full snapshot's end removes what it did not read (silver.reference_snapshots).
+    resnapshot: Literal["upsert", "full"] = "upsert"
 
     def ignores_nulls_of(self, column: str) -> bool:
         """Whether a null in ``column`` of an upsert keeps the previous value."""
@@ -241,6 +244,8 @@ def fold(records: Iterable[BronzeRecord], spec: FoldSpec) -> FoldResult:
 
     events = with_column_defaults(events)
     events = [_with_conditions(event, truncates, deletes, spec) for event in events]
+    if spec.resnapshot == "full":
+        events += snapshot_end_truncates(events)
     events.sort(key=lambda e: e.sort_key)
 
     state: dict[tuple[Any, ...], dict[str, Any]] = {}

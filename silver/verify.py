@@ -75,6 +75,7 @@ def fold_spec(spec: TableSpec, silver_schema: StructType | None) -> FoldSpec:
         ignore_null_updates_except_column_list=spec.ignore_null_updates_except_column_list,
         table_types=_table_types(spec, silver_schema),
         on_type_mismatch=spec.on_type_mismatch,
+        resnapshot=spec.resnapshot,
     )
 
 

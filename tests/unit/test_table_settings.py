@@ -171,7 +171,7 @@ TABLE = '[[tables]]\nname = "users"\ntopic = "app.users"\n'
             r"except_column_list, expect, expect_or_drop, expect_or_fail, format, "
             r"ignore_null_updates, ignore_null_updates_column_list, "
             r"ignore_null_updates_except_column_list, keys, name, on_incompatible_type, "
-            r"on_type_mismatch, schema, "
+            r"on_type_mismatch, resnapshot, schema, "
             r"sequence_by, stored_as_scd_type, system_sequence_by, tombstone_retention_days, "
             r"topic, track_history_column_list, "
             r"track_history_except_column_list, type_widening\.$",
