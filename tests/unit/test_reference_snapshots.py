@@ -8,7 +8,11 @@ from __future__ import annotations
 import pytest
 
 from cdc.records import Record
+from lakehouse.declare import cdc_table
+from lakehouse_core.errors import ConfigError
+from lakehouse_core.loader import config_from_toml
 from silver.reference import FoldSpec, fold
+from silver.verify import fold_spec
 from tests.draws import draw_examples, example_count, property_seed
 from tests.helpers import bronze_record, pg_envelope, pg_key
 from tests.resnapshots import TOPIC, resnapshot_scenarios
@@ -81,3 +85,35 @@ def test_incremental_read_never_replaces_a_newer_change() -> None:
     for spec in (FoldSpec(), FULL):
         assert _names([update, read], spec) == {1: "new"}
         assert _names([update, later, read], spec) == {1: "new"}
+
+
+TOML = '[[tables]]\nname = "items"\ntopic = "pg.public.items"\n'
+
+
+def test_the_setting_in_toml_python_and_verify() -> None:
+    config = config_from_toml(TOML + 'resnapshot = "full"\n')
+    (spec,) = config.tables
+    assert spec.resnapshot == "full"
+    assert config_from_toml(config.to_toml()) == config
+    assert cdc_table("items", topic="pg.public.items", resnapshot="full") == spec
+    assert fold_spec(spec, None).resnapshot == "full"  # what verify folds with
+    assert config_from_toml(TOML).tables[0].resnapshot == "upsert"
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        (
+            'resnapshot = "always"',
+            r"^Invalid resnapshot 'always' for table 'items'\. Must be one of upsert, full\.$",
+        ),
+        (
+            'resnapshot = "full"\nformat = "events"\nkeys = ["id"]\nsequence_by = ["ts"]',
+            r"^Table 'items': resnapshot = \"full\" needs Debezium's snapshot markers; an events "
+            r"table has none \(remove the setting or set format = \"debezium\"\)\.$",
+        ),
+    ],
+)
+def test_a_wrong_setting_is_one_line(setting: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        config_from_toml(TOML + setting + "\n")
