@@ -15,6 +15,7 @@ from pathlib import Path
 
 import click
 
+from lakehouse import LOGGERS
 from lakehouse.cli import main as run_commands
 from lakehouse.cli.common import (
     SEED,
@@ -189,5 +190,6 @@ for command in (demo, generate, produce):
 
 
 def main(args: Sequence[str] | None = None) -> None:
-    """Entry point of ``python -m lakehouse_demo`` (``args``: default ``sys.argv[1:]``)."""
-    run_commands(args, cli)
+    """Entry point of ``python -m lakehouse_demo`` (``args``: default ``sys.argv[1:]``); the
+    steps the demo and its local servers log are shown with the product's."""
+    run_commands(args, cli, (*LOGGERS, "lakehouse_local", "lakehouse_demo"))

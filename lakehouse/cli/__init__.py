@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import click
 
+from lakehouse import LOGGERS
 from lakehouse.cli import (
     drop,
     fit,
@@ -61,17 +62,20 @@ QUIET_LOGGERS = (
 )
 
 
-def main(args: Sequence[str] | None = None, group: click.Group = cli) -> None:
-    """Entry point (``args``: the command line, default ``sys.argv[1:]``; ``group``: the
-    commands, the demo's command line passes its own): user errors become one line on stderr
-    and exit status 2; an internal error (a bug) one line saying so and exit status 1, unless
-    ``--debug`` (``lakehouse run``) or ``LAKEHOUSE_DEBUG`` asks for its trace."""
+def main(
+    args: Sequence[str] | None = None, group: click.Group = cli, loggers: Sequence[str] = LOGGERS
+) -> None:
+    """Entry point (``args``: the command line, default ``sys.argv[1:]``; ``group``, ``loggers``:
+    the commands and the loggers whose steps are shown, the demo's command line passes its
+    own): user errors become one line on stderr and exit status 2; an internal error (a bug)
+    one line saying so and exit status 1, unless ``--debug`` (``lakehouse run``) or
+    ``LAKEHOUSE_DEBUG`` asks for its trace."""
     DEBUG.set(False)
     logging.getLogger("py4j").setLevel(logging.CRITICAL)
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.CRITICAL)
     try:
-        with showing_steps():  # what the layers log: ``- layer: step`` lines
+        with showing_steps(names=loggers):  # what the layers log: ``- layer: step`` lines
             group(args=args, standalone_mode=False)
     except click.exceptions.Abort:
         errors.print("aborted")

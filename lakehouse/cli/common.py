@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
@@ -298,13 +298,13 @@ class StepLines(logging.Handler):
 
 
 @contextmanager
-def showing_steps(level: int = logging.INFO) -> Iterator[StepLines]:
-    """While the block runs, the loggers of :data:`lakehouse.LOGGERS` print their records of
-    ``level`` and above through a :class:`StepLines` handler (and only there: they do not
+def showing_steps(level: int = logging.INFO, names: Sequence[str] = LOGGERS) -> Iterator[StepLines]:
+    """While the block runs, the loggers ``names`` (:data:`lakehouse.LOGGERS`) print their
+    records of ``level`` and above through a :class:`StepLines` handler (and only there: they do not
     propagate to the root logger's handlers); yields that handler. Their levels, handlers and
     propagation are as before afterwards. Other loggers (py4j, sqlglot, ...) are left alone."""
     handler = StepLines(level)
-    loggers = [logging.getLogger(name) for name in LOGGERS]
+    loggers = [logging.getLogger(name) for name in names]
     before = [(logger.level, logger.propagate) for logger in loggers]
     for logger in loggers:
         logger.setLevel(level)
