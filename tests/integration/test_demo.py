@@ -1,6 +1,7 @@
-"""The command line end to end: ``lakehouse demo``, ``lakehouse sql`` and user errors.
+"""The command line end to end: the demo (``python -m lakehouse_demo demo``), ``lakehouse sql``
+and user errors.
 
-``demo`` and ``sql`` run in this process (:func:`tests.cli.run_cli`, the test session's Spark);
+``demo`` and ``sql`` run in this process (:func:`tests.cli.run_demo_cli`, ``run_cli``: Spark);
 the user errors run through the installed ``lakehouse`` console script, as a user would run
 it: a user error must end with exit status 2 and one ``error:`` line on stderr, never a Python
 or Java stack trace.
@@ -223,7 +224,7 @@ def test_user_error_is_one_line_in_a_pipe(bogus_source: subprocess.CompletedProc
 def test_a_new_user_runs_the_commands_the_demo_names_without_config(
     demo: tuple[Path, subprocess.CompletedProcess[str]], tmp_path: Path
 ) -> None:
-    """What a new user does after ``lakehouse demo``: the commands its last lines name, on its
+    """What a new user does after the demo: the commands its last lines name, on its
     warehouse, none with --config, each giving the right answer: verify passes on every table;
     status lists every table the demo declares with behind 0, nothing orphaned, and draws them
     all on the page; validate checks every table that has a suite; sql answers; ``replay

@@ -1,4 +1,4 @@
-"""``lakehouse demo --kafka``: starts its own local broker, runs every layer from Kafka, verifies,
+"""The demo with ``--kafka``: starts its own local broker, runs every layer from Kafka, verifies,
 and stops the broker it started."""
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ VERIFIED = "verify: silver equals the reference fold of bronze, gold its declara
 def test_the_demo_on_a_local_cluster_verifies_and_ingests_every_record_once(
     spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``lakehouse demo --master local-cluster[2,1,1024]`` passes its verify, and its bronze
+    """The demo with ``--master local-cluster[2,1,1024]`` passes its verify, and its bronze
     tables hold each line of the demo's source files once."""
     # The product's task counts, not the tests' one task a stage: both executors get tasks.
     spread = {key: LOCAL_SETTINGS[key] for key in sessions.ONE_TASK}

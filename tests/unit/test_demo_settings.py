@@ -37,7 +37,7 @@ def test_the_shop_toml_loads_equal_to_the_python_settings() -> None:
 
 def test_the_demo_toml_is_what_the_demo_declares() -> None:
     """examples/demo.toml, the file a user reads and reuses, is exactly the demo's declarations
-    (what ``lakehouse demo`` runs with and records in its warehouse)."""
+    (what ``python -m lakehouse_demo demo`` runs with and records in its warehouse)."""
     assert load_config(ROOT / "examples" / "demo.toml") == DEMO_CONFIG
 
 
