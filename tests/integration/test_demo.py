@@ -1,10 +1,10 @@
 """The command line end to end: the demo (``python -m lakehouse_demo demo``), ``lakehouse sql``
 and user errors.
 
-``demo`` and ``sql`` run in this process (:func:`tests.cli.run_demo_cli`, ``run_cli``: Spark);
-the user errors run through the installed ``lakehouse`` console script, as a user would run
-it: a user error must end with exit status 2 and one ``error:`` line on stderr, never a Python
-or Java stack trace.
+``demo`` and ``sql`` run in this process (:func:`tests.cli.run_demo_cli`, ``run_cli``: the test
+session's Spark); the user errors run through the installed ``lakehouse`` console script, as a
+user would run it: a user error must end with exit status 2 and one ``error:`` line on stderr,
+never a Python or Java stack trace.
 """
 
 from __future__ import annotations
