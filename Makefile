@@ -76,8 +76,8 @@ unit: venv
 	$(BIN)/pytest -m "unit and not spark" $(PYTEST_ARGS)
 
 # First the Spark jobs and Delta commits of a steady run of the demo's whole pipeline (exact
-# counts, per query and table); last, one silver batch against tables of 100k, 1M and 10M rows,
-# without and with deletion vectors.
+# counts, per query and table); one silver batch against tables of 100k, 1M and 10M rows,
+# without and with deletion vectors; last, a fresh read of a 1M-row table against a plain one.
 bench: venv
 	$(BIN)/python -m benchmarks.batch_jobs $(BATCH_JOBS_ARGS)
 	$(BIN)/python -m benchmarks.bench $(BENCH_ARGS)
@@ -87,6 +87,7 @@ bench: venv
 	$(BIN)/python -m benchmarks.status_bench $(STATUS_BENCH_ARGS)
 	$(BIN)/python -m benchmarks.batch_cost --sizes 100000,1000000,10000000 --batches 2 \
 		--warmup 1 --json benchmarks/results/latest-batch-cost.json
+	$(BIN)/python -m benchmarks.fresh_cost --rows 1000000 --pending 10000 --json
 
 # A continuous run at a steady rate for SOAK_MINUTES (default 30; not in make test): memory,
 # files per table, checkpoint size and per-batch time with their slopes per hour, then nothing

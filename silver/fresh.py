@@ -17,7 +17,7 @@ the same rows: the read equals silver after it has applied bronze through ``W``.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from functools import reduce
 from posixpath import basename
@@ -37,7 +37,7 @@ from lakehouse_core.errors import LakehouseError
 from lakehouse_core.frames import is_in
 from silver.changes import LAST_DELETE, fill_order, fill_value, first_value
 from silver.check import check
-from silver.context import BatchContext, Current, QueryState
+from silver.context import BatchContext, Current, QueryState, SchemaCache
 from silver.decode import NEWEST_TRUNCATE, decode
 from silver.parse import DELETE_OP, order_of, order_type_of
 from silver.plan import BatchWrites, plan
@@ -153,11 +153,13 @@ class Snapshot:
 
 class _PinnedState(QueryState):
     """A query state whose table columns are those of the pinned snapshot (decode reads them
-    to bring the tail's columns to the table's)."""
+    to bring the tail's columns to the table's) and whose schema cache is ``schemas``."""
 
-    def __init__(self, columns: StructType | None) -> None:
+    def __init__(self, columns: StructType | None, schemas: SchemaCache | None) -> None:
         super().__init__()
         self._pinned = columns
+        if schemas is not None:
+            self.schemas = schemas
 
     def data_columns(self, spark: SparkSession, path: str) -> StructType | None:
         return self._pinned
@@ -169,19 +171,22 @@ def fold_tail(
     snapshot: Snapshot,
     tail: DataFrame,
     checks: TableChecks | None = None,
+    schemas: SchemaCache | None = None,
 ) -> DataFrame:
     """The rows of silver's table after applying the bronze rows ``tail`` to ``snapshot`` as one
     micro-batch (decode, check and plan as :func:`silver.job.apply_batch` runs them; the
     writes' result computed by :func:`merged`). ``tables``: the entity's tables (named in
     messages; nothing is read from or written to them here); ``checks``: its expectations (a
-    ``drop`` expectation's rows are left out, as silver quarantines them).
+    ``drop`` expectation's rows are left out, as silver quarantines them); ``schemas``: a
+    schema cache kept between reads of the entity (decode skips discovering the tail's schema
+    versions when the cached one is the tail's only one, as a query does between batches).
 
     Raises:
         SchemaChangeError: the tail has a column type the table cannot take, under
             ``on_incompatible_type = "fail"`` (silver's query stops on it too).
         ExpectationFailedError: a ``fail`` expectation broke in the tail.
     """
-    state = _PinnedState(snapshot.columns)
+    state = _PinnedState(snapshot.columns, schemas)
     ctx = BatchContext(tail.sparkSession, spec, tables, FRESH_APP_ID, 0, state, checks)
     decoded = decode(ctx, tail)
     checked = check(ctx, decoded)
@@ -193,6 +198,11 @@ def fold_tail(
     ]
     orders = reduce(DataFrame.unionByName, parts) if parts else None
     writes = plan(checked, Current(snapshot.floor, orders))
+    if writes.merge is not None:
+        # The newest change per key: computed once (a pass over the table's key and order
+        # columns), small, kept, so the read's plan broadcasts it rather than recomputing it.
+        changes = writes.merge.changes.localCheckpoint()
+        writes = replace(writes, merge=replace(writes.merge, changes=changes))
     return merged(snapshot.rows, writes, decoded.counts[NEWEST_TRUNCATE])
 
 
@@ -203,8 +213,10 @@ def merged(rows: DataFrame | None, writes: BatchWrites, truncate: Row | None) ->
     delete removes the key's row, a newer upsert replaces it (a partial column resolved as
     the MERGE resolves it), an upsert of a new key inserts it.
 
-    The columns are the table's, then those the batch adds; with neither a table nor a keyed
-    change, an empty frame of no columns.
+    The batch's changes (one per key) are the small side: the table's rows are read in one
+    pass joined with them broadcast, its key column once more to find the batch's new keys;
+    the table is not shuffled. The columns are the table's, then those the batch adds; with
+    neither a table nor a keyed change, an empty frame of no columns.
     """
     if rows is not None and truncate is not None and writes.truncates is not None:
         floor = order_literal(truncate, order_type_of(writes.truncates))
@@ -215,15 +227,21 @@ def merged(rows: DataFrame | None, writes: BatchWrites, truncate: Row | None) ->
             return rows
         return writes.valid.sparkSession.createDataFrame([], StructType())
     source = merge.changes
+    keys = list(merge.keys)
     assigned = (*merge.keys, *merge.columns, *METADATA_COLUMNS)
     if rows is None:
         schema = StructType([source.schema[name] for name in assigned])
         rows = source.sparkSession.createDataFrame([], schema)
     names = [*rows.columns, *(n for n in assigned if n not in rows.columns)]
     target = rows.withColumn("_in_table", F.lit(True)).alias("t")
-    changes = source.withColumn("_in_batch", F.lit(True)).alias("s")
-    on = reduce(lambda a, b: a & b, [F.col(f"t.{k}") == F.col(f"s.{k}") for k in merge.keys])
-    joined = target.join(changes, on, "full_outer")
+    changes = source.withColumn("_in_batch", F.lit(True))
+    on = reduce(lambda a, b: a & b, [F.col(f"t.{k}") == F.col(f"s.{k}") for k in keys])
+    # The table's rows, each with its key's change if the batch has one.
+    present = target.join(F.broadcast(changes.alias("s")), on, "left")
+    # The changes of keys the table has no row of (an empty left side: no read of the table).
+    listed = rows.select(*keys).join(F.broadcast(source.select(*keys)), keys, "left_semi")
+    arrivals = changes.join(listed, keys, "left_anti").alias("s")
+    absent = target.where(F.lit(False)).join(arrivals, on, "right")
     in_table = F.coalesce(F.col("t._in_table"), F.lit(False))
     in_batch = F.coalesce(F.col("s._in_batch"), F.lit(False))
     newer = in_batch & (~in_table | F.coalesce(order_of("s.") > order_of("t."), F.lit(False)))
@@ -242,7 +260,7 @@ def merged(rows: DataFrame | None, writes: BatchWrites, truncate: Row | None) ->
         else:
             value = F.when(newer, F.col(f"s.{name}"))
         values.append(value.alias(name))
-    return joined.where(kept).select(*values)
+    return present.where(kept).select(*values).unionByName(absent.where(kept).select(*values))
 
 
 def _partial(column: str, in_table: Column) -> Column:
