@@ -41,6 +41,7 @@ from lakehouse_core.patterns import Absent, Pattern, PatternMeasure, Step
 from lakehouse_core.specs import (
     CatalogSpec,
     DebeziumSpec,
+    FreshSpec,
     MaintenanceSpec,
     PipelineConfig,
     QualitySpec,
@@ -372,6 +373,13 @@ class MaintenanceShape(Shape):
     bronze_retention_days: int | None = None
 
 
+class FreshShape(Shape):
+    where = "[fresh]"
+
+    max_records: int | None = None
+    max_age_seconds: int | None = None
+
+
 class DebeziumShape(Shape):
     where = "[debezium]"
 
@@ -400,6 +408,8 @@ class DocumentShape(Shape):
         "then its settings (vacuum_retention_hours, bronze_retention_days).",
         "debezium": "'debezium' must be a table: write [debezium] on its own line, then its "
         "settings (signal_tables, heartbeat_prefix, transaction_topic).",
+        "fresh": "'fresh' must be a table: write [fresh] on its own line, then its settings "
+        "(max_records, max_age_seconds).",
     }
 
     tables: list[TableShape] | None = None
@@ -411,6 +421,7 @@ class DocumentShape(Shape):
     models: list[ModelShape] | None = None
     patterns: list[PatternShape] | None = None
     debezium: DebeziumShape | None = None
+    fresh: FreshShape | None = None
 
 
 # --- pydantic's errors as one line ----------------------------------------------------------
@@ -612,6 +623,7 @@ def config_from_mapping(document: Mapping[str, Any], base: Path = Path(".")) -> 
         models=tuple(_model(entry) for entry in document.get("models", [])),
         patterns=tuple(_pattern(entry) for entry in document.get("patterns", [])),
         debezium=DebeziumSpec(**document.get("debezium", {})),
+        fresh=FreshSpec(**document.get("fresh", {})),
     )
     return replace(config, models=check_models(config.models, config.taken_gold_names))
 

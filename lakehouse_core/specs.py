@@ -308,6 +308,28 @@ class MaintenanceSpec:
 
 
 @dataclass(frozen=True)
+class FreshSpec:
+    """The bound of a fresh read (the ``[fresh]`` table of the config; docs/fresh-reads.md):
+    it folds at most ``max_records`` bronze records silver has not applied, of bronze commits
+    at most ``max_age_seconds`` old; over either it says so in one line."""
+
+    max_records: int = 100_000
+    max_age_seconds: int = 1_800
+
+    def __post_init__(self) -> None:
+        for name, unit, default in (
+            ("max_records", "records", 100_000),
+            ("max_age_seconds", "seconds", 1_800),
+        ):
+            value = getattr(self, name)
+            if _not_int(value) or value < 0:
+                raise ConfigError(
+                    f"Invalid [fresh] {name} {value!r}: use a whole number of {unit}, 0 or more "
+                    f"(the default is {default})."
+                )
+
+
+@dataclass(frozen=True)
 class QualitySpec:
     """Which data-quality suites a pipeline applies (the ``[quality]`` table of the config).
 
@@ -430,6 +452,8 @@ class PipelineConfig:
     tables: tuple[TableSpec, ...] = ()
     maintenance: MaintenanceSpec = field(default_factory=MaintenanceSpec)
     quality: QualitySpec = field(default_factory=QualitySpec)
+    #: The bound of fresh reads (``[fresh]``).
+    fresh: FreshSpec = field(default_factory=FreshSpec)
     catalog: CatalogSpec = field(default_factory=CatalogSpec)
     alerts: tuple[AlertSpec, ...] = ()
 
@@ -487,6 +511,7 @@ class PipelineConfig:
             ("maintenance", self.maintenance),
             ("catalog", self.catalog),
             ("debezium", self.debezium),
+            ("fresh", self.fresh),
         )
         for section, spec in sections:
             if settings_of(spec):
