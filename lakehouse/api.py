@@ -45,7 +45,7 @@ from lakehouse.handle import Pipeline, refuse_if_running
 from lakehouse.ops.audit import verify_warehouse
 from lakehouse.ops.forget import DEFAULT_REASON, ForgetReport
 from lakehouse.ops.forget import forget as forget_key
-from lakehouse.ops.fresh import fresh_read
+from lakehouse.ops.fresh import fresh_read, with_fresh_views
 from lakehouse.ops.maintenance import MaintenanceReport
 from lakehouse.ops.maintenance import maintain as run_maintenance
 from lakehouse.ops.replay import ReplayReport
@@ -479,6 +479,7 @@ class Lakehouse:
             LakehouseError: Spark refused it (its first line).
         """
         check(statement, allow_writes=allow_writes)  # before Spark starts: a refusal is quick
+        statement = with_fresh_views(self.spark, self.warehouse, self.config, statement)
         return run_checked(self.spark, self.warehouse, statement, allow_writes, self.config.catalog)
 
     def verify(self) -> Verification:

@@ -68,6 +68,7 @@ def sql(
     --allow-writes: use `lakehouse forget` and `lakehouse maintain`. The tables have the names
     the [catalog] of the declarations gives them (--config's, else the warehouse's last run's).
     """
+    from lakehouse.ops.fresh import with_fresh_views
     from lakehouse.sql.session import as_checked, spark_errors
     from lakehouse_core.catalog import run_sql
     from lakehouse_core.config import PipelineConfig
@@ -84,9 +85,11 @@ def sql(
         as_checked(spark, allow_writes),
         spark_errors(),
     ):
-        names = declarations(given, warehouse, spark).config.catalog
+        config = declarations(given, warehouse, spark).config
+        names = config.catalog
         if names != given_names:  # the recorded [catalog] names bronze otherwise
             check(statement, allow_writes=allow_writes, protected={names.schema("bronze")})
+        statement = with_fresh_views(spark, Warehouse.from_path(warehouse), config, statement)
         frame = run_sql(spark, Warehouse.from_path(warehouse), statement, names)
         check_columns(output, frame.columns)
         rows = [tuple(row) for row in (frame.limit(limit + 1) if limit else frame).collect()]

@@ -15,14 +15,44 @@ from gold.batch import join_inputs
 from gold.models import check_models_of
 from gold.pattern_jobs import identity_columns, source_keys
 from gold.verify import check_gold, check_pattern_table
+from lakehouse.ops.fresh import fresh_read_after
+from lakehouse.ops.status import silver_applied_version
 from lakehouse.run.entities import entity_specs
-from lakehouse_core.config import PipelineConfig
-from lakehouse_core.delta_io import table_exists
+from lakehouse_core.config import PipelineConfig, TableSpec
+from lakehouse_core.delta_io import current_version, table_exists
 from lakehouse_core.identifiers import table_name_for_topic
 from lakehouse_core.layout import QUARANTINE_TABLE, Warehouse
-from silver.verify import TableCheck, check_history, check_table
+from silver.fresh import FreshReadError
+from silver.job import bronze_path
+from silver.verify import TableCheck, check_fresh, check_history, check_table
 
 log = logging.getLogger(__name__)
+
+
+def _fresh_check(
+    spark: SparkSession,
+    warehouse: Warehouse,
+    config: PipelineConfig,
+    spec: TableSpec,
+    quarantine: str,
+) -> TableCheck | None:
+    """A fresh read of ``spec``'s table compared with the fold of bronze through the version
+    it is pinned to, if bronze holds records silver has not applied (None: it holds none, or
+    has no table yet)."""
+    bronze = bronze_path(warehouse, spec)
+    if not table_exists(spark, bronze):
+        return None
+    applied = silver_applied_version(warehouse, spec.name)
+    if applied is not None and applied >= current_version(spark, bronze):
+        return None
+    try:
+        read = fresh_read_after(spark, warehouse, config, spec, applied)
+    except FreshReadError as error:  # over the bound: the fresh read says so, nothing to check
+        log.info(f"verify: no fresh read of silver.{spec.name} to check: {error}")
+        return None
+    if not read.pending_commits:
+        return None
+    return check_fresh(spark, bronze, read.rows, read.bronze_version, spec, quarantine)
 
 
 def verify_warehouse(
@@ -39,6 +69,8 @@ def verify_warehouse(
         bronze = warehouse.table("bronze", table_name_for_topic(spec.topic))
         silver = warehouse.table("silver", spec.name)
         checks.append(check_table(spark, bronze, silver, spec, quarantine))
+        if (fresh := _fresh_check(spark, warehouse, config, spec, quarantine)) is not None:
+            checks.append(fresh)
         if spec.history_name is not None:
             history = warehouse.table("silver", spec.history_name)
             checks.append(check_history(spark, bronze, history, spec, quarantine))

@@ -13,9 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+import sqlglot
+import sqlglot.errors
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
+from sqlglot import exp
 
 from expectations.checks import load_checks
 from lakehouse.ops.status import bronze_topics, silver_applied_version
@@ -24,6 +27,7 @@ from lakehouse_core.config import PipelineConfig, TableSpec
 from lakehouse_core.delta_io import current_version, table_exists
 from lakehouse_core.errors import TableNotFoundError
 from lakehouse_core.layout import Warehouse
+from silver.context import SchemaCache
 from silver.fresh import (
     FreshLimits,
     FreshReadError,
@@ -82,13 +86,15 @@ def fresh_read_after(
     now: datetime | None = None,
 ) -> FreshRead:
     """:func:`fresh_read` of the entity ``spec`` whose query has applied bronze through
-    version ``applied`` (None: none), as its checkpoint says.
+    version ``applied`` (None: none), as its checkpoint says; ``limits`` default to the
+    config's ``[fresh]`` bound.
 
     Raises:
         FreshReadError: the unapplied bronze is over ``limits``.
         TableNotFoundError: the entity's bronze table is missing.
     """
-    limits = limits or FreshLimits()
+    bound = config.fresh
+    limits = limits or FreshLimits(bound.max_records, timedelta(seconds=bound.max_age_seconds))
     name = spec.name
     tables = entity_tables(warehouse, spec)
     bronze = bronze_path(warehouse, spec)
@@ -116,10 +122,23 @@ def fresh_read_after(
     if not commits:
         rows = silver if silver is not None else spark.createDataFrame([], StructType())
     else:
-        rows = fold_tail(
-            spec, tables, snapshot, tail_frame(spark, bronze, through, commits), checks
-        )
+        tail = tail_frame(spark, bronze, through, commits)
+        rows = fold_tail(spec, tables, snapshot, tail, checks, _schemas(bronze, spec))
     return FreshRead(rows, pinned[tables.silver], after, through, records, len(commits))
+
+
+#: Per bronze table, the entity and the schema cache its fresh reads share (see
+#: :class:`silver.context.SchemaCache`: a cached version is used only for a tail whose records
+#: all carry its schema, so a stale entry costs a discovery, never a wrong decode).
+_SCHEMA_CACHES: dict[str, tuple[TableSpec, SchemaCache]] = {}
+
+
+def _schemas(bronze: str, spec: TableSpec) -> SchemaCache:
+    """The schema cache of the fresh reads of ``spec`` from the bronze table ``bronze``."""
+    kept = _SCHEMA_CACHES.get(bronze)
+    if kept is None or kept[0] != spec:
+        kept = _SCHEMA_CACHES[bronze] = (spec, SchemaCache())
+    return kept[1]
 
 
 def _entity(warehouse: Warehouse, config: PipelineConfig, name: str) -> TableSpec:
@@ -181,3 +200,59 @@ def _floor(truncations: DataFrame | None) -> Row | None:
 def _data_columns(rows: DataFrame) -> StructType:
     """The key and row columns of silver's rows (as :func:`silver.tables.data_columns`)."""
     return StructType([f for f in rows.schema.fields if f.name not in METADATA_COLUMNS])
+
+
+#: The SQL schema whose tables are fresh reads: ``SELECT * FROM fresh.orders``.
+FRESH_SCHEMA = "fresh"
+#: The prefix of the temporary views that hold a statement's fresh reads.
+FRESH_VIEW_PREFIX = "__fresh_"
+
+
+def fresh_tables(statement: str, schema: str = FRESH_SCHEMA) -> tuple[exp.Expr, list[str]]:
+    """The parsed ``statement`` (Spark SQL) and the tables it names in ``schema``, lower case,
+    each once (pure). Raises sqlglot's ParseError on text that does not parse."""
+    tree = sqlglot.parse_one(statement, read="spark")
+    names = [
+        table.name.lower()
+        for table in tree.find_all(exp.Table)
+        if table.db.lower() == schema.lower() and not table.catalog
+    ]
+    return tree, list(dict.fromkeys(names))
+
+
+def with_fresh_views(
+    spark: SparkSession,
+    warehouse: Warehouse,
+    config: PipelineConfig,
+    statement: str,
+    limits: FreshLimits | None = None,
+) -> str:
+    """The SQL to run for ``statement``: itself if it names no ``fresh.<table>``; else each
+    such table is made a temporary view of :func:`fresh_read` of ``silver.<table>`` and the
+    statement is rewritten, through its parse tree, to read the view (aliased by the table's
+    name, so ``orders.id`` still names its column).
+
+    Raises:
+        FreshReadError: a named table has no fresh read, or is over ``limits``.
+        TableNotFoundError: no silver table of that name.
+    """
+    schema = config.catalog.schema(FRESH_SCHEMA)
+    try:
+        tree, names = fresh_tables(statement, schema)
+    except sqlglot.errors.ParseError:
+        return statement  # Spark gives the parse error in its own words
+    if not names:
+        return statement
+    views = {}
+    for name in names:
+        view = f"{FRESH_VIEW_PREFIX}{name}"
+        fresh_read(spark, warehouse, config, name, limits).rows.createOrReplaceTempView(view)
+        views[name] = view
+
+    def rewrite(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Table) and node.db.lower() == schema.lower() and not node.catalog:
+            alias = node.args.get("alias") or exp.TableAlias(this=exp.to_identifier(node.name))
+            return exp.Table(this=exp.to_identifier(views[node.name.lower()]), alias=alias)
+        return node
+
+    return tree.transform(rewrite).sql(dialect="spark")
