@@ -58,7 +58,15 @@ from gold.stream_join import (
 )
 from gold.stream_join import touched as touched_rows
 from gold.watermarks import RecordedSeen, watermark_of
-from lakehouse_core.delta_io import EnsuredTables, append, dml_once, merge_materialized
+from lakehouse_core.delta_io import (
+    EnsuredTables,
+    HeldRows,
+    Replacement,
+    append,
+    merge_held,
+    merge_materialized,
+    replace_once,
+)
 from lakehouse_core.frames import kept_with_totals
 from lakehouse_core.gold_tables import GoldTable, Join
 from lakehouse_core.layout import HISTORY_SUFFIX, Warehouse
@@ -304,8 +312,8 @@ def write(ctx: GoldBatch, writes: GoldWrites, scoped: Scoped) -> None:
         if found.rows:
             append(late, paths.late_events, ctx.app_id, ctx.batch_id)
     if writes.changes is not None:
-        replace = partial(replace_windows, spark, paths.gold, writes.changes, ctx.table)
-        dml_once(spark, paths.gold, ctx.app_id, ctx.batch_id, replace)
+        replace = partial(replace_windows, spark, paths.gold, table=ctx.table)
+        replace_once(spark, paths.gold, writes.changes, (ctx.app_id, ctx.batch_id), replace)
     if scoped.seen is not None and scoped.seen != scoped.before:
         ctx.state.recorded.record(spark, ctx.table, scoped.seen, ctx.app_id, ctx.batch_id)
 
@@ -320,7 +328,7 @@ def _checked(ctx: GoldBatch, changes: DataFrame) -> DataFrame:
     """See :func:`check`."""
     checks = ctx.checks
     if checks is None:
-        return changes.localCheckpoint()
+        return changes  # kept by the write stage (:func:`~lakehouse_core.delta_io.replace_once`)
     compiled = checks.compile(changes.schema, F.col(PRESENT))
     kept, counts = kept_with_totals(changes, *TableChecks.totals(compiled))
     written = Seen(None, "rows the batch inserts or updates")
@@ -375,15 +383,21 @@ def _between(gold: DataFrame, table: GoldTable, first: object, last: object) -> 
     return gold.where(F.col(table.window.key_column).between(F.lit(first), F.lit(last)))
 
 
-def replace_windows(spark: SparkSession, path: str, changes: DataFrame, table: GoldTable) -> None:
-    """Apply a :func:`gold.aggregates.replacement` to the gold table in one MERGE: rows marked
-    absent are deleted, the others replace the row of their key or are inserted.
+def replace_windows(
+    spark: SparkSession, path: str, changes: DataFrame | HeldRows, table: GoldTable
+) -> None:
+    """Apply a :func:`gold.aggregates.replacement` to the gold table in one commit: rows
+    marked absent are deleted, the others replace the row of their key or are inserted; rows
+    the driver holds are merged from it (:func:`~lakehouse_core.delta_io.merge_held`), a
+    (kept) frame by Spark's MERGE.
 
     One MERGE, not a delete and an append: a replayed micro-batch must not delete what the
-    first attempt wrote, and applying the same rows again changes nothing. ``changes`` is
-    materialized (:func:`_checked` keeps it).
+    first attempt wrote, and applying the same rows again changes nothing.
     """
     written = (*table.columns, FINAL, FINALIZED_AT)
+    if isinstance(changes, HeldRows):
+        merge_held(path, changes, Replacement(table.key, written, PRESENT))
+        return
     values: dict[str, str | Column] = {c: F.col(f"s.{c}") for c in written}
     merge = (
         DeltaTable.forPath(spark, path)

@@ -21,6 +21,8 @@ from urllib.parse import unquote, urlparse
 import pyarrow as pa
 from delta.tables import DeltaMergeBuilder, DeltaTable
 from deltalake import CommitProperties, write_deltalake
+from deltalake import DeltaTable as DeltaLakeTable
+from deltalake.exceptions import DeltaError
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -430,11 +432,102 @@ def dml_once(
     todo = _attempt(spark, path, app_id, batch_id)
     if todo is _Attempt.LANDED:
         return
+    with session_settings(spark, _batch_settings(todo, app_id, batch_id)):
+        dml()
+
+
+def _batch_settings(todo: _Attempt, app_id: str, batch_id: int) -> dict[str, str]:
+    """The session settings of a DML written as micro-batch ``batch_id`` of the query
+    ``app_id``: its mark, and Delta's transaction id if it may have run before."""
     settings = {USER_METADATA: BATCH_MARK.format(app_id, batch_id)}
     if todo is _Attempt.AGAIN:
         settings |= {TXN_APP_ID: app_id, TXN_VERSION: str(batch_id)}
-    with session_settings(spark, settings):
-        dml()
+    return settings
+
+
+#: The most rows a keyed replacement (:func:`replace_once`) applies from the driver; a larger
+#: one is a Spark MERGE.
+HELD_REPLACEMENT_ROWS = 100_000
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """A keyed replacement of rows: each source row replaces the target row of the same
+    ``key`` (null equal to null) in ``columns``, or is inserted; a source row whose
+    ``present`` column is false deletes it instead."""
+
+    key: tuple[str, ...]
+    columns: tuple[str, ...]
+    present: str
+
+
+@dataclass(frozen=True)
+class HeldRows:
+    """Rows the driver holds, to be committed with ``mark`` as the commit's ``userMetadata``."""
+
+    rows: pa.Table
+    mark: str
+
+
+def replace_once(
+    spark: SparkSession,
+    path: str,
+    changes: DataFrame,
+    batch: tuple[str, int],
+    replace: Callable[[DataFrame | HeldRows], object],
+) -> None:
+    """Run ``replace`` (one commit to the table at ``path``, such as :func:`merge_held`) on
+    ``changes`` as micro-batch ``batch`` (a query's exactly-once id and a batch id) exactly
+    once, like :func:`dml_once`.
+
+    A new batch of at most :data:`HELD_REPLACEMENT_ROWS` rows to a table on a local disk is
+    collected (one Spark job) and handed over as :class:`HeldRows`, to be written from the
+    driver: none of a Spark MERGE's four or five jobs. Otherwise, or if ``deltalake`` cannot
+    write the table (a table feature it lacks), ``replace`` gets ``changes`` kept (a local
+    checkpoint) and runs under the batch's mark and transaction id. A replacement applied
+    twice changes nothing, so falling back after a failed attempt is safe.
+    """
+    todo = _attempt(spark, path, *batch)
+    if todo is _Attempt.LANDED:
+        return
+    mark = BATCH_MARK.format(*batch)
+    if todo is _Attempt.NEW and not is_uri(path):
+        rows = changes.limit(HELD_REPLACEMENT_ROWS + 1).toArrow()
+        if rows.num_rows <= HELD_REPLACEMENT_ROWS:
+            try:
+                replace(HeldRows(rows, mark))
+                return
+            except DeltaError as error:
+                _log.info("deltalake cannot write %s (%s): Spark does", path, error)
+            changes = spark.createDataFrame(rows, changes.schema)
+    with session_settings(spark, _batch_settings(todo, *batch)):
+        replace(changes.localCheckpoint())
+
+
+def merge_held(path: str, held: HeldRows, replacement: Replacement) -> None:
+    """Merge the rows ``held`` into the table at ``path`` by ``replacement``, from the driver
+    with ``deltalake`` (no Spark job), in one commit marked as ``held`` says."""
+    if held.rows.num_rows == 0:
+        return
+    same = " AND ".join(
+        f"(t.{_sql_name(k)} IS NOT DISTINCT FROM s.{_sql_name(k)})" for k in replacement.key
+    )
+    present = f"s.{_sql_name(replacement.present)}"
+    values = {_sql_name(c): f"s.{_sql_name(c)}" for c in replacement.columns}
+    commit = CommitProperties(custom_metadata={"userMetadata": held.mark})
+    (
+        DeltaLakeTable(path)
+        .merge(held.rows, same, source_alias="s", target_alias="t", commit_properties=commit)
+        .when_matched_delete(predicate=f"NOT {present}")
+        .when_matched_update(updates=values)
+        .when_not_matched_insert(updates=values, predicate=present)
+        .execute()
+    )
+
+
+def _sql_name(name: str) -> str:
+    """``name`` as an identifier of ``deltalake``'s SQL (double quotes, doubled inside)."""
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _marked(spark: SparkSession, path: str, app_id: str, batch_id: int) -> bool:

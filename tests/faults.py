@@ -6,9 +6,10 @@ job's modules) so that each call is recorded, and the call chosen by ``crash_aft
 Running the same micro-batch again then shows what a restart after a crash at that commit
 boundary does. Cheaper and exact where a SIGKILL at a random moment is neither.
 
-A module's :func:`lakehouse_core.delta_io.dml_once` (:data:`GUARDED_DML`) is recorded by the name of
-the DML it guards (``partial(merge_silver, ...)``: ``merge_silver``), whether that DML ran or was
-skipped because its batch had landed.
+A module's :func:`lakehouse_core.delta_io.dml_once` (:data:`GUARDED_DML`) or
+:func:`~lakehouse_core.delta_io.replace_once` (:data:`GUARDED_REPLACEMENT`) is recorded by the
+name of the DML it guards (``partial(merge_silver, ...)``: ``merge_silver``), whether that DML ran
+or was skipped because its batch had landed.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import pytest
 
 #: The site name of a module's exactly-once DML (see above).
 GUARDED_DML = "dml_once"
+GUARDED_REPLACEMENT = "replace_once"
 
 
 class InjectedCrash(Exception):
@@ -53,7 +55,8 @@ class CommitFaults:
         @functools.wraps(function)
         def call(*args: Any, **kwargs: Any) -> Any:
             result = function(*args, **kwargs)
-            site = _guarded_name(*args, **kwargs) if name == GUARDED_DML else name
+            guarded = name in (GUARDED_DML, GUARDED_REPLACEMENT)
+            site = _guarded_name(*args, **kwargs) if guarded else name
             self.calls.append(site)
             if self.crash_after == len(self.calls):
                 self.crashed.append(site)
@@ -64,6 +67,7 @@ class CommitFaults:
 
 
 def _guarded_name(*args: Any, **kwargs: Any) -> str:
-    """The name of the DML function a ``dml_once`` call guards (a ``functools.partial``)."""
-    dml = kwargs["dml"] if "dml" in kwargs else args[4]
+    """The name of the DML function a ``dml_once`` or ``replace_once`` call guards (a
+    ``functools.partial``, its fifth argument)."""
+    dml = kwargs.get("dml", kwargs.get("replace")) if len(args) < 5 else args[4]
     return str(dml.func.__name__)

@@ -34,7 +34,7 @@ from lakehouse_core.gold_tables import GoldTable, Measure, Window
 from lakehouse_core.layout import LATE_EVENTS, Warehouse
 from lakehouse_core.streaming import Trigger, run_to_end
 from tests import gold_oracle
-from tests.faults import CommitFaults, InjectedCrash
+from tests.faults import GUARDED_REPLACEMENT, CommitFaults, InjectedCrash
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]  # many runs each
 
@@ -308,7 +308,11 @@ def crash_sites(monkeypatch: pytest.MonkeyPatch) -> CommitFaults:
         return error
 
     monkeypatch.setattr(gold.jobs._SharedBatch, "_part", dies)
-    sites = [(gold.batch, "dml_once"), (gold.batch, "append"), (gold.jobs, "write_applied")]
+    sites = [
+        (gold.batch, GUARDED_REPLACEMENT),
+        (gold.batch, "append"),
+        (gold.jobs, "write_applied"),
+    ]
     return CommitFaults(monkeypatch, sites)
 
 

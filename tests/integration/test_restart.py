@@ -33,7 +33,7 @@ from lakehouse_core.layout import LAYERS, QUARANTINE_TABLE, Warehouse
 from lakehouse_demo.generator import WorkloadConfig, generate, write_files
 from lakehouse_demo.settings import SHOP_CONFIG
 from tests.cli import LAKEHOUSE, SHOP_TOML, run_cli
-from tests.faults import GUARDED_DML, CommitFaults
+from tests.faults import GUARDED_REPLACEMENT, CommitFaults
 from tests.logs import logged
 from tests.objstore import objstore_uri
 from tests.runs import (
@@ -236,7 +236,7 @@ def test_sessions_survive_a_crash_after_their_first_commit(
     source = SourceSpec.parse(f"files:{workload.source}")
     # Only the sessions job runs, so the first gold commit is its.
     config = replace(SHOP_CONFIG, gold_tables=(SESSIONS,))
-    faults = CommitFaults(monkeypatch, [(gold.batch, GUARDED_DML)], crash_after=1)
+    faults = CommitFaults(monkeypatch, [(gold.batch, GUARDED_REPLACEMENT)], crash_after=1)
     with pytest.raises(LakehouseError):
         run_once(spark, source, warehouse, config)
     assert faults.crashed == ["replace_windows"]
