@@ -69,5 +69,5 @@ class CommitFaults:
 def _guarded_name(*args: Any, **kwargs: Any) -> str:
     """The name of the DML function a ``dml_once`` or ``replace_once`` call guards (a
     ``functools.partial``, its fifth argument)."""
-    dml = kwargs.get("dml", kwargs.get("replace")) if len(args) < 5 else args[4]
+    dml = args[4] if len(args) >= 5 else kwargs["dml" if "dml" in kwargs else "replace"]
     return str(dml.func.__name__)
