@@ -210,7 +210,7 @@ FRESH_VIEW_PREFIX = "__fresh_"
 
 def fresh_tables(statement: str, schema: str = FRESH_SCHEMA) -> tuple[exp.Expr, list[str]]:
     """The parsed ``statement`` (Spark SQL) and the tables it names in ``schema``, lower case,
-    each once (pure). Raises sqlglot's ParseError on text that does not parse."""
+    each once (pure). Raises sqlglot's SqlglotError on text it cannot parse."""
     tree = sqlglot.parse_one(statement, read="spark")
     names = [
         table.name.lower()
@@ -239,7 +239,7 @@ def with_fresh_views(
     schema = config.catalog.schema(FRESH_SCHEMA)
     try:
         tree, names = fresh_tables(statement, schema)
-    except sqlglot.errors.ParseError:
+    except sqlglot.errors.SqlglotError:
         return statement  # Spark gives the parse error in its own words
     if not names:
         return statement
