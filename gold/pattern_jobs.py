@@ -48,10 +48,14 @@ from lakehouse_core.conditions import typed_condition
 from lakehouse_core.config import PipelineConfig
 from lakehouse_core.delta_io import (
     EnsuredTables,
+    HeldRows,
+    Replacement,
     append,
     dml_once,
     ensure_table,
+    merge_held,
     merge_materialized,
+    replace_once,
 )
 from lakehouse_core.errors import ConfigError
 from lakehouse_core.frames import kept_with_totals
@@ -264,13 +268,8 @@ def _maintainer(
             changes = finals if changes is None else changes.unionByName(finals)
         if changes is not None:
             kept = changes.localCheckpoint()
-            dml_once(
-                spark,
-                paths.gold,
-                app_id,
-                batch_id,
-                partial(_replace, spark, paths.gold, kept, pattern),
-            )
+            replace = partial(_replace, spark, paths.gold, pattern=pattern)
+            replace_once(spark, paths.gold, kept, (app_id, batch_id), replace)
             if pattern.alert:
                 alerts = alert_rows(kept, pattern, version).localCheckpoint()
                 raise_alerts(spark, paths.alerts, alerts, app_id, batch_id)
@@ -534,10 +533,16 @@ def _late_matches(
     return rows.select(*(F.col(f.name).cast(f.dataType) for f in LATE_EVENTS_SCHEMA.fields))
 
 
-def _replace(spark: SparkSession, path: str, changes: DataFrame, pattern: Pattern) -> None:
+def _replace(
+    spark: SparkSession, path: str, changes: DataFrame | HeldRows, pattern: Pattern
+) -> None:
     """Apply ``changes`` to the pattern table in one MERGE on the match id: rows with
-    :data:`PRESENT` false are deleted, the others replace their row or are inserted."""
+    :data:`PRESENT` false are deleted, the others replace their row or are inserted; rows the
+    driver holds are merged from it (:func:`~lakehouse_core.delta_io.merge_held`)."""
     written = (*pattern.columns, FINAL, FINALIZED_AT)
+    if isinstance(changes, HeldRows):
+        merge_held(path, changes, Replacement((MATCH_ID,), written, PRESENT))
+        return
     values: dict[str, str | Column] = {c: F.col(f"s.{c}") for c in written}
     merge = (
         DeltaTable.forPath(spark, path)

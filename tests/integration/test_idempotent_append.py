@@ -3,15 +3,28 @@ once, whether it is new, run again after a crash, or was written before batch ma
 
 from __future__ import annotations
 
+import random
+from collections import Counter
 from datetime import UTC, datetime
+from functools import partial, reduce
 from pathlib import Path
 
 import pytest
 from delta.tables import DeltaTable
-from pyspark.sql import SparkSession
-from pyspark.sql.types import LongType, StructField, StructType, TimestampType
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import BooleanType, LongType, StructField, StructType, TimestampType
 
-from lakehouse_core.delta_io import BATCH_MARK, append, append_held
+from lakehouse_core.delta_io import (
+    BATCH_MARK,
+    HeldRows,
+    Replacement,
+    append,
+    append_held,
+    merge_held,
+    replace_once,
+)
+from lakehouse_core.identifiers import quote_identifier
 from lakehouse_core.streaming import query_app_id
 
 pytestmark = pytest.mark.integration
@@ -124,3 +137,91 @@ def test_held_rows_at_a_uri_or_without_a_batch_go_through_spark(
     append_held(spark, [{"n": 0}], HELD, table)
     append_held(spark, [{"n": 0}], HELD, str(tmp_path / "table"))
     assert sorted(r.n for r in spark.read.format("delta").load(table).collect()) == [0, 0]
+
+
+#: Column names from the space a declaration takes (letters, digits, underscores): case,
+#: SQL keywords, a leading underscore, digits.
+ODD_NAMES = ("MixedCase", "select", "_lead", "order", "x1", "FROM", "lower")
+
+
+def spark_replacement(
+    spark: SparkSession, path: str, changes: DataFrame, replacement: Replacement
+) -> None:
+    """The replacement as Spark's MERGE does it (the reference of the driver's)."""
+    same = reduce(
+        lambda a, b: a & b,
+        [
+            F.col(f"t.{quote_identifier(k)}").eqNullSafe(F.col(f"s.{quote_identifier(k)}"))
+            for k in replacement.key
+        ],
+    )
+    present = F.col(f"s.{quote_identifier(replacement.present)}")
+    values: dict[str, str | Column] = {
+        quote_identifier(c): F.col(f"s.{quote_identifier(c)}") for c in replacement.columns
+    }
+    (
+        DeltaTable.forPath(spark, path)
+        .alias("t")
+        .merge(changes.alias("s"), same)
+        .whenMatchedDelete(condition=~present)
+        .whenMatchedUpdate(set=values)
+        .whenNotMatchedInsert(condition=present, values=values)
+        .execute()
+    )
+
+
+def test_replacements_from_the_driver_equal_sparks_merge(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Random keyed replacements (null keys, deletes, updates, inserts; column names from the
+    whole space) applied by :func:`replace_once` from the driver leave the table Spark's MERGE
+    leaves, each batch marked once, and a planned batch that landed is not applied again."""
+    rng = random.Random(20261207)
+    key, value = ODD_NAMES[:2], ODD_NAMES[2:]
+    schema = StructType(
+        [StructField(k, LongType()) for k in key]
+        + [StructField(v, TimestampType() if i % 2 else LongType()) for i, v in enumerate(value)]
+        + [StructField("_present", BooleanType())]
+    )
+    replacement = Replacement(key, (*key, *value), "_present")
+
+    def row(present: bool) -> tuple[object, ...]:
+        keys = [rng.choice([None, 0, 1, 2]) for _ in key]
+        values = [
+            datetime(2026, 1, 1, rng.randrange(24), tzinfo=UTC) if i % 2 else rng.randrange(99)
+            for i in range(len(value))
+        ]
+        return (*keys, *values, present)
+
+    driver, reference = str(tmp_path / "driver"), str(tmp_path / "reference")
+    first = spark.createDataFrame([row(True) for _ in range(30)], schema).dropDuplicates(list(key))
+    for path in (driver, reference):
+        first.drop("_present").write.format("delta").save(path)
+    checkpoint = tmp_path / "checkpoint"
+    plan(checkpoint, 0)
+    app_id = query_app_id(spark, str(checkpoint))
+    replace = partial(spark_replacement_or_held, spark, driver, replacement=replacement)
+    for batch in range(1, 6):
+        rows = [row(rng.random() < 0.7) for _ in range(rng.randrange(1, 12))]
+        changes = spark.createDataFrame(rows, schema).dropDuplicates(list(key))
+        replace_once(spark, driver, changes, (app_id, batch), replace)
+        spark_replacement(spark, reference, changes, replacement)
+        got = Counter(spark.read.format("delta").load(driver).collect())
+        assert got == Counter(spark.read.format("delta").load(reference).collect()), batch
+    assert marks(spark, driver)[1:] == [BATCH_MARK.format(app_id, n) for n in range(1, 6)]
+    engines = DeltaTable.forPath(spark, driver).history().select("engineInfo").collect()
+    assert all(row.engineInfo.startswith("delta-rs") for row in engines[:5]), engines
+    plan(checkpoint, 1, 2, 3, 4, 5)  # a restart: every batch may have run
+    again = spark.createDataFrame([row(False)], schema)
+    replace_once(spark, driver, again, (query_app_id(spark, str(checkpoint)), 5), replace)
+    assert len(marks(spark, driver)) == 6  # landed: not applied again
+
+
+def spark_replacement_or_held(
+    spark: SparkSession, path: str, changes: DataFrame | HeldRows, replacement: Replacement
+) -> None:
+    """What a job hands :func:`replace_once`: held rows merged from the driver, else Spark's."""
+    if isinstance(changes, HeldRows):
+        merge_held(path, changes, replacement)
+    else:
+        spark_replacement(spark, path, changes, replacement)
