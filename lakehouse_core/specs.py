@@ -7,7 +7,7 @@ Debezium table keyed by its record key and ordered by its connector's sequence. 
 streams are declared (``format = "events"`` with ``keys`` and ``sequence_by``); gold tables,
 alerts, models and patterns exist only where declared (``[[gold]]`` entries,
 :mod:`lakehouse_core.gold_tables`). Without a file a pipeline has no declarations at all (the demo
-shop's settings live with the demo, :mod:`lakehouse.demo.settings`). A TOML document becomes
+shop's settings live with the demo, :mod:`lakehouse_demo.settings`). A TOML document becomes
 specs in :mod:`lakehouse_core.loader`; :mod:`lakehouse_core.config` offers both.
 """
 
