@@ -62,7 +62,7 @@ from lakehouse_core.delta_io import (
     EnsuredTables,
     HeldRows,
     Replacement,
-    append,
+    append_few,
     merge_held,
     merge_materialized,
     replace_once,
@@ -308,9 +308,7 @@ def write(ctx: GoldBatch, writes: GoldWrites, scoped: Scoped) -> None:
     the same."""
     spark, paths = ctx.spark, ctx.paths
     if writes.late is not None:
-        late, found = kept_with_totals(writes.late, F.count(F.lit(1)).alias("rows"))
-        if found.rows:
-            append(late, paths.late_events, ctx.app_id, ctx.batch_id)
+        append_few(writes.late, paths.late_events, ctx.app_id, ctx.batch_id)
     if writes.changes is not None:
         replace = partial(replace_windows, spark, paths.gold, table=ctx.table)
         replace_once(spark, paths.gold, writes.changes, (ctx.app_id, ctx.batch_id), replace)

@@ -50,7 +50,7 @@ from lakehouse_core.delta_io import (
     EnsuredTables,
     HeldRows,
     Replacement,
-    append,
+    append_few,
     dml_once,
     ensure_table,
     merge_held,
@@ -58,7 +58,6 @@ from lakehouse_core.delta_io import (
     replace_once,
 )
 from lakehouse_core.errors import ConfigError
-from lakehouse_core.frames import kept_with_totals
 from lakehouse_core.layout import LATE_EVENTS, Warehouse
 from lakehouse_core.models import ALERTS_TABLE
 from lakehouse_core.patterns import MATCH_END, MATCH_ID, MATCH_START, Pattern, match_id
@@ -250,9 +249,7 @@ def _maintainer(
             changes = _with_finality(recomputed, existing, pattern, watermark, batch_time)
             if previous is not None:
                 late = _late_matches(changes, existing, pattern, previous, version, batch_time)
-                late, found = kept_with_totals(late, F.count(F.lit(1)).alias("rows"))
-                if found.rows:
-                    append(late, paths.late_events, app_id, batch_id)
+                append_few(late, paths.late_events, app_id, batch_id)
         if watermark is not None and watermark != previous:
             due = gold.where(
                 F.col(FINALIZED_AT).isNull() & (final_from(pattern) <= at_micros(watermark))

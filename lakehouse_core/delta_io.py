@@ -381,8 +381,20 @@ def append(
     """Append ``frame`` as micro-batch ``batch_id`` of the query ``app_id`` exactly once: a
     batch run again after a crash adds nothing (:func:`_attempt`)."""
     todo = _attempt(frame.sparkSession, path, app_id, batch_id)
-    if todo is _Attempt.LANDED:
-        return
+    if todo is not _Attempt.LANDED:
+        _append_through_spark(frame, path, todo, app_id, batch_id, merge_schema)
+
+
+def _append_through_spark(
+    frame: DataFrame,
+    path: str,
+    todo: _Attempt,
+    app_id: str,
+    batch_id: int,
+    merge_schema: bool = True,
+) -> None:
+    """Spark's append of ``frame`` as micro-batch ``batch_id`` of ``app_id`` (``todo``: new
+    or again), marked, and again under Delta's transaction id."""
     writer = frame.write.format("delta").mode("append").option("mergeSchema", merge_schema)
     if todo is _Attempt.AGAIN:
         writer = writer.option("txnAppId", app_id).option("txnVersion", batch_id)
@@ -413,9 +425,7 @@ def append_held(
         return
     held = pa.Table.from_pylist(list(rows), schema=to_arrow_schema(schema))
     if todo is _Attempt.NEW and not is_uri(path):
-        metadata = {} if batch is None else {"userMetadata": BATCH_MARK.format(*batch)}
-        commit = CommitProperties(custom_metadata=metadata)
-        write_deltalake(path, held, mode="append", schema_mode="merge", commit_properties=commit)
+        _append_from_driver(path, held, None if batch is None else BATCH_MARK.format(*batch))
         return
     frame = spark.createDataFrame(held, schema)
     if batch is None:
@@ -445,9 +455,9 @@ def _batch_settings(todo: _Attempt, app_id: str, batch_id: int) -> dict[str, str
     return settings
 
 
-#: The most rows a keyed replacement (:func:`replace_once`) applies from the driver; a larger
-#: one is a Spark MERGE.
-HELD_REPLACEMENT_ROWS = 100_000
+#: The most rows of a micro-batch's write (:func:`replace_once`, :func:`append_few`) the
+#: driver collects and writes itself; a larger one is written by Spark.
+HELD_ROWS = 100_000
 
 
 @dataclass(frozen=True)
@@ -480,7 +490,7 @@ def replace_once(
     ``changes`` as micro-batch ``batch`` (a query's exactly-once id and a batch id) exactly
     once, like :func:`dml_once`.
 
-    A new batch of at most :data:`HELD_REPLACEMENT_ROWS` rows to a table on a local disk is
+    A new batch of at most :data:`HELD_ROWS` rows to a table on a local disk is
     collected (one Spark job) and handed over as :class:`HeldRows`, to be written from the
     driver: none of a Spark MERGE's four or five jobs. Otherwise, or if ``deltalake`` cannot
     write the table (a table feature it lacks), ``replace`` gets ``changes`` kept (a local
@@ -491,17 +501,54 @@ def replace_once(
     if todo is _Attempt.LANDED:
         return
     mark = BATCH_MARK.format(*batch)
-    if todo is _Attempt.NEW and not is_uri(path):
-        rows = changes.limit(HELD_REPLACEMENT_ROWS + 1).toArrow()
-        if rows.num_rows <= HELD_REPLACEMENT_ROWS:
-            try:
-                replace(HeldRows(rows, mark))
-                return
-            except DeltaError as error:
-                _log.info("deltalake cannot write %s (%s): Spark does", path, error)
-            changes = spark.createDataFrame(rows, changes.schema)
+    rows = _collected(changes, path, todo)
+    if rows is not None:
+        try:
+            replace(HeldRows(rows, mark))
+            return
+        except DeltaError as error:
+            _log.info("deltalake cannot write %s (%s): Spark does", path, error)
+        changes = spark.createDataFrame(rows, changes.schema)
     with session_settings(spark, _batch_settings(todo, *batch)):
         replace(changes.localCheckpoint())
+
+
+def append_few(frame: DataFrame, path: str, app_id: str, batch_id: int) -> None:
+    """:func:`append` of a frame of few rows (a batch's late events), nothing if it has none.
+
+    A new batch of at most :data:`HELD_ROWS` rows to a table on a local disk is collected (one
+    Spark job) and appended from the driver by ``deltalake`` with the batch's mark, as
+    :func:`append_held` does; otherwise it is kept, and appended by Spark if it has rows."""
+    spark = frame.sparkSession
+    todo = _attempt(spark, path, app_id, batch_id)
+    if todo is _Attempt.LANDED:
+        return
+    rows = _collected(frame, path, todo)
+    if rows is not None:
+        if rows.num_rows:
+            _append_from_driver(path, rows, BATCH_MARK.format(app_id, batch_id))
+        return
+    kept = frame.localCheckpoint()
+    if not kept.isEmpty():
+        _append_through_spark(kept, path, todo, app_id, batch_id)
+
+
+def _append_from_driver(path: str, rows: pa.Table, mark: str | None) -> None:
+    """Append ``rows`` to the table at ``path`` (created, or given the columns it lacks) with
+    ``deltalake``, the commit marked ``mark`` (its ``userMetadata``; None: unmarked)."""
+    metadata = {} if mark is None else {"userMetadata": mark}
+    commit = CommitProperties(custom_metadata=metadata)
+    write_deltalake(path, rows, mode="append", schema_mode="merge", commit_properties=commit)
+
+
+def _collected(frame: DataFrame, path: str, todo: _Attempt) -> pa.Table | None:
+    """The rows of ``frame`` collected for the driver to write to the table at ``path`` (one
+    Spark job): for a new batch (``todo``) to a local table, unless it has more than
+    :data:`HELD_ROWS` rows (None: Spark writes it)."""
+    if todo is not _Attempt.NEW or is_uri(path):
+        return None
+    rows = frame.limit(HELD_ROWS + 1).toArrow()
+    return rows if rows.num_rows <= HELD_ROWS else None
 
 
 def merge_held(path: str, held: HeldRows, replacement: Replacement) -> None:

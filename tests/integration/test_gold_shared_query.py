@@ -310,7 +310,7 @@ def crash_sites(monkeypatch: pytest.MonkeyPatch) -> CommitFaults:
     monkeypatch.setattr(gold.jobs._SharedBatch, "_part", dies)
     sites = [
         (gold.batch, GUARDED_REPLACEMENT),
-        (gold.batch, "append"),
+        (gold.batch, "append_few"),
         (gold.jobs, "write_applied"),
     ]
     return CommitFaults(monkeypatch, sites)
@@ -382,7 +382,7 @@ def test_a_crash_between_two_declarations_writes_then_a_restart_is_exact(
     assert want and max(want.values()) == 1
     merges = [i for i, site in enumerate(calls, 1) if site == "replace_windows"]
     places = [i for i, site in enumerate(calls, 1) if site == "write_applied"]
-    appends = [i for i, site in enumerate(calls, 1) if site == "append"]
+    appends = [i for i, site in enumerate(calls, 1) if site == "append_few"]
     assert len(merges) == len(places) == len(FEW) and appends
     # After the first declaration's MERGE (before its place: between two declarations'
     # writes), and after the last declaration's late events (before its MERGE).
@@ -417,7 +417,7 @@ def test_a_warehouse_of_one_query_per_declaration_goes_on_under_the_shared_query
 
     _, _, calls = scenario(spark, tmp_path / "count", faults, None, forget_places, old)
     merge = calls.index("replace_windows") + 1
-    before = merge >= 2 and calls[merge - 2] == "append"
+    before = merge >= 2 and calls[merge - 2] == "append_few"
     crash = merge - 1 if before else merge  # after its late events, before its MERGE if any
     warehouse, upgraded, _ = scenario(
         spark, tmp_path / "upgraded", faults, crash, forget_places, old

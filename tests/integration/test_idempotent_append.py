@@ -20,6 +20,7 @@ from lakehouse_core.delta_io import (
     HeldRows,
     Replacement,
     append,
+    append_few,
     append_held,
     merge_held,
     replace_once,
@@ -225,3 +226,29 @@ def spark_replacement_or_held(
         merge_held(path, changes, replacement)
     else:
         spark_replacement(spark, path, changes, replacement)
+
+
+def test_few_rows_land_once_from_the_driver_and_none_make_no_commit(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """:func:`append_few`: a new batch's rows are appended from the driver (no Spark write),
+    a batch without rows commits nothing, and after a restart a landed batch is skipped while
+    one that did not land is appended through Spark."""
+    checkpoint, table = tmp_path / "checkpoint", str(tmp_path / "table")
+    plan(checkpoint, 0)
+    app_id = query_app_id(spark, str(checkpoint))
+    append_few(spark.range(0, 2), table, app_id, 0)  # planned: may have run, through Spark
+    append_few(spark.range(10, 12), table, app_id, 1)
+    append_few(spark.range(0), table, app_id, 2)
+    plan(checkpoint, 1, 2, 3)
+    again = query_app_id(spark, str(checkpoint))
+    append_few(spark.range(10, 12), table, again, 1)  # landed: skipped
+    append_few(spark.range(30, 31), table, again, 3)
+    ids = sorted(row.id for row in spark.read.format("delta").load(table).collect())
+    assert ids == [0, 1, 10, 11, 30]
+    assert marks(spark, table) == [BATCH_MARK.format(app_id, n) for n in (0, 1, 3)]
+    engines = [
+        row.engineInfo.split("/")[0].split(":")[0]
+        for row in DeltaTable.forPath(spark, table).history().orderBy("version").collect()
+    ]
+    assert engines[1].startswith("delta-rs") and not engines[0].startswith("delta-rs"), engines
