@@ -19,6 +19,9 @@ OP, REASON = "_op", "_reason"
 #: The data column of a table with ``on_type_mismatch = "rescue"`` that keeps a row's values
 #: its columns' types do not hold: a JSON object of them, by column name, as sent (null: none).
 RESCUED = "_rescued_data"
+#: The column of a parsed event of a ``resnapshot = "full"`` table that marks the read ending
+#: the table's full snapshot (:mod:`silver.snapshots`).
+SNAPSHOT_END = "_snapshot_end"
 #: Metadata columns every silver row carries, in this order after the data columns.
 METADATA_COLUMNS = (
     "_sequence",
@@ -42,6 +45,7 @@ RESERVED_COLUMNS = frozenset(
         "_unavailable",
         "_schema_hash",
         "_system_sequence",
+        SNAPSHOT_END,
         # SCD type 2 history
         "__start_at",
         "__end_at",

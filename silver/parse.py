@@ -51,11 +51,12 @@ from lakehouse_core.columns import (
     OP,
     REASON,
     RESCUED,
+    SNAPSHOT_END,
     column_name_problem,
 )
 from lakehouse_core.config import TableSpec
 from lakehouse_core.errors import ConfigError
-from silver.snapshots import SNAPSHOT_END, ends_snapshot
+from silver.snapshots import ends_snapshot
 
 #: Debezium's ops: those that write a row (create, update, snapshot read), a delete, a truncate.
 UPSERT_OPS = ("c", "u", "r")

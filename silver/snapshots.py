@@ -17,11 +17,8 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from lakehouse_core.columns import REASON
+from lakehouse_core.columns import REASON, SNAPSHOT_END
 
-#: Column of a parsed event of a ``resnapshot = "full"`` table: true for the read that ends the
-#: table's snapshot (see the module docstring).
-SNAPSHOT_END = "_snapshot_end"
 #: The ``source.snapshot`` values of the read that ends a table's full snapshot.
 END_MARKERS = ("last", "last_in_data_collection")
 #: The columns of an event's order (:func:`silver.parse.order_of`).
