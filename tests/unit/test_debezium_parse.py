@@ -1033,7 +1033,7 @@ schema = "event_id string, ts timestamp"
         (
             "colour = 1\n",
             r"Unknown setting\(s\) colour in the config file\. Allowed: alerts, catalog, "
-            r"debezium, gold, maintenance, models, patterns, quality, tables\.",
+            r"debezium, fresh, gold, maintenance, models, patterns, quality, tables\.",
         ),
         (
             '[[tables]]\nname = "a"\ntopic = "t"\nkey = ["id"]\n',
