@@ -264,7 +264,8 @@ def _maintainer(
             )
             changes = finals if changes is None else changes.unionByName(finals)
         if changes is not None:
-            kept = changes.localCheckpoint()
+            # Kept where its alerts read it too; replace_once collects or keeps it otherwise.
+            kept = changes.localCheckpoint() if pattern.alert else changes
             replace = partial(_replace, spark, paths.gold, pattern=pattern)
             replace_once(spark, paths.gold, kept, (app_id, batch_id), replace)
             if pattern.alert:

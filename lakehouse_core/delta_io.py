@@ -3,8 +3,9 @@ schema growth, properties, maintenance and log inspection (I/O only).
 
 Table properties are changed with ``ALTER TABLE delta.`<path>` ...`` (the Python API has no
 property setter); the path is quoted (backquotes doubled) and the property and values are
-constants. Everything else uses the ``DeltaTable`` Python API, but for the rows the driver
-holds (:func:`append_held`), which ``deltalake`` appends to a local table without Spark.
+constants. Everything else uses the ``DeltaTable`` Python API, but for the few rows of
+bookkeeping and of a gold micro-batch (:func:`append_held`, :func:`append_few`,
+:func:`replace_once`), which ``deltalake`` writes to a local table from the driver.
 """
 
 from __future__ import annotations
