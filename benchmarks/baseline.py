@@ -17,8 +17,7 @@ from pyspark.sql import functions as F
 from lakehouse_core.columns import METADATA_COLUMNS
 from lakehouse_core.config import TableSpec
 from lakehouse_core.delta_io import ensure_table
-from silver.decode import discover_layout
-from silver.parse import as_text, parse_changes
+from silver.parse import as_text, discover_layout, parse_changes
 
 
 def baseline_applier(spec: TableSpec, path: str) -> Callable[[DataFrame, int], None]:

@@ -127,7 +127,8 @@ class ColumnCodec:
         return self.raw_type if self.decoded_type is None else self.decoded_type
 
 
-def _identity(column: Column) -> Column:
+def identity(column: Column) -> Column:
+    """The decoder of a value whose JSON type is its column's type: the value itself."""
     return column
 
 
@@ -161,7 +162,7 @@ def _typed(schema: Mapping[str, Any]) -> _Typed:
     connect_type = schema["type"]
     if connect_type in _PRIMITIVES:
         primitive = _PRIMITIVES[connect_type]
-        return _Typed(primitive, _identity, primitive)
+        return _Typed(primitive, identity, primitive)
     if connect_type == "bytes":
         return _Typed(StringType(), _base64_bytes, BinaryType())
     if connect_type == "array":
@@ -172,7 +173,7 @@ def _typed(schema: Mapping[str, Any]) -> _Typed:
 
 
 def _array(element: _Typed) -> _Typed:
-    decode = _identity if element.decode is _identity else lambda c: F.transform(c, element.decode)
+    decode = identity if element.decode is identity else lambda c: F.transform(c, element.decode)
     return _Typed(ArrayType(element.raw), decode, ArrayType(element.type))
 
 
@@ -183,9 +184,9 @@ def _map(key: _Typed, value: _Typed) -> _Typed:
     if isinstance(key.raw, StringType):
 
         def from_object(column: Column) -> Column:
-            if key.decode is not _identity:
+            if key.decode is not identity:
                 column = F.transform_keys(column, lambda k, _: key.decode(k))
-            if value.decode is not _identity:
+            if value.decode is not identity:
                 column = F.transform_values(column, lambda _, v: value.decode(v))
             return column
 
@@ -247,8 +248,8 @@ def _struct(schema: Mapping[str, Any]) -> _Typed:
     fields = [(str(f["field"]), _typed(f)) for f in struct_fields(schema)]
     raw = StructType([StructField(name, t.raw) for name, t in fields])
     decoded = StructType([StructField(name, t.type) for name, t in fields])
-    if all(t.decode is _identity for _, t in fields):
-        return _Typed(raw, _identity, decoded)
+    if all(t.decode is identity for _, t in fields):
+        return _Typed(raw, identity, decoded)
 
     def decode(column: Column) -> Column:
         members = [t.decode(column[name]).alias(name) for name, t in fields]
@@ -468,10 +469,10 @@ _LOGICAL: Mapping[str, Callable[[Mapping[str, Any]], _Typed]] = {
     "org.apache.kafka.connect.data.Time": _simple(
         IntegerType(), lambda c: c.cast(LongType()) * 1000, _TIME_OF_DAY
     ),
-    "io.debezium.time.MicroTime": _simple(LongType(), _identity, _TIME_OF_DAY),
+    "io.debezium.time.MicroTime": _simple(LongType(), identity, _TIME_OF_DAY),
     "io.debezium.time.NanoTime": _simple(LongType(), lambda c: _floor_div(c, 1000), _TIME_OF_DAY),
     "io.debezium.time.ZonedTime": _simple(StringType(), _zoned_time_micros, _TIME_OF_DAY),
-    "io.debezium.time.MicroDuration": _simple(LongType(), _identity, LongType()),
+    "io.debezium.time.MicroDuration": _simple(LongType(), identity, LongType()),
     "org.apache.kafka.connect.data.Decimal": _decimal,
     "io.debezium.data.VariableScaleDecimal": _variable_scale_decimal,
 }
@@ -630,23 +631,6 @@ def _struct_schema(schema: Any, where: str) -> Mapping[str, Any]:
     if checked["type"] != "struct":
         raise _problem(f"{where}: type {_shown(checked['type'])} is not struct")
     return checked
-
-
-def inferred_codecs(row_type: StructType) -> list[ColumnCodec]:
-    """Codecs for rows without a Connect schema: keep the types JSON inference found."""
-    return [
-        ColumnCodec(f.name, f.dataType, _identity, isinstance(f.dataType, StringType))
-        for f in row_type.fields
-    ]
-
-
-def merge_codecs(groups: Sequence[Sequence[ColumnCodec]]) -> list[ColumnCodec]:
-    """Union of columns over several schema versions; a later version's codec wins."""
-    merged: dict[str, ColumnCodec] = {}
-    for group in groups:
-        for codec in group:
-            merged[codec.name] = codec
-    return list(merged.values())
 
 
 def raw_struct(codecs: Sequence[ColumnCodec]) -> StructType:

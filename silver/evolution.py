@@ -1,7 +1,9 @@
 """Schema changes of a silver table, decided per micro-batch (docs/silver-semantics.md,
 "Schema changes").
 
-Pure decisions and transforms; :func:`silver.decode.read_batch` applies them to a batch.
+Pure decisions and transforms; :func:`silver.decode.read_batch` applies them to a batch
+(:func:`typed_columns`: what each schema version gives; :func:`plan_schema`: the target;
+:func:`conform`: each version's events in it).
 A micro-batch can hold records of several schema versions (each Debezium record carries its
 Connect schema). Each version is parsed with its own schema, then every version's rows are
 brought to one set of columns, the *target*: the table's columns and every column of the
@@ -24,9 +26,11 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StringType, StructField, StructType
 
-from cdc.debezium import codec_for
+from cdc.debezium import ColumnCodec, codec_for
+from lakehouse_core.columns import RESCUED
 from lakehouse_core.config import TableSpec
 from lakehouse_core.widening import same_type, widened
+from silver.parse import RowLayout, read_as_null
 
 #: Field metadata of a silver column whose Connect schema, when the column was added, gave it
 #: a default: that Connect field schema (JSON text, ``default`` included). Rows of a schema
@@ -211,3 +215,26 @@ def incompatible_message(
         "such records and apply the rest, or change the silver table to the new type and "
         "rebuild it from bronze (replay)."
     )
+
+
+def data_names(layout: RowLayout) -> list[str]:
+    """The data columns of the events :func:`silver.parse.parse_changes` makes of ``layout``."""
+    rescued = [RESCUED] if layout.rescues and layout.value_columns else []
+    return [*layout.key_names, *(c.name for c in layout.value_columns), *rescued]
+
+
+def typed_columns(frame: DataFrame, layout: RowLayout) -> StructType:
+    """The data columns a version has a type for (not its absent key columns)."""
+    absent = absent_columns(layout)
+    return StructType([frame.schema[n] for n in data_names(layout) if n not in absent])
+
+
+def target_codec(field: StructField) -> ColumnCodec:
+    """A codec standing for a target column (the rows are decoded already)."""
+    return ColumnCodec(field.name, field.dataType, lambda c: c, False)
+
+
+def absent_columns(layout: RowLayout) -> frozenset[str]:
+    """The key columns of ``layout`` its records' schema lacks: read as null, they say nothing
+    about the column's type."""
+    return frozenset(c.name for c in (*layout.keys, *layout.columns) if c.decode is read_as_null)

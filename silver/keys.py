@@ -20,8 +20,7 @@ from pyspark.sql.types import DataType
 
 from lakehouse_core.config import TableSpec
 from lakehouse_core.errors import ConfigError
-from silver.decode import discover_layout
-from silver.parse import as_text, parse_changes
+from silver.parse import as_text, discover_layout, parse_changes
 
 KeyValue = str | int | float | bool
 

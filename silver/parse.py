@@ -1,5 +1,10 @@
-"""Bronze records to change events: pure transforms, given a batch's :class:`RowLayout`
-(found by the decode stage, :mod:`silver.decode`, which runs the Spark jobs that discover it).
+"""Debezium (and plain JSON event) records to change events: the one room that reads a
+batch's envelopes and Connect schemas into columns.
+
+:func:`discover_versions` finds a micro-batch's schema versions, each with its
+:class:`RowLayout` (the Spark jobs that sample the batch's Connect schemas, read through
+:mod:`cdc.debezium`, or infer its JSON types); :func:`parse_changes` (pure) turns the rows of
+one version into change events. The decode stage (:mod:`silver.decode`) calls both.
 
 The output of :func:`parse_changes` has one row per bronze record:
 
@@ -14,17 +19,18 @@ The output of :func:`parse_changes` has one row per bronze record:
   a value its column's declared or Connect type does not hold is never read as null: its
   record is quarantined (:data:`MISFIT`), or, when the layout ``rescues``, the column is null
   and ``_rescued_data`` (last) holds such values by column name, as sent;
-* ``_schema_hash`` if the bronze rows carry it (:func:`with_schema_hash`);
+* ``_schema_hash`` if the bronze rows carry it (:func:`silver.decode.with_schema_hash`);
 * for a ``resnapshot = "full"`` table, ``_snapshot_end`` (:mod:`silver.snapshots`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pyspark.errors import ParseException
+from pyspark.errors import ParseException, PySparkException
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -44,7 +50,14 @@ from cdc.debezium import (
     SOURCE_TYPE,
     UNAVAILABLE_VALUE,
     ColumnCodec,
+    SchemaProblem,
+    decoding_of,
+    envelope_row_schema,
+    identity,
+    key_struct,
     raw_struct,
+    row_codecs,
+    struct_fields,
     timestamp_from_millis,
 )
 from lakehouse_core.columns import (
@@ -141,14 +154,9 @@ def as_text(batch: DataFrame) -> DataFrame:
     return batch.withColumns({"k": F.col("key").cast("string"), "v": F.col("value").cast("string")})
 
 
-#: Column of bronze rows (see :func:`with_schema_hash`), kept by :func:`parse_changes`.
+#: Column of bronze rows (see :func:`silver.decode.with_schema_hash`), kept by
+#: :func:`parse_changes`.
 SCHEMA_HASH = "_schema_hash"
-
-
-def with_schema_hash(texts: DataFrame) -> DataFrame:
-    """Bronze rows (with ``k``/``v`` text) with :data:`SCHEMA_HASH`: which schema version each
-    record carries (null for a Kafka tombstone); the parsed events keep the column."""
-    return texts.withColumn(SCHEMA_HASH, F.when(F.col("v").isNotNull(), schema_hash()))
 
 
 def schema_hashes() -> Column:
@@ -184,7 +192,7 @@ class SchemaVersion:
     first: tuple[int, int] | None
     inferred: bool
     problem: str | Column | None = None  # their schema cannot be decoded: all are quarantined
-    #: The schema hashes (see :func:`with_schema_hash`) of the records it decodes.
+    #: The schema hashes (see :func:`silver.decode.with_schema_hash`) of the records it decodes.
     hashes: frozenset[int] = frozenset()
 
 
@@ -610,3 +618,438 @@ def declared_schema(spec: TableSpec) -> StructType | None:
         if (unusable := column_name_problem(name)) is not None:
             raise ConfigError(f"Table {spec.name!r}: in its schema, {unusable}.")
     return parsed
+
+
+# --------------------------------------------------------------------------------------------
+# Schema versions: the Spark jobs that find a batch's schema versions
+# --------------------------------------------------------------------------------------------
+
+
+def rows_of(texts: DataFrame, version: SchemaVersion) -> DataFrame:
+    """The rows of the batch ``texts`` that ``version`` decodes."""
+    return texts if version.selector is None else texts.where(version.selector)
+
+
+def discover_layout(texts: DataFrame, spec: TableSpec) -> RowLayout:
+    """Find the key and row columns of a micro-batch (one small distinct-schema query): the union
+    over its schema versions, a later version's codec winning for a shared column."""
+    if spec.format == "events":
+        return _events_layout(texts, spec)
+    samples = _debezium_samples(texts)
+    row_groups = [s.row.codecs for s in samples if not s.row_inferred]
+    key_groups = [s.key.codecs for s in samples if not s.key_inferred]
+    if any(s.row_inferred for s in samples):
+        row_groups.insert(0, _inferred_envelope_row(texts))
+    if any(s.key_inferred for s in samples):
+        key_groups.insert(0, _inferred_record_key(texts))
+    columns = tuple(merge_codecs(row_groups))
+    if spec.keys:
+        return _usable(_with_configured_keys(columns, spec.keys))
+    return _usable(RowLayout(keys=tuple(merge_codecs(key_groups)), columns=columns))
+
+
+def discover_versions(texts: DataFrame, spec: TableSpec) -> list[SchemaVersion]:
+    """The schema versions of a micro-batch, ordered by their first record in bronze.
+
+    Distinct schemas that have the same columns, decoded the same way (e.g. before and after a
+    change of nullability or default) make one version, so a batch needs more than one only
+    across a change of columns or types. A record is read with its own schema's columns only
+    (a member of its JSON that its schema lacks is not read, whatever other schemas the batch
+    holds). Every row of the batch (Kafka tombstones too) belongs to exactly one version, so
+    parsing each version's rows with its layout and taking the union parses the whole batch.
+    """
+    if spec.format == "events":
+        return [SchemaVersion(_events_layout(texts, spec), None, None, spec.schema is None)]
+    found = _with_case_clashes(sorted(_debezium_samples(texts), key=lambda s: s.first))
+    broken = [s for s in found if s.problem is not None]
+    samples = [s for s in found if s.problem is None]
+    if any(s.row_inferred for s in samples):
+        row = _Decoding.inferred(_inferred_envelope_row(texts))
+        samples = [replace(s, row=row) if s.row_inferred else s for s in samples]
+    if any(s.key_inferred for s in samples):
+        key = _Decoding.inferred(_inferred_record_key(texts))
+        samples = [replace(s, key=key) if s.key_inferred else s for s in samples]
+    groups: list[list[_Sample]] = []
+    for sample in samples:
+        group = next((g for g in groups if all(sample.agrees(other) for other in g)), None)
+        if group is None:
+            groups.append([sample])
+        else:
+            group.append(sample)
+    key_names = _key_names(samples)
+    empty = _with_configured_keys((), spec.keys) if spec.keys else RowLayout((), ())
+    versions = []
+    for index, group in enumerate(groups):
+        columns = tuple(merge_codecs([s.row.codecs for s in group]))
+        # Schemas of a group may differ in their defaults: its first record's schema's win.
+        defaults = {n: d for s in reversed(group) for n, d in s.row.defaults.items()}
+        if spec.keys:
+            layout = _with_configured_keys(columns, spec.keys)
+        else:
+            keys = merge_codecs([s.key.codecs for s in group])
+            layout = RowLayout(keys=_with_key_names(keys, key_names), columns=columns)
+        others = [s.hash for g in groups if g is not group for s in g] + [s.hash for s in broken]
+        # The first version also takes the rows no sample stands for (Kafka tombstones).
+        selector = (
+            None
+            if not others
+            else ~schema_hash().isin(others)
+            if index == 0
+            else schema_hash().isin([s.hash for s in group])
+        )
+        inferred = any(s.row_inferred or s.key_inferred for s in group)
+        hashes = frozenset(s.hash for s in group)
+        # Values read by their records' own Connect schema are checked against its types.
+        checked = not any(s.row_inferred for s in group)
+        layout = replace(layout, checked=checked, rescues=checked and _rescues(spec))
+        if checked:
+            layout = replace(layout, defaults=tuple(defaults.items()))
+        screened, key_problem = _screened(layout)
+        if key_problem is not None:  # no record of the version can be keyed
+            screened = empty
+        version = SchemaVersion(screened, selector, group[0].first, inferred, key_problem, hashes)
+        versions.append(version)
+    if not versions:  # only tombstones (and broken schemas): nothing to decode
+        versions.append(SchemaVersion(empty, _none_of(broken), None, False))
+    if broken:  # one version for all: a batch of many broken schemas is parsed in one pass
+        selector = schema_hash().isin([s.hash for s in broken])
+        first = min(s.first for s in broken)
+        versions.append(SchemaVersion(empty, selector, first, False, _problem_of(broken)))
+    return versions
+
+
+def _problem_of(broken: list[_Sample]) -> str | Column:
+    """The quarantine reason of the records of ``broken`` samples: their sample's problem."""
+    if len({s.problem for s in broken}) == 1:
+        return str(broken[0].problem)
+    reasons = F.create_map(*[F.lit(part) for s in broken for part in (s.hash, s.problem)])
+    return reasons[schema_hash()]
+
+
+def _with_case_clashes(samples: list[_Sample]) -> list[_Sample]:
+    """Mark a sample broken when one of its columns differs only in letter case from a column
+    of an earlier sample: Spark and Delta take both for one column."""
+    spelling: dict[str, str] = {}
+    marked = []
+    for sample in samples:
+        names = [c.name for c in (*sample.row.codecs, *sample.key.codecs)]
+        clash = next((n for n in names if spelling.get(n.lower(), n) != n), None)
+        if sample.problem is None and clash is not None:
+            first = spelling[clash.lower()]
+            why = f"column {clash!r} differs from {first!r} only in letter case"
+            marked.append(replace(sample, problem=why))
+            continue
+        if sample.problem is None:
+            spelling.update((n.lower(), n) for n in names if n.lower() not in spelling)
+        marked.append(sample)
+    return marked
+
+
+def _none_of(samples: list[_Sample]) -> Column | None:
+    return ~schema_hash().isin([s.hash for s in samples]) if samples else None
+
+
+@dataclass(frozen=True)
+class _Decoding:
+    """The codecs of a row or key schema and, per column, what decides how it is decoded
+    (``cdc.debezium.decoding_of`` its Connect field schema, or its inferred JSON type)."""
+
+    codecs: list[ColumnCodec]
+    signatures: dict[str, str]
+    #: Column -> its Connect field schema (JSON text), for the fields with a ``default``.
+    defaults: Mapping[str, str] = field(default_factory=dict)
+
+    @staticmethod
+    def connect(struct: Mapping[str, Any]) -> _Decoding:
+        """The decoding of a Connect struct schema (checked: ``cdc.debezium.check_schema``)."""
+        fields = struct_fields(struct)
+        return _Decoding(
+            codecs=row_codecs(struct),
+            signatures={f["field"]: json.dumps(decoding_of(f)) for f in fields},
+            defaults={
+                f["field"]: json.dumps(f, sort_keys=True)
+                for f in fields
+                if f.get("default") is not None
+            },
+        )
+
+    @staticmethod
+    def inferred(codecs: list[ColumnCodec]) -> _Decoding:
+        return _Decoding(codecs, {c.name: f"json {c.raw_type.simpleString()}" for c in codecs})
+
+    def agrees(self, other: _Decoding) -> bool:
+        """Whether both have the same columns, decoded the same way."""
+        return self.signatures == other.signatures
+
+
+_NOTHING = _Decoding([], {})
+
+
+@dataclass(frozen=True)
+class _Sample:
+    """One distinct (value schema, key schema) of a batch. ``row_inferred``/``key_inferred``:
+    the records have no such schema, their decoding is inferred from the batch's values.
+    ``records``: how many records carry it; ``keyed``: their keys are JSON objects (with a
+    Connect schema: a struct), so they tell the key columns."""
+
+    hash: int
+    first: tuple[int, int]
+    row: _Decoding
+    key: _Decoding
+    row_inferred: bool
+    key_inferred: bool
+    problem: str | None = None  # why the schemas cannot be decoded
+    records: int = 0
+    keyed: bool = False
+
+    def agrees(self, other: _Sample) -> bool:
+        return self.row.agrees(other.row) and self.key.agrees(other.key)
+
+
+#: Errors of Python code reading a schema that the schema can cause (besides SchemaProblem).
+_SCHEMA_ERRORS = (
+    ArithmeticError,
+    AttributeError,
+    KeyError,
+    IndexError,
+    RecursionError,
+    TypeError,
+    ValueError,
+)
+
+
+def _debezium_samples(texts: DataFrame) -> list[_Sample]:
+    position = F.struct("partition", "offset")
+    found = (
+        texts.where(F.col("v").isNotNull())
+        .groupBy(schema_hash().alias("h"))
+        .agg(
+            F.min_by(F.struct("v", "k"), position).alias("sample"),
+            F.min(position).alias("first"),
+            F.count(F.lit(1)).alias("records"),
+        )
+        .collect()
+    )
+    samples = []
+    for group in found:
+        first = (group.first.partition, group.first.offset)
+        try:
+            sample = _sample(group.h, first, group.sample.v, group.sample.k)
+        except SchemaProblem as problem:
+            sample = _Sample(group.h, first, _NOTHING, _NOTHING, False, False, str(problem))
+        except _SCHEMA_ERRORS as error:  # a last resort: the schema is at fault, not the run
+            if isinstance(error, PySparkException):
+                raise
+            why = f"schema cannot be decoded: {type(error).__name__}: {error}"[:500]
+            sample = _Sample(group.h, first, _NOTHING, _NOTHING, False, False, why)
+        samples.append(replace(sample, records=group.records))
+    return samples
+
+
+def _sample(hash_: int, first: tuple[int, int], value: str, key: str | None) -> _Sample:
+    """The decoding of the records whose value and key are like ``value`` and ``key``.
+
+    Raises:
+        SchemaProblem: the value's or the key's Connect schema cannot be decoded.
+    """
+    wrapped, value_schema = _wrapped_schema(value)
+    row = _Decoding.connect(envelope_row_schema(value_schema)) if wrapped else _NOTHING
+    document = _json_object(key)
+    if document is not None and _is_wrapper(document):
+        struct = key_struct(document["schema"])
+        decoding = _Decoding.connect(struct) if struct is not None else _NOTHING
+        keyed = bool(decoding.codecs)
+        return _Sample(hash_, first, row, decoding, not wrapped, False, keyed=keyed)
+    return _Sample(hash_, first, row, _NOTHING, not wrapped, True, keyed=document is not None)
+
+
+def _key_names(samples: list[_Sample]) -> tuple[str, ...]:
+    """The key columns of a batch whose table has no ``keys``: those of the record keys that
+    most of its records carry (keys without a Connect schema count as one, with their
+    inferred fields; of equally many, the first in bronze). A record whose key lacks one of
+    them is ``missing key``, so a few bad keys cannot take the good ones' columns away."""
+    found: dict[tuple[str, ...], tuple[int, tuple[int, int]]] = {}
+    for sample in samples:
+        names = tuple(c.name for c in sample.key.codecs)
+        if sample.keyed and names:
+            records, first = found.get(names, (0, sample.first))
+            found[names] = (records + sample.records, min(first, sample.first))
+    if not found:
+        return ()
+    return max(found, key=lambda n: (found[n][0], -found[n][1][0], -found[n][1][1]))
+
+
+def _events_layout(texts: DataFrame, spec: TableSpec) -> RowLayout:
+    row_type = declared_schema(spec) or _infer(texts, "v")
+    columns = tuple(inferred_codecs(row_type))
+    missing = [k for k in spec.keys or () if k not in row_type.fieldNames()]
+    if missing and spec.schema:
+        raise ConfigError(
+            f"Table {spec.name!r}: key column(s) {', '.join(missing)} are not in its schema."
+        )
+    layout = _with_configured_keys(columns, spec.keys or ())
+    checked = spec.schema is not None
+    return _usable(replace(layout, checked=checked, rescues=checked and _rescues(spec)))
+
+
+def _rescues(spec: TableSpec) -> bool:
+    """Whether a value its column's type does not hold is rescued, not quarantined."""
+    return spec.on_type_mismatch == "rescue"
+
+
+def _inferred_record_key(texts: DataFrame) -> list[ColumnCodec]:
+    """Key codecs inferred from the record keys that are not the converter's wrapper."""
+    names = F.array_sort(F.json_object_keys("k"))
+    wrapper = F.coalesce(names == F.array(F.lit("payload"), F.lit("schema")), F.lit(False))
+    return inferred_codecs(_infer(texts.where(~wrapper), "k", keep_all_null=True))
+
+
+def _with_key_names(codecs: list[ColumnCodec], names: tuple[str, ...]) -> tuple[ColumnCodec, ...]:
+    """Codecs for the batch's key columns; a key column ``codecs`` lack is read as null."""
+    by_name = {c.name: c for c in codecs}
+    return tuple(by_name.get(n) or _absent_key(n) for n in names)
+
+
+def read_as_null(column: Column) -> Column:
+    """Decoder of a key column the records' schema lacks: null, whatever the JSON holds."""
+    return F.lit(None).cast(StringType())
+
+
+def _absent_key(name: str) -> ColumnCodec:
+    return ColumnCodec(name, StringType(), read_as_null, False)
+
+
+def _with_configured_keys(columns: tuple[ColumnCodec, ...], keys: tuple[str, ...]) -> RowLayout:
+    """Key codecs for configured key columns; a key no record of the batch has is read as a
+    null string, so those records are quarantined as ``missing key``."""
+    by_name = {c.name: c for c in columns}
+    absent = tuple(_absent_key(k) for k in keys if k not in by_name)
+    key_codecs = tuple(by_name.get(k) or next(a for a in absent if a.name == k) for k in keys)
+    return RowLayout(keys=key_codecs, columns=columns + absent)
+
+
+def _wrapped_schema(value: str) -> tuple[bool, Any]:
+    """Whether a value is the converter's wrapper (a JSON object of just ``schema`` and
+    ``payload``) and its Connect schema, read from the text before the payload if it starts
+    like the converter's output."""
+    if value.startswith(WRAPPER_PREFIX) and PAYLOAD_MARKER in value:
+        schema_text = value[len(WRAPPER_PREFIX) : value.index(PAYLOAD_MARKER)]
+        try:
+            return True, json.loads(schema_text)
+        except (ValueError, RecursionError):
+            pass  # the marker is inside the schema, or the value is no JSON: read it whole
+    document = _json_object(value)
+    if document is None or not _is_wrapper(document):
+        return False, None
+    return True, document["schema"]
+
+
+def _is_wrapper(document: Mapping[str, Any]) -> bool:
+    return set(document) == {"schema", "payload"}
+
+
+def _json_object(text: str | None) -> dict[str, Any] | None:
+    """``text`` read as a JSON object (None: null, not JSON, nested deeper than Python
+    follows, or another JSON value)."""
+    if not text:
+        return None
+    try:
+        loaded = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return loaded if isinstance(loaded, dict) else None
+
+
+def _infer(texts: DataFrame, column: str, keep_all_null: bool = False) -> StructType:
+    """Infer a JSON schema from the non-null object strings of ``column``.
+
+    A field that is null in every record says nothing about its type (Spark would call it a
+    string), so it is left out unless ``keep_all_null`` (record keys: a key field that is
+    always null must stay, so that its records are quarantined as ``missing key``).
+    """
+    strings = texts.where(F.col(column).startswith("{")).select(column).rdd.map(lambda r: r[0])
+    if strings.isEmpty():
+        return StructType()
+    reader = texts.sparkSession.read.options(
+        dropFieldIfAllNull=not keep_all_null, columnNameOfCorruptRecord=_CORRUPT_RECORD
+    )
+    inferred = reader.json(strings).schema
+    return StructType([f for f in inferred.fields if f.name != _CORRUPT_RECORD])
+
+
+#: Where schema inference puts text that is not JSON: not a plain name, so no source column
+#: silver keeps can have it (Spark's default, ``_corrupt_record``, is an ordinary name).
+_CORRUPT_RECORD = "corrupt record"
+
+
+def _inferred_envelope_row(texts: DataFrame) -> list[ColumnCodec]:
+    """Row codecs inferred from the ``after`` images (else the ``before`` images) of the
+    records that carry no Connect schema."""
+    unwrapped = texts.where(F.get_json_object("v", "$.schema").isNull())
+    envelope = _infer(unwrapped, "v")
+    for side in ("after", "before"):
+        if side in envelope.fieldNames():
+            side_type: DataType = envelope[side].dataType
+            if not isinstance(side_type, StructType):
+                # Some records' image is not an object (they are quarantined), so inference
+                # found no struct: infer from the images that are objects.
+                side_type = _infer(_object_images(unwrapped, side), side)
+            if side_type.fields:
+                return inferred_codecs(side_type)
+    return []
+
+
+def _object_images(texts: DataFrame, side: str) -> DataFrame:
+    """The JSON text of the ``side`` image of each record whose image is a JSON object (a map
+    reads nothing else)."""
+    as_map = F.from_json("v", StructType([StructField(side, MapType(StringType(), StringType()))]))
+    return texts.where(as_map[side].isNotNull()).select(
+        F.get_json_object("v", f"$.{side}").alias(side)
+    )
+
+
+def _screened(layout: RowLayout) -> tuple[RowLayout, str | None]:
+    """``layout`` with the row columns silver cannot keep moved to ``refused``, and the
+    problem of its first key column silver cannot keep (None: every key is usable)."""
+    key_problem = next(
+        (why for c in layout.keys if (why := column_name_problem(c.name)) is not None), None
+    )
+    refused = tuple(
+        (c, why)
+        for c in layout.columns
+        if c.name not in layout.key_names and (why := column_name_problem(c.name)) is not None
+    )
+    if not refused:
+        return layout, key_problem
+    names = {c.name for c, _ in refused}
+    kept = tuple(c for c in layout.columns if c.name not in names)
+    return replace(layout, columns=kept, refused=refused), key_problem
+
+
+def _usable(layout: RowLayout) -> RowLayout:
+    """:func:`_screened` where a key silver cannot keep is a configuration error.
+
+    Raises:
+        ConfigError: a key column's name is not one silver can keep.
+    """
+    screened, key_problem = _screened(layout)
+    if key_problem is not None:
+        raise ConfigError(f"Key {key_problem}.")
+    return screened
+
+
+def inferred_codecs(row_type: StructType) -> list[ColumnCodec]:
+    """Codecs for rows without a Connect schema: keep the types JSON inference found."""
+    return [
+        ColumnCodec(f.name, f.dataType, identity, isinstance(f.dataType, StringType))
+        for f in row_type.fields
+    ]
+
+
+def merge_codecs(groups: Sequence[Sequence[ColumnCodec]]) -> list[ColumnCodec]:
+    """Union of columns over several schema versions; a later version's codec wins."""
+    merged: dict[str, ColumnCodec] = {}
+    for group in groups:
+        for codec in group:
+            merged[codec.name] = codec
+    return list(merged.values())

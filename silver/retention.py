@@ -25,8 +25,7 @@ from pyspark.sql import functions as F
 
 from lakehouse_core.columns import OP, REASON
 from lakehouse_core.config import TableSpec
-from silver.decode import discover_layout
-from silver.parse import DELETE_OP, TRUNCATE_OP, as_text, order_of, parse_changes
+from silver.parse import DELETE_OP, TRUNCATE_OP, as_text, discover_layout, order_of, parse_changes
 
 #: Why a key's row could change: its reason column in :func:`retention_conflicts`.
 REASONS = {

@@ -1,6 +1,6 @@
 """Connect schemas and payload values of any JSON shape stop nothing.
 
-Schema discovery (``cdc.debezium.check_schema``, ``silver.decode.discover_versions``) takes any
+Schema discovery (``cdc.debezium.check_schema``, ``silver.parse.discover_versions``) takes any
 JSON in a record's ``schema``: a schema it cannot read quarantines the records that carry it
 with the reason, and the reference fold (``silver.reference``) quarantines the same records
 with the same reason. A payload value of an unexpected shape is read as null or quarantines
@@ -22,8 +22,8 @@ from pyspark.sql import functions as F
 from cdc.debezium import SchemaProblem, check_schema, envelope_row_schema, key_struct, row_codecs
 from cdc.records import Record
 from lakehouse_core.config import TableSpec
-from silver.decode import discover_versions, read_batch
-from silver.parse import as_text
+from silver.decode import read_batch
+from silver.parse import as_text, discover_versions
 from silver.reference import FoldSpec, fold
 from tests.helpers import (
     CUSTOMER_FIELDS,
@@ -287,7 +287,7 @@ def test_an_unexpected_error_reading_a_schema_quarantines_its_records(
             raise ZeroDivisionError("a bug")
         return row_codecs(struct)
 
-    monkeypatch.setattr("silver.decode.row_codecs", failing)
+    monkeypatch.setattr("silver.parse.row_codecs", failing)
     odd = value(1, lambda s: column(s, "notes").update(type="bytes"))
     texts = as_text(bronze_frame(spark, [record(0, value(0)), record(1, odd)]))
     _, events = read_batch(texts, SPEC, None)
@@ -299,7 +299,7 @@ def test_an_unexpected_error_reading_a_schema_quarantines_its_records(
     def broken_session(struct: Any) -> Any:
         raise PySparkValueError("a session failure")
 
-    monkeypatch.setattr("silver.decode.row_codecs", broken_session)
+    monkeypatch.setattr("silver.parse.row_codecs", broken_session)
     with pytest.raises(PySparkValueError):
         discover_versions(texts, SPEC)
 

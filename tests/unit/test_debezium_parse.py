@@ -31,8 +31,7 @@ from lakehouse_core.identifiers import (
     table_name_for_topic,
 )
 from lakehouse_demo.settings import SHOP_CONFIG, ShopGoldSpec
-from silver.decode import discover_layout
-from silver.parse import RowLayout, as_text, parse_changes
+from silver.parse import RowLayout, as_text, discover_layout, parse_changes
 from silver.reference import FoldSpec, fold
 from silver.verify import canonical_rows
 from tests.helpers import (

@@ -1,4 +1,4 @@
-"""Schema versions of a micro-batch (silver.decode.discover_versions) and how silver.evolution
+"""Schema versions of a micro-batch (silver.parse.discover_versions) and how silver.evolution
 reads a batch of several: each version decoded by its own schema, then brought to one set of
 columns. Tiny inline batches; the only Spark work is the discovery query and the parse."""
 
@@ -15,8 +15,8 @@ from cdc.records import Record
 from lakehouse_core.config import TableSpec
 from lakehouse_core.errors import SchemaChangeError
 from silver.context import SchemaCache
-from silver.decode import discover_versions, read_batch
-from silver.parse import as_text
+from silver.decode import read_batch
+from silver.parse import as_text, discover_versions
 from tests.helpers import bronze_frame, pg_envelope, pg_key
 
 pytestmark = pytest.mark.unit
