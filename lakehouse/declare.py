@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import is_dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from lakehouse_core.alerting import AlertSpec
 from lakehouse_core.config import (
@@ -65,6 +65,7 @@ from lakehouse_core.loader import (
 )
 from lakehouse_core.models import SqlModel
 from lakehouse_core.patterns import Absent, Pattern, PatternMeasure, Step
+from lakehouse_core.specs import TableSettings, table_settings
 
 __all__ = [
     "Absent",
@@ -220,79 +221,58 @@ def cdc_table(
     name: str,
     *,
     topic: str | None = None,
-    keys: Columns | None = None,
-    sequence_by: Columns | None = None,
-    stored_as_scd_type: int | str = 1,
-    apply_as_deletes: str | None = None,
-    apply_as_truncates: str | None = None,
-    column_list: Sequence[str] | None = None,
-    except_column_list: Sequence[str] | None = None,
-    track_history_column_list: Sequence[str] | None = None,
-    track_history_except_column_list: Sequence[str] | None = None,
-    ignore_null_updates: bool = False,
-    ignore_null_updates_column_list: Sequence[str] | None = None,
-    ignore_null_updates_except_column_list: Sequence[str] | None = None,
-    system_sequence_by: str | None = None,
-    tombstone_retention_days: int = 7,
-    on_incompatible_type: str = "quarantine",
-    on_type_mismatch: str = "quarantine",
-    resnapshot: str = "upsert",
-    type_widening: str = "rewrite",
-    deletion_vectors: bool = False,
     expectations: Expectations = (),
+    **settings: Unpack[TableSettings],
 ) -> TableSpec:
     """Silver table ``name`` from the Debezium change events of ``topic`` (required; a
-    ``[[tables]]`` entry; the settings as in Databricks' ``create_auto_cdc_flow``, see
-    docs/silver-semantics.md). ``keys``/``sequence_by`` default to the record key and the
-    connector's own sequence. ``expectations``: :func:`expect`, :func:`expect_or_drop`,
-    :func:`expect_or_fail` and ``expect_all...`` declarations of the silver rows.
+    ``[[tables]]`` entry; ``settings``: those of :class:`~lakehouse_core.specs.TableSpec`, as
+    in Databricks' ``create_auto_cdc_flow``, see docs/silver-semantics.md). ``keys``/
+    ``sequence_by`` default to the record key and the connector's own sequence.
+    ``expectations``: :func:`expect`, :func:`expect_or_drop`, :func:`expect_or_fail` and
+    ``expect_all...`` declarations of the silver rows.
 
     Raises:
         ConfigError: a missing, mistyped or invalid setting or expectation (the message its
             TOML gives).
     """
-    settings = dict(locals())
-    tables = _expect_tables(settings.pop("expectations"), f"silver table {name!r}", "silver")
-    return table_from(_entry(**settings, **tables))
+    tables = _expect_tables(expectations, f"silver table {name!r}", "silver")
+    return table_from(_entry(name=name, topic=topic, **_known(settings, "cdc_table"), **tables))
 
 
 def events_table(
     name: str,
     *,
     topic: str | None = None,
-    keys: Columns | None = None,
-    sequence_by: Columns | None = None,
-    schema: str | None = None,
-    stored_as_scd_type: int | str = 1,
-    apply_as_deletes: str | None = None,
-    apply_as_truncates: str | None = None,
-    column_list: Sequence[str] | None = None,
-    except_column_list: Sequence[str] | None = None,
-    track_history_column_list: Sequence[str] | None = None,
-    track_history_except_column_list: Sequence[str] | None = None,
-    ignore_null_updates: bool = False,
-    ignore_null_updates_column_list: Sequence[str] | None = None,
-    ignore_null_updates_except_column_list: Sequence[str] | None = None,
-    system_sequence_by: str | None = None,
-    tombstone_retention_days: int = 7,
-    on_incompatible_type: str = "quarantine",
-    on_type_mismatch: str = "quarantine",
-    type_widening: str = "rewrite",
-    deletion_vectors: bool = False,
     expectations: Expectations = (),
+    **settings: Unpack[TableSettings],
 ) -> TableSpec:
     """Silver table ``name`` from a plain event stream ``topic`` (``format = "events"``):
     each event's ``keys`` identify it, ``sequence_by`` orders its versions (all three
     required); ``schema`` (a Spark DDL string) fixes the columns, else they are inferred.
-    ``expectations``: as for :func:`cdc_table`.
+    ``settings`` and ``expectations``: as for :func:`cdc_table`.
 
     Raises:
         ConfigError: a missing, mistyped or invalid setting or expectation (the message its
             TOML gives).
     """
-    settings = dict(locals())
-    tables = _expect_tables(settings.pop("expectations"), f"silver table {name!r}", "silver")
-    return table_from(_entry(format="events", **settings, **tables))
+    tables = _expect_tables(expectations, f"silver table {name!r}", "silver")
+    known = _known(settings, "events_table")
+    return table_from(_entry(name=name, topic=topic, format="events", **known, **tables))
+
+
+def _known(settings: Mapping[str, Any], declaration: str) -> Mapping[str, Any]:
+    """``settings`` if each is a setting of a table (:func:`~lakehouse_core.specs.table_settings`).
+
+    Raises:
+        ConfigError: one that is not, named with the settings there are.
+    """
+    unknown = sorted(set(settings) - set(table_settings()))
+    if unknown:
+        raise ConfigError(
+            f"{declaration}() has no setting {', '.join(unknown)}. "
+            f"Allowed: {', '.join(sorted(table_settings()))} (and topic, expectations)."
+        )
+    return settings
 
 
 # --- gold tables ----------------------------------------------------------------------------

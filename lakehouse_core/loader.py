@@ -1,8 +1,9 @@
 """The pipeline TOML loader: the one place that reads a config document into specs.
 
 Its shape (which settings each table takes, and of which type) is declared once, as pydantic
-models that forbid unknown keys and take types strictly (a string where a list belongs, a bool
-where an integer belongs, a float where an integer belongs are errors). A pydantic
+models (a ``[[tables]]`` entry's made from the fields of :class:`TableSpec`) that forbid
+unknown keys and take types strictly (a string where a list belongs, a bool where an integer
+belongs, a float where an integer belongs are errors). A pydantic
 :class:`~pydantic.ValidationError` becomes one :class:`~lakehouse_core.errors.ConfigError` line that
 names the setting, where it is (``[[tables]]``, ``the window of [[gold]] 'revenue'``) and the
 fix. The values' meaning is checked by the specs themselves (:mod:`lakehouse_core.specs`,
@@ -16,11 +17,21 @@ from __future__ import annotations
 import tomllib
 import types
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import MISSING, replace
+from dataclasses import fields as dataclass_fields
 from pathlib import Path
-from typing import Any, ClassVar, Union, get_args, get_origin
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    ClassVar,
+    Literal,
+    Union,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic_core import ErrorDetails
 
 from lakehouse_core.alerting import AlertSpec
@@ -39,6 +50,7 @@ from lakehouse_core.gold_tables import (
 from lakehouse_core.models import SqlModel, check_models
 from lakehouse_core.patterns import Absent, Pattern, PatternMeasure, Step
 from lakehouse_core.specs import (
+    DATABRICKS_FORMS,
     CatalogSpec,
     DebeziumSpec,
     FreshSpec,
@@ -82,37 +94,59 @@ _EXPECT_MESSAGES = {
 }
 
 
-class TableShape(Shape):
+class _TableEntry(Shape):
+    """A ``[[tables]]`` entry (its fields: :func:`_table_fields`)."""
+
     where = "[[tables]]"
     missing = "Each [[tables]] entry needs 'name' and 'topic'."
     messages = _EXPECT_MESSAGES
 
-    name: str
-    topic: str
-    format: str | None = None
-    keys: list[str] | str | None = None
-    sequence_by: list[str] | str | None = None
-    schema_: str | None = Field(None, alias="schema")
-    tombstone_retention_days: int | None = None
-    apply_as_deletes: str | None = None
-    apply_as_truncates: str | None = None
-    column_list: list[str] | None = None
-    except_column_list: list[str] | None = None
-    ignore_null_updates: bool | None = None
-    ignore_null_updates_column_list: list[str] | None = None
-    ignore_null_updates_except_column_list: list[str] | None = None
-    system_sequence_by: str | None = None
-    on_incompatible_type: str | None = None
-    on_type_mismatch: str | None = None
-    resnapshot: str | None = None
-    type_widening: str | None = None
-    deletion_vectors: bool | None = None
-    stored_as_scd_type: int | str | None = None
-    track_history_column_list: list[str] | None = None
-    track_history_except_column_list: list[str] | None = None
-    expect: dict[str, str] | None = None
-    expect_or_drop: dict[str, str] | None = None
-    expect_or_fail: dict[str, str] | None = None
+
+def _toml_type(annotation: Any, setting: str) -> Any:
+    """The TOML type of a spec field of type ``annotation``: a tuple of strings as a list, a
+    choice (``Literal``) as a string (the spec says which values it allows), with the other
+    form the setting takes (:data:`~lakehouse_core.specs.DATABRICKS_FORMS`)."""
+    kinds = [k for k in get_args(annotation) if k is not type(None)]
+    if get_origin(annotation) not in (Union, types.UnionType):
+        kinds = [annotation]
+    toml: Any = None
+    for kind in kinds:
+        read = list[str] if get_origin(kind) is tuple else kind
+        read = str if get_origin(kind) is Literal else read
+        toml = read if toml is None else toml | read
+    other = DATABRICKS_FORMS.get(setting)
+    return toml if other is None else toml | other
+
+
+def _table_fields() -> dict[str, Any]:
+    """The fields of the ``[[tables]]`` shape: one for each field of :class:`TableSpec`,
+    required where the spec has no default, else optional (left out: the spec's default);
+    its expectations as the ``expect``, ``expect_or_drop`` and ``expect_or_fail`` tables."""
+    hints = get_type_hints(TableSpec)
+    shape: dict[str, Any] = {}
+    for spec_field in dataclass_fields(TableSpec):
+        name = spec_field.name
+        if name == "expectations":
+            continue
+        kind = _toml_type(hints[name], name)
+        required = spec_field.default is MISSING and spec_field.default_factory is MISSING
+        # A name BaseModel already has (``schema``) is the field's alias.
+        alias = name if hasattr(BaseModel, name) else None
+        key = f"{name}_" if alias else name
+        shape[key] = (
+            (kind, Field(alias=alias)) if required else (kind | None, Field(None, alias=alias))
+        )
+    expect_tables = dict[str, str] | None
+    return shape | {setting: (expect_tables, None) for setting in ACTION_SETTINGS.values()}
+
+
+if TYPE_CHECKING:
+
+    class TableShape(_TableEntry):
+        """A ``[[tables]]`` entry: the settings of :class:`TableSpec` (made below)."""
+
+else:
+    TableShape = create_model("TableShape", __base__=_TableEntry, **_table_fields())
 
 
 _WINDOW_EXAMPLE = 'window = { kind = "tumbling", size = "1 minute" }'

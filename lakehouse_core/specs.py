@@ -14,8 +14,8 @@ specs in :mod:`lakehouse_core.loader`; :mod:`lakehouse_core.config` offers both.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Literal, TypedDict
 
 import tomli_w
 
@@ -54,6 +54,12 @@ TYPE_MISMATCH_POLICIES: tuple[TypeMismatchPolicy, ...] = ("quarantine", "rescue"
 ResnapshotMode = Literal["upsert", "full"]
 RESNAPSHOT_MODES: tuple[ResnapshotMode, ...] = ("upsert", "full")
 SCD_TYPES = (1, 2)
+#: The other form some settings also take, as Databricks' ``create_auto_cdc_flow`` users write
+#: them (one column as a string, ``stored_as_scd_type`` as ``"2"``); the spec normalises it.
+DATABRICKS_FORMS: dict[str, type] = {"keys": str, "sequence_by": str, "stored_as_scd_type": str}
+#: The fields of :class:`TableSpec` that are not its settings: what it is (its name, topic and
+#: format, which the declaration's kind gives) and its expectations (declared apart).
+NOT_SETTINGS = ("name", "topic", "format", "expectations")
 
 
 @dataclass(frozen=True)
@@ -278,6 +284,44 @@ class TableSpec:
             require_identifier(column, f"column of table {self.name!r}")
         if self.history_name is not None:
             require_identifier(self.history_name, f"history table name of {self.name!r}")
+
+
+def table_settings() -> tuple[str, ...]:
+    """The settings of a table: the fields of :class:`TableSpec` but :data:`NOT_SETTINGS`, in
+    their order. The TOML shape (:mod:`lakehouse_core.loader`), the Python declarations
+    (:class:`TableSettings`) and the verify oracle's view derive from them."""
+    return tuple(f.name for f in fields(TableSpec) if f.name not in NOT_SETTINGS)
+
+
+class TableSettings(TypedDict, total=False):
+    """The settings of :class:`TableSpec` as keyword arguments of the Python declarations
+    (``cdc_table(name, **settings)``), each as Python users write it: a column list as any
+    sequence (``keys`` and ``sequence_by`` also as one name), a choice as a string.
+
+    A type checker needs it written out; ``tests/unit/test_table_settings.py`` fails when it
+    and :func:`table_settings` drift apart, and names the setting.
+    """
+
+    keys: str | Sequence[str] | None
+    sequence_by: str | Sequence[str] | None
+    schema: str | None
+    tombstone_retention_days: int
+    apply_as_deletes: str | None
+    apply_as_truncates: str | None
+    column_list: Sequence[str] | None
+    except_column_list: Sequence[str] | None
+    ignore_null_updates: bool
+    ignore_null_updates_column_list: Sequence[str] | None
+    ignore_null_updates_except_column_list: Sequence[str] | None
+    system_sequence_by: str | None
+    on_incompatible_type: str
+    on_type_mismatch: str
+    resnapshot: str
+    type_widening: str
+    deletion_vectors: bool
+    stored_as_scd_type: int | str
+    track_history_column_list: Sequence[str] | None
+    track_history_except_column_list: Sequence[str] | None
 
 
 @dataclass(frozen=True)

@@ -139,7 +139,8 @@ class BronzeRecord:
 
 @dataclass(frozen=True)
 class FoldSpec:
-    """How to read the records of one table (the parts of ``TableSpec`` the fold needs).
+    """How to read the records of one table (the parts of ``TableSpec`` the fold needs: a
+    field named as a setting of ``TableSpec`` takes its value, :func:`silver.verify.fold_spec`).
 
     ``keys``: key columns; for ``debezium`` the default is the fields of the record key, and
     when given they are read from ``after`` (``before`` for deletes). ``sequence_by``: ordering

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, Row, SparkSession
@@ -54,6 +54,10 @@ class TableCheck:
 
 
 def fold_spec(spec: TableSpec, silver_schema: StructType | None) -> FoldSpec:
+    """The fold's view of ``spec``: each setting of :class:`FoldSpec` that the spec has (by
+    name) as the spec holds it; ``sequence_by``: every column that orders (``sequence_by``,
+    then ``system_sequence_by``); the column types of the silver table (``silver_schema``:
+    its schema; None: no table yet)."""
     column_types = None
     if spec.format == "events" and spec.schema and silver_schema is not None:
         column_types = {
@@ -61,22 +65,14 @@ def fold_spec(spec: TableSpec, silver_schema: StructType | None) -> FoldSpec:
             for f in silver_schema.fields
             if f.name not in METADATA_COLUMNS
         }
-    return FoldSpec(
-        format=spec.format,
-        keys=spec.keys,
-        sequence_by=spec.order_columns or None,
-        column_types=column_types,
-        apply_as_deletes=spec.apply_as_deletes,
-        apply_as_truncates=spec.apply_as_truncates,
-        column_list=spec.column_list,
-        except_column_list=spec.except_column_list,
-        ignore_null_updates=spec.ignore_null_updates,
-        ignore_null_updates_column_list=spec.ignore_null_updates_column_list,
-        ignore_null_updates_except_column_list=spec.ignore_null_updates_except_column_list,
-        table_types=_table_types(spec, silver_schema),
-        on_type_mismatch=spec.on_type_mismatch,
-        resnapshot=spec.resnapshot,
-    )
+    spec_fields = {f.name for f in fields(spec)}
+    shared = {f.name: getattr(spec, f.name) for f in fields(FoldSpec) if f.name in spec_fields}
+    derived = {
+        "sequence_by": spec.order_columns or None,
+        "column_types": column_types,
+        "table_types": _table_types(spec, silver_schema),
+    }
+    return FoldSpec(**(shared | derived))
 
 
 def _table_types(spec: TableSpec, silver_schema: StructType | None) -> dict[str, str] | None:

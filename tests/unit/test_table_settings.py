@@ -9,20 +9,26 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import replace
+from collections.abc import Sequence
+from dataclasses import fields, replace
 from pathlib import Path
-from typing import Any
+from types import UnionType
+from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 import pytest
 from pyspark.sql.types import IntegerType, StringType
 
 from cdc.debezium import ColumnCodec
 from cdc.records import Record
+from lakehouse.declare import cdc_table
 from lakehouse_core.config import TableSpec, load_config
 from lakehouse_core.errors import ConfigError
+from lakehouse_core.loader import TableShape
+from lakehouse_core.specs import DATABRICKS_FORMS, TableSettings, table_settings
 from silver.parse import RowLayout
 from silver.reference import TOAST_PLACEHOLDER, BronzeRecord, FoldSpec, fold
 from silver.settings import kept_layout
+from silver.verify import fold_spec
 from tests.helpers import CUSTOMER_FIELDS, bronze_record, pg_envelope, pg_key
 
 pytestmark = pytest.mark.unit
@@ -432,3 +438,61 @@ def test_databricks_settings_are_checked(settings: dict[str, Any], message: str)
     base["sequence_by"] = ("seq",)
     with pytest.raises(ConfigError, match=re.escape(message)):
         TableSpec(**{**base, **settings})
+
+
+# --------------------------------------------------------------------------------------------
+# One declaration of each setting: TableSpec; the others derive from it or are checked here
+# --------------------------------------------------------------------------------------------
+
+
+def _python_form(annotation: Any, setting: str) -> set[Any]:
+    """The types a Python declaration takes for a spec field of type ``annotation``: a tuple
+    of strings as any sequence, a choice as a string, and the setting's Databricks form."""
+    kinds = get_args(annotation) if get_origin(annotation) is UnionType else (annotation,)
+    forms = {
+        Sequence[str] if get_origin(k) is tuple else str if get_origin(k) is Literal else k
+        for k in kinds
+    }
+    return forms | ({DATABRICKS_FORMS[setting]} if setting in DATABRICKS_FORMS else set())
+
+
+def test_python_declarations_take_every_setting_of_the_spec_in_its_type() -> None:
+    """TableSettings (the keywords of cdc_table and events_table, written out for type
+    checkers) has each setting of TableSpec, in the type its Python users write."""
+    spec_types = get_type_hints(TableSpec)
+    declared = get_type_hints(TableSettings)
+    missing = [s for s in table_settings() if s not in declared]
+    assert not missing, f"add {missing} to TableSettings (lakehouse_core/specs.py)"
+    assert set(declared) == set(table_settings()), "TableSettings has a setting TableSpec lacks"
+    for setting in table_settings():
+        kinds = get_args(declared[setting]) or (declared[setting],)
+        assert set(kinds) == _python_form(spec_types[setting], setting), setting
+
+
+def test_the_toml_shape_and_the_fold_read_the_settings_of_the_spec() -> None:
+    """The [[tables]] shape has a field for each field of TableSpec (its expectations as the
+    expect tables), and the fold's view takes each setting it shares with the spec."""
+    allowed = {f.alias or n for n, f in TableShape.model_fields.items()}
+    spec_fields = {f.name for f in fields(TableSpec)} - {"expectations"}
+    assert allowed == spec_fields | {"expect", "expect_or_drop", "expect_or_fail"}
+    spec = TableSpec(
+        name="users",
+        topic=TOPIC,
+        keys=("id",),
+        sequence_by=("seq",),
+        system_sequence_by="tie",
+        apply_as_deletes="op = 'D'",
+        column_list=("id", "name"),
+        ignore_null_updates_column_list=("name",),
+        on_type_mismatch="rescue",
+        resnapshot="full",
+    )
+    view = fold_spec(spec, None)
+    for setting in {f.name for f in fields(FoldSpec)} & set(table_settings()) - {"sequence_by"}:
+        assert getattr(view, setting) == getattr(spec, setting), setting
+    assert view.sequence_by == ("seq", "tie")
+
+
+def test_a_declaration_with_a_setting_tables_lack_is_one_line() -> None:
+    with pytest.raises(ConfigError, match=r"^cdc_table\(\) has no setting colum_list\. Allowed: "):
+        cdc_table("users", topic=TOPIC, colum_list=["id"])  # type: ignore[call-arg]
