@@ -172,6 +172,35 @@ def silver_tables(
     return result
 
 
+def delta_rs_tables(
+    warehouse: Warehouse, expected: list[TableContents], topic_prefix: str
+) -> list[TableContents]:
+    """:func:`silver_tables` read with delta-rs (the ``deltalake`` package) instead of Spark:
+    what a reader without Spark's Delta features sees."""
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+    result = []
+    for table in expected:
+        entity = entity_name_for_topic(f"{topic_prefix}.{table.name}")
+        arrow = DeltaTable(warehouse.table("silver", entity)).to_pyarrow_table()
+        for index, field in enumerate(arrow.schema):
+            if pa.types.is_timestamp(field.type):  # microseconds since the epoch
+                micros = arrow.column(index).cast(pa.timestamp("us")).cast(pa.int64())
+                arrow = arrow.set_column(index, field.name, micros)
+            elif pa.types.is_date32(field.type):  # days since the epoch
+                arrow = arrow.set_column(index, field.name, arrow.column(index).cast(pa.int32()))
+        present = [c for c in table.columns if c.name in arrow.column_names]
+        rows = {}
+        for values in arrow.select([c.name for c in present]).to_pylist():
+            row = {c.name: _canonical(c, values[c.name], "silver") for c in present}
+            for missing in table.columns:
+                row.setdefault(missing.name, _MISSING)
+            rows[tuple(row[k] for k in table.keys)] = row
+        result.append(TableContents(table.name, table.columns, table.keys, rows))
+    return result
+
+
 def _silver_select(name: str, data_type: DataType) -> SparkColumn:
     """Dates as days and timestamps as microseconds since the epoch (Python's ``date`` and
     ``datetime`` cannot hold every year Spark can)."""
