@@ -65,6 +65,7 @@ from lakehouse_core.delta_io import (
     append_few,
     merge_held,
     merge_materialized,
+    read_table,
     replace_once,
 )
 from lakehouse_core.frames import kept_with_totals
@@ -265,7 +266,7 @@ def plan(ctx: GoldBatch, scoped: Scoped, recomputed: DataFrame) -> GoldWrites:
     table, watermark, batch_time = ctx.table, scoped.watermark, scoped.batch_time
     assert batch_time is not None  # a batch without row images plans nothing
     previous = watermark_of(scoped.before, table)
-    gold = ctx.spark.read.format("delta").load(ctx.paths.gold)
+    gold = read_table(ctx.spark, ctx.paths.gold)
     columns = scope_columns(table)
     existing = in_scope(_between(gold, table, scoped.first, scoped.last), scoped.scope, columns)
     changes = replacement(

@@ -55,6 +55,7 @@ from lakehouse_core.delta_io import (
     ensure_table,
     merge_held,
     merge_materialized,
+    read_table,
     replace_once,
 )
 from lakehouse_core.errors import ConfigError
@@ -238,7 +239,7 @@ def _maintainer(
         before = recorded.read(spark, app_id, batch_id)
         seen = max((s for s in (before, newest) if s is not None), default=None)
         watermark, previous = watermark_of(seen, pattern), watermark_of(before, pattern)
-        gold = spark.read.format("delta").load(paths.gold)
+        gold = read_table(spark, paths.gold)
         changes = None
         if keys.num_rows:
             scope = spark.createDataFrame(keys, changed.schema)

@@ -20,6 +20,7 @@ from enum import Enum
 from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from delta.tables import DeltaMergeBuilder, DeltaTable
 from deltalake import CommitProperties, write_deltalake
 from deltalake import DeltaTable as DeltaLakeTable
@@ -570,6 +571,35 @@ def merge_held(path: str, held: HeldRows, replacement: Replacement) -> None:
         .when_matched_update(updates=values)
         .when_not_matched_insert(updates=values, predicate=present)
         .execute()
+    )
+
+
+def read_table(spark: SparkSession, path: str) -> DataFrame:
+    """The table at ``path`` as a frame: read by ``deltalake`` on the driver if it is a local
+    table of at most :data:`HELD_ROWS` rows (counted in its log's file statistics) that
+    ``deltalake`` reads, which takes no Spark job and computes no Delta snapshot in Spark (a
+    table the driver writes would need one each batch); else by Spark."""
+    small = _read_small(spark, path, HELD_ROWS)
+    return spark.read.format("delta").load(path) if small is None else small
+
+
+def _read_small(spark: SparkSession, path: str, limit: int) -> DataFrame | None:
+    """See :func:`read_table`; None: Spark reads it."""
+    if is_uri(path):
+        return None
+    try:
+        table = DeltaLakeTable(path)
+        counts = pa.table(table.get_add_actions(flatten=True)).column("num_records")
+        if counts.null_count or (pc.sum(counts).as_py() or 0) > limit:
+            return None
+        rows = table.to_pyarrow_table()
+        schema = StructType.fromJson(json.loads(table.schema().to_json()))
+    except (DeltaError, pa.ArrowException) as error:
+        _log.info("deltalake cannot read %s (%s): Spark does", path, error)
+        return None
+    # Spark takes no Arrow table without chunks (that of an empty table).
+    return (
+        spark.createDataFrame(rows, schema) if rows.num_rows else spark.createDataFrame([], schema)
     )
 
 

@@ -23,6 +23,7 @@ from lakehouse_core.delta_io import (
     append_few,
     append_held,
     merge_held,
+    read_table,
     replace_once,
 )
 from lakehouse_core.identifiers import quote_identifier
@@ -252,3 +253,55 @@ def test_few_rows_land_once_from_the_driver_and_none_make_no_commit(
         for row in DeltaTable.forPath(spark, table).history().orderBy("version").collect()
     ]
     assert engines[1].startswith("delta-rs") and not engines[0].startswith("delta-rs"), engines
+
+
+def test_small_tables_are_read_from_the_driver_as_spark_reads_them(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """:func:`read_table` of a small local table takes no Spark job and equals Spark's read:
+    the same schema (column names from the whole space, timestamps, decimals, structs, arrays,
+    nulls) and rows, after updates and deletes; an empty table; a table with deletion vectors,
+    over the row limit or at a URI is read by Spark."""
+    names = [quote_identifier(n, "column") for n in ODD_NAMES[:3]]
+    frame = spark.sql(
+        "SELECT id AS "
+        + names[0]
+        + ", CAST(id AS DECIMAL(12, 3)) / 7 AS "
+        + names[1]
+        + ", IF(id % 3 = 0, NULL, TIMESTAMP '2026-01-01 00:00:00' + make_interval(0, 0, 0, 0,"
+        " CAST(id AS INT))) AS " + names[2] + ", named_struct('a', id, 'b', array(id, NULL))"
+        " AS nested, IF(id % 2 = 0, NULL, CAST(id AS STRING)) AS text FROM range(40)"
+    )
+    for deletion_vectors in (False, True):
+        path = str(tmp_path / f"table-{deletion_vectors}")
+        builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(frame.schema)
+        if deletion_vectors:
+            builder = builder.property("delta.enableDeletionVectors", "true")
+        builder.execute()
+        empty = _read_without_jobs(spark, path)
+        assert empty.schema == frame.schema and empty.count() == 0
+        frame.repartition(4).write.format("delta").mode("append").save(path)
+        table = DeltaTable.forPath(spark, path)
+        table.delete(f"{names[0]} % 5 = 0")
+        table.update(f"{names[0]} % 4 = 1", {"text": F.lit("changed")})
+        driver = _read_without_jobs(spark, path)
+        spark_read = spark.read.format("delta").load(path)
+        assert driver.schema == spark_read.schema == frame.schema
+        assert sorted(driver.collect()) == sorted(spark_read.collect())
+        assert driver.count() == 40 - 8
+        # The rows themselves, not files for Spark to read; deltalake 1.6 reads no deletion
+        # vectors, so Spark reads such a table.
+        assert bool(driver.inputFiles()) == deletion_vectors
+    monkeypatch.setattr("lakehouse_core.delta_io.HELD_ROWS", 31)
+    assert read_table(spark, path).inputFiles()  # 32 rows: Spark reads it
+    at_uri = read_table(spark, (tmp_path / "table-False").as_uri())
+    assert at_uri.inputFiles() and at_uri.count() == 32
+
+
+def _read_without_jobs(spark: SparkSession, path: str) -> DataFrame:
+    """:func:`read_table` of ``path``, which must start no Spark job (Spark's read of a table
+    whose snapshot it holds starts none either)."""
+    before = _jobs_started(spark)
+    frame = read_table(spark, path)
+    assert _jobs_started(spark) == before
+    return frame
