@@ -43,4 +43,8 @@ def test_notebooks_run_and_show_their_plots(tmp_path: Path) -> None:
     assert "Fit(alert='big_orders'" in text("quickstart")
     assert "by mad against key" in text("quickstart")  # an alert's reason
     assert "silver.customers: 3 rows, expected 3: ok" in text("cdc_deep_dive")
+    # A change showed in the fresh read before silver's next MERGE put it in the plain read.
+    assert re.search(
+        r"in the fresh read after [\d.]+ s, in the plain read after", text("fresh_reads")
+    )
     assert re.search(r"silver\.\w+\.\w+ \((warn|drop|fail)\): \d+ checked", text("data_quality"))
