@@ -27,7 +27,7 @@ from lakehouse_demo.settings import SHOP_CONFIG
 from tests.cli import SHOP_TOML, run_cli
 from tests.warehouses import Bundle, assert_same_tables, comparable, rows
 
-#: The module's fixtures run the pipeline twice before the first test.
+#: The module's fixtures run the pipeline twice before the first test (part 1; part 2 after it).
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
 
 
@@ -56,14 +56,21 @@ def bundle(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Bun
 def reference(
     spark: SparkSession, bundle: Bundle, tmp_path_factory: pytest.TempPathFactory
 ) -> Warehouse:
-    """Undamaged runs of part 1, then part 2 (as the live warehouse gets them)."""
-    source = tmp_path_factory.mktemp("damaged-ref-source")
-    warehouse = Warehouse.from_path(tmp_path_factory.mktemp("damaged-ref") / "wh")
-    for folder in (bundle.pristine / "source", bundle.later):
-        for part in folder.iterdir():
-            shutil.copy(part, source / part.name)
-        run_once(spark, SourceSpec("files", str(source)), warehouse, SHOP_CONFIG)
-    return warehouse
+    """Undamaged runs of part 1, then part 2 (as the live warehouse gets them): part 2 run on
+    the pristine warehouse of part 1 (at its live paths, which its checkpoints name), then
+    copied aside, and the live warehouse restored."""
+    bundle.restore()
+    bundle.arrive()
+    run_once(
+        spark,
+        SourceSpec("files", str(bundle.source)),
+        Warehouse.from_path(bundle.warehouse),
+        SHOP_CONFIG,
+    )
+    copy = tmp_path_factory.mktemp("damaged-ref") / "wh"
+    shutil.copytree(bundle.warehouse, copy)
+    bundle.restore()
+    return Warehouse.from_path(copy)
 
 
 def assert_same_results(spark: SparkSession, want: Warehouse, got: Path, replayed: bool) -> None:
