@@ -206,9 +206,11 @@ def test_sql_error_has_no_stack_trace(sql_error: subprocess.CompletedProcess[str
     assert not re.search(r"\bat (org|java|scala)\.", sql_error.stderr), sql_error.stderr[:2000]
 
 
-@pytest.fixture
-def bogus_source(tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    return lakehouse("run", "--source", "bogus:x", "--warehouse", tmp_path, wide=False)
+@pytest.fixture(scope="module")
+def bogus_source(tmp_path_factory: pytest.TempPathFactory) -> subprocess.CompletedProcess[str]:
+    """One refused run in a new process (in a pipe), read by the two tests below."""
+    warehouse = tmp_path_factory.mktemp("bogus")
+    return lakehouse("run", "--source", "bogus:x", "--warehouse", warehouse, wide=False)
 
 
 def test_run_rejects_unknown_source(bogus_source: subprocess.CompletedProcess[str]) -> None:
