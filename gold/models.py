@@ -17,8 +17,14 @@ A refresh (:func:`refresh`):
 
 A crash between 4 and 5 is safe: the next refresh finds the newer state in the table's last
 commit and adopts it (:func:`recorded_state`); a refresh run twice with the same number is
-skipped by Delta's transaction id. The whole query is evaluated each time: nothing here is
-incremental.
+skipped by Delta's transaction id.
+
+A keyed model whose query is key-local (:mod:`gold.model_shapes`) is recomputed for the keys
+that changed only: the keys its inputs' change feeds show between the recorded versions and
+the new ones (:func:`changed_keys`), its query evaluated over just those keys' input rows and
+compared with just those keys' rows of the table. Any other model, or one whose inputs have
+no readable change feed for those versions, is evaluated whole; :attr:`Refreshed.how` says
+which, and why.
 
 The pure parts (:func:`pinned_query`, :func:`is_current`, :func:`versions_behind`,
 :func:`changed_rows`) are separate from the I/O that reads versions and writes tables.
@@ -37,11 +43,13 @@ from functools import reduce
 from typing import Any
 
 from delta.tables import DeltaTable
+from pyspark.errors import PySparkException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, FloatType
 from sqlglot import exp
 
+from gold.model_shapes import IncrementalPlan, incremental_plan
 from lakehouse_core import storage
 from lakehouse_core.config import PipelineConfig
 from lakehouse_core.delta_io import (
@@ -52,6 +60,7 @@ from lakehouse_core.delta_io import (
     merge_materialized,
     newest_commit_messages,
     table_exists,
+    table_flag,
 )
 from lakehouse_core.errors import ConfigError
 from lakehouse_core.failures import Failure, TableFailure
@@ -70,6 +79,10 @@ CHANGE = "__model_change"
 #: Doubles (``avg``) summed in another order differ in their last bits: verify rounds them.
 DOUBLE_DIGITS = 9
 _STATE_MARK = "sql_model"
+#: Delta's table property that keeps a change feed.
+CHANGE_FEED = "delta.enableChangeDataFeed"
+#: Changed keys up to this many are broadcast to the inputs' scans.
+BROADCAST_KEYS = 100_000
 
 
 @dataclass(frozen=True)
@@ -127,12 +140,15 @@ class Outcome(Enum):
 
 @dataclass(frozen=True)
 class Refreshed:
-    """The outcome of one refresh; ``missing``: the inputs that do not exist yet."""
+    """The outcome of one refresh; ``missing``: the inputs that do not exist yet; ``how``:
+    ``incremental: ...`` (the changed keys' count and the query's shape) or ``full recompute:
+    <why>`` when the query was evaluated (empty otherwise)."""
 
     model: str
     outcome: Outcome
     missing: tuple[str, ...] = ()
     rows_changed: int | None = None
+    how: str = ""
 
 
 # --- pure parts ------------------------------------------------------------------------------
@@ -235,20 +251,30 @@ def input_versions(
 
 
 def evaluate_at(
-    spark: SparkSession, warehouse: Warehouse, model: SqlModel, inputs: InputVersions
+    spark: SparkSession,
+    warehouse: Warehouse,
+    model: SqlModel,
+    inputs: InputVersions,
+    only: tuple[IncrementalPlan, DataFrame, bool] | None = None,
 ) -> DataFrame:
-    """The model's query over its inputs as of the versions in ``inputs``.
+    """The model's query over its inputs as of the versions in ``inputs``; with ``only`` (a
+    plan, keys whose columns are named as the model's key, and whether they are few enough to
+    broadcast), over just the input rows whose key columns hold one of those keys.
 
     Raises:
         ConfigError: an output column without a plain name (Delta could not store it).
     """
+    keyed = {} if only is None else {(i.schema, i.table): i for i in only[0].inputs}
     views: dict[tuple[str, str], str] = {}
     for number, (schema, table) in enumerate(model.inputs):
         layer: Layer = schema  # type: ignore[assignment]
         version = inputs[input_name(schema, table)][1]
         view = f"__sql_model_{model.name}_{number}"
         reader = spark.read.format("delta").option("versionAsOf", version)
-        reader.load(warehouse.table(layer, table)).createOrReplaceTempView(view)
+        rows = reader.load(warehouse.table(layer, table))
+        if only is not None and (schema, table) in keyed:
+            rows = _of_keys(rows, keyed[(schema, table)].columns, only[1], model.key, only[2])
+        rows.createOrReplaceTempView(view)
         views[(schema, table)] = view
     try:
         result = spark.sql(pinned_query(model, views))
@@ -257,6 +283,66 @@ def evaluate_at(
             spark.catalog.dropTempView(view)
     _check_columns(model, result)
     return result
+
+
+def _of_keys(
+    rows: DataFrame, columns: Sequence[str], keys: DataFrame, key: Sequence[str], few: bool
+) -> DataFrame:
+    """The ``rows`` whose ``columns`` hold one of ``keys`` (columns ``key``), null-safely;
+    ``keys`` broadcast if ``few``."""
+    renamed = keys.select(*(F.col(k).alias(f"__model_key_{i}") for i, k in enumerate(key)))
+    if few:
+        renamed = F.broadcast(renamed)
+    same = reduce(
+        lambda a, b: a & b,
+        [rows[c].eqNullSafe(renamed[f"__model_key_{i}"]) for i, c in enumerate(columns)],
+    )
+    return rows.join(renamed, same, "left_semi")
+
+
+def changed_keys(
+    spark: SparkSession,
+    warehouse: Warehouse,
+    model: SqlModel,
+    plan: IncrementalPlan,
+    before: InputVersions,
+    after: InputVersions,
+) -> DataFrame | str | None:
+    """The keys (columns named as the model's key, each once, materialized) of the input rows
+    that changed from the versions ``before`` to ``after``, as the inputs' change feeds show
+    them (a row's key before and after an update); None when no input of ``plan`` moved; or
+    why they cannot be known (an input replaced, or without a readable change feed over those
+    versions)."""
+    feeds = []
+    for keyed in plan.inputs:
+        was, now = before.get(keyed.name), after[keyed.name]
+        if was is None or was[0] != now[0]:
+            return f"{keyed.name} is another table than at the last refresh"
+        if now[1] == was[1]:
+            continue
+        path = warehouse.table(keyed.schema, keyed.table)  # type: ignore[arg-type]
+        if now[1] < was[1] or not table_flag(spark, path, CHANGE_FEED):
+            return f"{keyed.name} has no change feed since the last refresh"
+        feed = (
+            spark.read.format("delta")
+            .option("readChangeFeed", "true")
+            .option("startingVersion", was[1] + 1)
+            .option("endingVersion", now[1])
+        )
+        named = zip(keyed.columns, model.key, strict=True)
+        try:  # the feed off for some of those versions, or no such column (the query says)
+            feeds.append(feed.load(path).select(*(F.col(c).alias(k) for c, k in named)))
+        except PySparkException as error:
+            return f"{keyed.name}'s change feed cannot be read ({error.getCondition()})"
+    if not feeds:
+        return None
+    types = {tuple(f.dataType for f in feed.schema.fields) for feed in feeds}
+    if len(types) > 1:
+        return "its join's key columns differ in type"
+    try:
+        return reduce(DataFrame.unionByName, feeds).distinct().localCheckpoint()
+    except PySparkException as error:  # e.g. a version's change files vacuumed
+        return f"the inputs' change feeds cannot be read ({error.getCondition()})"
 
 
 def _check_columns(model: SqlModel, result: DataFrame) -> None:
@@ -328,6 +414,17 @@ def refresh(spark: SparkSession, warehouse: Warehouse, model: SqlModel) -> Refre
     generation = uuid.uuid4().hex[:12] if state is None else state.generation
     number = 1 if state is None else state.refresh + 1
     new = ModelState(model.name, model.digest, generation, number, inputs)
+    if not model.key:
+        why = "it has no key"
+    elif state is None:
+        why = "its first refresh"
+    elif state.digest != model.digest:
+        why = "its SQL or key changed"
+    else:
+        done = _refresh_keys(spark, warehouse, model, state, new)
+        if isinstance(done, Refreshed):
+            return done
+        why = done
     result = evaluate_at(spark, warehouse, model, inputs)
     path = warehouse.table("gold", model.name)
     changed = None
@@ -348,20 +445,56 @@ def refresh(spark: SparkSession, warehouse: Warehouse, model: SqlModel) -> Refre
         )
     storage.write_text(spark, state_path(warehouse, model.name), new.to_json())
     outcome = Outcome.UNCHANGED if changed == 0 else Outcome.WRITTEN
-    return Refreshed(model.name, outcome, rows_changed=changed)
+    return Refreshed(model.name, outcome, rows_changed=changed, how=f"full recompute: {why}")
+
+
+def _refresh_keys(
+    spark: SparkSession, warehouse: Warehouse, model: SqlModel, state: ModelState, new: ModelState
+) -> Refreshed | str:
+    """Refresh a keyed model from the table its last refresh (``state``) wrote, for the keys
+    whose input rows changed since; or why it must be recomputed whole (nothing written)."""
+    plan = incremental_plan(model)
+    if isinstance(plan, str):
+        return plan
+    keys = changed_keys(spark, warehouse, model, plan, state.inputs, new.inputs)
+    if isinstance(keys, str):
+        return keys
+    count = 0 if keys is None else keys.count()
+    how = f"incremental: {count} changed key(s), {plan.shape}"
+    path = warehouse.table("gold", model.name)
+    changed: int | None = 0
+    if keys is not None and count:
+        few = count <= BROADCAST_KEYS
+        only = (plan, keys, few)
+        result = evaluate_at(spark, warehouse, model, new.inputs, only).localCheckpoint()
+        _require_unique_key(model, result)
+        changed = _merge_changes(spark, path, model, result, new, (keys, few))
+        if changed is None:
+            return "its result's columns or types changed"
+    storage.write_text(spark, state_path(warehouse, model.name), new.to_json())
+    outcome = Outcome.UNCHANGED if changed == 0 else Outcome.WRITTEN
+    return Refreshed(model.name, outcome, rows_changed=changed, how=how)
 
 
 def _merge_changes(
-    spark: SparkSession, path: str, model: SqlModel, result: DataFrame, new: ModelState
+    spark: SparkSession,
+    path: str,
+    model: SqlModel,
+    result: DataFrame,
+    new: ModelState,
+    keys: tuple[DataFrame, bool] | None = None,
 ) -> int | None:
-    """MERGE only the rows of ``result`` that differ from the table at ``path``, in one
+    """MERGE only the rows of ``result`` that differ from the table at ``path`` (of its rows
+    whose key is one of ``keys``, if given: keys, and whether to broadcast them), in one
     commit marked with ``new``; the number of rows written (0: no commit), or None when the
-    result's columns or types differ from the table's (the caller overwrites it).
-    ``result`` is materialized, its key unique."""
+    result's columns or types differ from the table's (the caller overwrites it). ``result``
+    is materialized, its key unique."""
     current = spark.read.format("delta").load(path)
     shape = [(f.name, f.dataType) for f in result.schema.fields]
     if shape != [(f.name, f.dataType) for f in current.schema.fields]:
         return None
+    if keys is not None:
+        current = _of_keys(current, model.key, keys[0], model.key, keys[1])
     changes = changed_rows(result, current, model.key).localCheckpoint()
     count = changes.count()
     if count == 0:
@@ -447,8 +580,12 @@ def _say(done: Refreshed, said: set[str]) -> None:
             said.add(line)
             log.info(line)
     elif done.outcome is Outcome.WRITTEN:
-        rows = "" if done.rows_changed is None else f" ({done.rows_changed} rows changed)"
+        parts = [] if done.rows_changed is None else [f"{done.rows_changed} rows changed"]
+        parts += [done.how] if done.how else []
+        rows = f" ({'; '.join(parts)})" if parts else ""
         log.info(f"gold: model {done.model} refreshed{rows}")
+    elif done.outcome is Outcome.UNCHANGED and done.how:
+        log.info(f"gold: model {done.model} unchanged ({done.how})")
 
 
 @dataclass
