@@ -17,6 +17,7 @@ the same rows: the read equals silver after it has applied bronze through ``W``.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from functools import reduce
@@ -29,6 +30,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from bronze.table import INGEST_BATCH
+from cdc.debezium import ColumnCodec
 from expectations.enforce import TableChecks
 from lakehouse_core import storage
 from lakehouse_core.columns import METADATA_COLUMNS, OP
@@ -36,10 +38,10 @@ from lakehouse_core.config import TableSpec
 from lakehouse_core.errors import LakehouseError
 from lakehouse_core.frames import is_in
 from silver.changes import LAST_DELETE, fill_order, fill_value, first_value
-from silver.check import check
+from silver.check import Checked, check
 from silver.context import BatchContext, Current, QueryState, SchemaCache
 from silver.decode import NEWEST_TRUNCATE, decode
-from silver.parse import DELETE_OP, order_of, order_type_of
+from silver.parse import DELETE_OP, RowLayout, order_of, order_type_of
 from silver.plan import BatchWrites, plan
 from silver.tables import EntityTables, order_literal
 
@@ -94,7 +96,18 @@ def pending_commits(
     Raises:
         FreshReadError: the log no longer holds one of them (its cleanup removed it).
     """
-    found = []
+    return bronze_commits(spark, bronze, after, through)[0]
+
+
+def bronze_commits(
+    spark: SparkSession, bronze: str, after: int, through: int
+) -> tuple[list[PendingCommit], list[int]]:
+    """:func:`pending_commits`, and the versions among them that removed records.
+
+    Raises:
+        FreshReadError: the log no longer holds one of them (its cleanup removed it).
+    """
+    found, removals = [], []
     for version in range(after + 1, through + 1):
         text = storage.read_text(spark, f"{bronze}/_delta_log/{version:020d}.json")
         if text is None:
@@ -105,6 +118,8 @@ def pending_commits(
         actions = [json.loads(line) for line in text.splitlines() if line.strip()]
         removes = any(a["remove"].get("dataChange", True) for a in actions if "remove" in a)
         adds = [a["add"] for a in actions if "add" in a and a["add"].get("dataChange", True)]
+        if removes:
+            removals.append(version)
         if removes or not adds:
             continue
         stats: list[dict[str, Any]] = [json.loads(a.get("stats") or "{}") for a in adds]
@@ -120,7 +135,7 @@ def pending_commits(
                 lowest_batch=None if None in lowest else min(int(b or 0) for b in lowest),
             )
         )
-    return found
+    return found, removals
 
 
 def tail_frame(
@@ -165,6 +180,154 @@ class _PinnedState(QueryState):
         return self._pinned
 
 
+def decode_tail(
+    spec: TableSpec,
+    tables: EntityTables,
+    columns: StructType | None,
+    tail: DataFrame,
+    checks: TableChecks | None = None,
+    schemas: SchemaCache | None = None,
+) -> Checked:
+    """The bronze rows ``tail`` decoded and checked as one micro-batch of silver's query
+    (:func:`silver.decode.decode` and :func:`silver.check.check`, as
+    :func:`silver.job.apply_batch` runs them) against a table of the data ``columns`` (None:
+    no table yet). ``tables``: the entity's tables (named in messages; nothing is read from or
+    written to them here); ``checks``: its expectations (a ``drop`` expectation's rows are
+    marked quarantined); ``schemas``: a schema cache kept between reads of the entity (decode
+    skips discovering the tail's schema versions when the cached one is the tail's only one,
+    as a query does between batches). The decoded rows are kept (computed once).
+
+    Raises:
+        SchemaChangeError: the tail has a column type the table cannot take, under
+            ``on_incompatible_type = "fail"`` (silver's query stops on it too).
+        ExpectationFailedError: a ``fail`` expectation broke in the tail.
+    """
+    state = _PinnedState(columns, schemas)
+    ctx = BatchContext(tail.sparkSession, spec, tables, FRESH_APP_ID, 0, state, checks)
+    return check(ctx, decode(ctx, tail))
+
+
+def combined(pieces: Sequence[Checked]) -> Checked | None:
+    """Tails decoded apart (:func:`decode_tail`) as one decoded tail (pure): their events side
+    by side, their totals added; None when they cannot be joined so (their layouts or event
+    columns differ, or more than one holds a truncate): decode them together then.
+
+    Decoding is per record once a tail's layout is known, so pieces of one layout give the
+    events decoding them together gives; the checks judged each piece (as silver judges each
+    micro-batch), so the result carries no outcomes.
+    """
+    if not pieces:
+        return None
+    first = pieces[0]
+    if len(pieces) == 1:
+        return first
+    decoded = first.decoded
+    same = all(
+        _shape(p.decoded.layout) == _shape(decoded.layout)
+        and _shape(p.decoded.kept) == _shape(decoded.kept)
+        and p.events.schema == first.events.schema
+        for p in pieces
+    )
+    truncating = [p for p in pieces if p.decoded.counts[NEWEST_TRUNCATE] is not None]
+    if not same or len(truncating) > 1:
+        return None
+    counts = {
+        **decoded.counts.asDict(),
+        "records": sum(p.decoded.counts.records for p in pieces),
+        "quarantined": sum(p.decoded.counts.quarantined for p in pieces),
+        "tombstones": sum(p.decoded.counts.tombstones for p in pieces),
+        "truncates": sum(p.decoded.counts.truncates for p in pieces),
+        "toast_columns": list(
+            dict.fromkeys(c for p in pieces for c in p.decoded.counts.toast_columns or ())
+        ),
+        NEWEST_TRUNCATE: truncating[0].decoded.counts[NEWEST_TRUNCATE] if truncating else None,
+    }
+    events = reduce(DataFrame.unionByName, [p.events for p in pieces])
+    whole = replace(decoded, events=events, counts=Row(**counts), key_range=None)
+    return Checked(whole, events)
+
+
+class TailCache:
+    """What an entity's fresh reads keep between reads: the schema cache of their tails, the
+    tail decoded piece by piece (each bronze commit decoded once: a read decodes only the
+    commits the last one had not, while its layout holds), and the last read's result for
+    its pinned pair (read again, it costs only the read of its rows).
+
+    Everything kept belongs to one ``key`` (the entity's settings, its table's columns and
+    checks): a read under another key starts afresh.
+    """
+
+    def __init__(self) -> None:
+        self.schemas = SchemaCache()
+        self._key: object = None
+        self._start = self._end = -1  # the pieces cover bronze versions (start, end]
+        self._pieces: list[tuple[int, Checked]] = []  # (the last version it covers, tail)
+        self._pinned: object = None
+        self._rows: DataFrame | None = None
+
+    def checked(
+        self,
+        key: object,
+        commits: Sequence[PendingCommit],
+        removals: Sequence[int],
+        after: int,
+        through: int,
+        decode_commits: Callable[[list[PendingCommit]], Checked],
+    ) -> Checked | None:
+        """The decoded tail of the bronze ``commits`` after version ``after`` through
+        ``through`` (None: no commit): the kept pieces that cover it, the commits no piece
+        covers decoded by ``decode_commits`` as one more piece (the commits are decoded as
+        of the read's bronze version, so after a commit that removed records, ``removals``,
+        everything kept before it is let go). Pieces a read no longer
+        needs (silver applied them) are let go; a kept piece that reaches below ``after``
+        is used whole (silver applied part of it: folding a record twice changes nothing).
+        If the pieces cannot be joined (:func:`combined`), the tail is decoded whole."""
+        removed = any(version > self._end for version in removals)
+        if key != self._key:
+            self.schemas = SchemaCache()
+        if key != self._key or removed or self._start > after or self._end > through:
+            self._key, self._start, self._end, self._pieces = key, after, after, []
+        while self._pieces and self._pieces[0][0] <= after:
+            self._start = self._pieces.pop(0)[0]
+        if not self._pieces:
+            self._start = self._end = max(self._end, after)
+        new = [c for c in commits if c.version > self._end]
+        if new:
+            self._pieces.append((through, decode_commits(new)))
+        self._end = through
+        together = combined([piece for _, piece in self._pieces])
+        if together is None and len(self._pieces) > 1:
+            needed = [c for c in commits if c.version > after]
+            together = decode_commits(needed)
+            self._start, self._pieces = after, [(through, together)]
+        return together
+
+    def rows(self, pinned: object, fold: Callable[[], DataFrame]) -> DataFrame:
+        """The read of the pair ``pinned``: the last one's if it was of the same pair, else
+        ``fold()`` (kept for the next read)."""
+        if self._rows is None or pinned != self._pinned:
+            self._rows, self._pinned = fold(), pinned
+        return self._rows
+
+
+def _shape(layout: RowLayout) -> tuple[Any, ...]:
+    """What decides how a decoded tail of ``layout`` is planned: the layout with each
+    column's decoder named, not compared by identity (a decoded tail's columns are already
+    decoded: their decoders are made afresh for each tail, each keeping its value)."""
+
+    def codec(c: ColumnCodec) -> tuple[Any, ...]:
+        return (c.name, c.raw_type, c.decode.__qualname__, c.toastable, c.staged, c.decoded_type)
+
+    return (
+        tuple(codec(c) for c in layout.keys),
+        tuple(codec(c) for c in layout.columns),
+        tuple((codec(c), reason) for c, reason in layout.refused),
+        layout.checked,
+        layout.rescues,
+        layout.defaults,
+    )
+
+
 def fold_tail(
     spec: TableSpec,
     tables: EntityTables,
@@ -174,39 +337,53 @@ def fold_tail(
     schemas: SchemaCache | None = None,
 ) -> DataFrame:
     """The rows of silver's table after applying the bronze rows ``tail`` to ``snapshot`` as one
-    micro-batch (decode, check and plan as :func:`silver.job.apply_batch` runs them; the
-    writes' result computed by :func:`merged`). ``tables``: the entity's tables (named in
-    messages; nothing is read from or written to them here); ``checks``: its expectations (a
-    ``drop`` expectation's rows are left out, as silver quarantines them); ``schemas``: a
-    schema cache kept between reads of the entity (decode skips discovering the tail's schema
-    versions when the cached one is the tail's only one, as a query does between batches).
+    micro-batch: :func:`decode_tail` (which see for the arguments), then :func:`fold_checked`.
 
     Raises:
-        SchemaChangeError: the tail has a column type the table cannot take, under
-            ``on_incompatible_type = "fail"`` (silver's query stops on it too).
+        SchemaChangeError: see :func:`decode_tail`.
         ExpectationFailedError: a ``fail`` expectation broke in the tail.
     """
-    state = _PinnedState(snapshot.columns, schemas)
-    ctx = BatchContext(tail.sparkSession, spec, tables, FRESH_APP_ID, 0, state, checks)
-    decoded = decode(ctx, tail)
-    checked = check(ctx, decoded)
-    keys = decoded.kept.key_names
-    parts = [
-        frame.select(*keys, order_of().alias("_current"))
-        for frame in (snapshot.rows, snapshot.tombstones)
-        if frame is not None and keys
-    ]
-    orders = reduce(DataFrame.unionByName, parts) if parts else None
+    checked = decode_tail(spec, tables, snapshot.columns, tail, checks, schemas)
+    return fold_checked(snapshot, checked)
+
+
+def fold_checked(snapshot: Snapshot, checked: Checked) -> DataFrame:
+    """The rows of silver's table after applying the decoded tail ``checked`` to ``snapshot``:
+    the plan stage as :func:`silver.job.apply_batch` runs it, the writes' result computed by
+    :func:`merged`.
+
+    Two things are computed here and kept (small): the key and order of the table's rows
+    whose keys the tail holds (one pass over the table's key and order columns, joined with
+    the tail's keys broadcast), and the newest change per key. The rows themselves are read
+    when the result is.
+    """
+    keys = checked.decoded.kept.key_names
+    listed = orders = None
+    if keys:
+        wanted = F.broadcast(checked.events.select(*keys))
+        parts = []
+        if snapshot.rows is not None:
+            current = snapshot.rows.select(*keys, order_of().alias("_current"))
+            listed = current.join(wanted, list(keys), "left_semi").localCheckpoint()
+            parts.append(listed)
+        if snapshot.tombstones is not None:
+            parts.append(snapshot.tombstones.select(*keys, order_of().alias("_current")))
+        orders = reduce(DataFrame.unionByName, parts) if parts else None
     writes = plan(checked, Current(snapshot.floor, orders))
     if writes.merge is not None:
-        # The newest change per key: computed once (a pass over the table's key and order
-        # columns), small, kept, so the read's plan broadcasts it rather than recomputing it.
+        # The newest change per key: computed once, small, kept, so the read's plan
+        # broadcasts it rather than recomputing it.
         changes = writes.merge.changes.localCheckpoint()
         writes = replace(writes, merge=replace(writes.merge, changes=changes))
-    return merged(snapshot.rows, writes, decoded.counts[NEWEST_TRUNCATE])
+    return merged(snapshot.rows, writes, checked.decoded.counts[NEWEST_TRUNCATE], listed)
 
 
-def merged(rows: DataFrame | None, writes: BatchWrites, truncate: Row | None) -> DataFrame:
+def merged(
+    rows: DataFrame | None,
+    writes: BatchWrites,
+    truncate: Row | None,
+    listed: DataFrame | None = None,
+) -> DataFrame:
     """The rows :func:`silver.write.write` leaves in a table holding ``rows`` after it wrote
     ``writes`` (pure): the rows older than ``truncate`` (the batch's newest truncate; None:
     none) removed, then the MERGE of :func:`silver.tables.merge_silver` applied: a newer
@@ -214,13 +391,16 @@ def merged(rows: DataFrame | None, writes: BatchWrites, truncate: Row | None) ->
     the MERGE resolves it), an upsert of a new key inserts it.
 
     The batch's changes (one per key) are the small side: the table's rows are read in one
-    pass joined with them broadcast, its key column once more to find the batch's new keys;
-    the table is not shuffled. The columns are the table's, then those the batch adds; with
-    neither a table nor a keyed change, an empty frame of no columns.
+    pass joined with them broadcast, its key column once more to find the batch's new keys
+    (unless ``listed`` gives them: the key and order, ``_current``, of the rows among the
+    batch's keys); the table is not shuffled. The columns are the table's, then those the
+    batch adds; with neither a table nor a keyed change, an empty frame of no columns.
     """
     if rows is not None and truncate is not None and writes.truncates is not None:
         floor = order_literal(truncate, order_type_of(writes.truncates))
         rows = rows.where(~F.coalesce(order_of() < floor, F.lit(False)))
+        if listed is not None:
+            listed = listed.where(~F.coalesce(F.col("_current") < floor, F.lit(False)))
     merge = writes.merge
     if merge is None:
         if rows is not None:
@@ -239,7 +419,10 @@ def merged(rows: DataFrame | None, writes: BatchWrites, truncate: Row | None) ->
     # The table's rows, each with its key's change if the batch has one.
     present = target.join(F.broadcast(changes.alias("s")), on, "left")
     # The changes of keys the table has no row of (an empty left side: no read of the table).
-    listed = rows.select(*keys).join(F.broadcast(source.select(*keys)), keys, "left_semi")
+    if listed is None:
+        listed = rows.select(*keys).join(F.broadcast(source.select(*keys)), keys, "left_semi")
+    else:
+        listed = listed.select(*keys)
     arrivals = changes.join(listed, keys, "left_anti").alias("s")
     absent = target.where(F.lit(False)).join(arrivals, on, "right")
     in_table = F.coalesce(F.col("t._in_table"), F.lit(False))

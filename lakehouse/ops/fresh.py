@@ -27,14 +27,16 @@ from lakehouse_core.config import PipelineConfig, TableSpec
 from lakehouse_core.delta_io import current_version, table_exists
 from lakehouse_core.errors import TableNotFoundError
 from lakehouse_core.layout import Warehouse
-from silver.context import SchemaCache
+from silver.check import Checked
 from silver.fresh import (
     FreshLimits,
     FreshReadError,
     PendingCommit,
     Snapshot,
-    fold_tail,
-    pending_commits,
+    TailCache,
+    bronze_commits,
+    decode_tail,
+    fold_checked,
     tail_frame,
 )
 from silver.job import bronze_path, entity_tables
@@ -108,37 +110,51 @@ def fresh_read_after(
         for path in (tables.silver, tables.tombstones, tables.truncations)
     }
     through = current_version(spark, bronze)  # read last: silver applied nothing past it
-    commits = pending_commits(spark, bronze, after, through)
+    commits, removals = bronze_commits(spark, bronze, after, through)
     records = _records(spark, bronze, through, commits)
     check_bound(name, commits, records, limits, now or datetime.now(UTC))
     silver = _at(spark, tables.silver, pinned[tables.silver])
-    snapshot = Snapshot(
-        rows=silver,
-        tombstones=_at(spark, tables.tombstones, pinned[tables.tombstones]),
-        floor=_floor(_at(spark, tables.truncations, pinned[tables.truncations])),
-        columns=None if silver is None else _data_columns(silver),
-    )
+    columns = None if silver is None else _data_columns(silver)
     checks = load_checks(spark, config.quality, warehouse, "silver", spec.name)
-    if not commits:
-        rows = silver if silver is not None else spark.createDataFrame([], StructType())
-    else:
-        tail = tail_frame(spark, bronze, through, commits)
-        rows = fold_tail(spec, tables, snapshot, tail, checks, _schemas(bronze, spec))
+    cache = _cache(bronze)
+    key = (spec, columns, checks)
+
+    def decode_commits(chosen: list[PendingCommit]) -> Checked:
+        tail = tail_frame(spark, bronze, through, chosen)
+        return decode_tail(spec, tables, columns, tail, checks, cache.schemas)
+
+    def fold() -> DataFrame:
+        checked = cache.checked(key, commits, removals, after, through, decode_commits)
+        if checked is None:
+            return silver if silver is not None else spark.createDataFrame([], StructType())
+        snapshot = Snapshot(
+            rows=silver,
+            tombstones=_at(spark, tables.tombstones, pinned[tables.tombstones]),
+            floor=_floor(_at(spark, tables.truncations, pinned[tables.truncations])),
+            columns=columns,
+        )
+        return fold_checked(snapshot, checked)
+
+    rows = cache.rows((key, tuple(pinned.values()), after, through), fold)
     return FreshRead(rows, pinned[tables.silver], after, through, records, len(commits))
 
 
-#: Per bronze table, the entity and the schema cache its fresh reads share (see
-#: :class:`silver.context.SchemaCache`: a cached version is used only for a tail whose records
-#: all carry its schema, so a stale entry costs a discovery, never a wrong decode).
-_SCHEMA_CACHES: dict[str, tuple[TableSpec, SchemaCache]] = {}
+#: Per bronze table, what its entity's fresh reads keep between reads (a
+#: :class:`silver.fresh.TailCache`: everything in it is used only under the entity's settings,
+#: table columns and checks it was made under, so a stale entry costs a decode, never a wrong
+#: read).
+_TAIL_CACHES: dict[str, TailCache] = {}
 
 
-def _schemas(bronze: str, spec: TableSpec) -> SchemaCache:
-    """The schema cache of the fresh reads of ``spec`` from the bronze table ``bronze``."""
-    kept = _SCHEMA_CACHES.get(bronze)
-    if kept is None or kept[0] != spec:
-        kept = _SCHEMA_CACHES[bronze] = (spec, SchemaCache())
-    return kept[1]
+def forget_kept_tails() -> None:
+    """Let go of what fresh reads keep between reads (the next read of each table decodes its
+    whole tail again)."""
+    _TAIL_CACHES.clear()
+
+
+def _cache(bronze: str) -> TailCache:
+    """The :class:`silver.fresh.TailCache` of the fresh reads from the bronze table ``bronze``."""
+    return _TAIL_CACHES.setdefault(bronze, TailCache())
 
 
 def _entity(warehouse: Warehouse, config: PipelineConfig, name: str) -> TableSpec:

@@ -5,11 +5,13 @@ The scenarios are the silver property test's (:mod:`tests.integration.test_silve
 realistic Postgres key histories, duplicates, disorder, truncates, split into micro-batches),
 packed into one group without truncates and one with them, plus records silver quarantines.
 Each micro-batch is appended to a real bronze Delta table (one version each) and applied to
-silver with :func:`silver.job.apply_batch`. At two points (silver has applied half of the
-batches; all, read with a tail of all but the first, which overlaps what silver applied, as
-when silver commits while a read pins its pair) the fresh read of
-:func:`lakehouse.ops.fresh.fresh_read_after` must equal :func:`silver.reference.fold` of every
-bronze record, and silver's own rows once it has applied them all.
+silver with :func:`silver.job.apply_batch`. At three points (bronze holds three batches,
+silver none; all, silver half of them, so the kept piece of the first read reaches below what
+silver applied and is joined with the new one; all, silver all, read with a tail of all but
+the first, which overlaps what silver applied, as when silver commits while a read pins its
+pair) the fresh read of :func:`lakehouse.ops.fresh.fresh_read_after` (whose tail is kept
+between reads, decoded piece by piece) must equal :func:`silver.reference.fold` of every
+bronze record appended so far, and silver's own rows once it has applied them all.
 
 Reproduce a failure with the seed printed in its message: ``FRESH_PROPERTY_SEED=<seed>``.
 """
@@ -81,27 +83,36 @@ def check_group(
     warehouse = Warehouse.from_path(root)
     bronze = bronze_path(warehouse, SPEC)
     ensure_bronze_table(spark, bronze, TOPIC)  # version 0; batch b is version b + 1
-    for batch_id, records in enumerate(batches):
-        bronze_frame(spark, records, batch_id).write.format("delta").mode("append").save(bronze)
     tables = entity_tables(warehouse, SPEC)
     state = QueryState()
     problems = []
-    # (silver applies batches up to, the bronze version the read takes silver to have applied)
-    points = [(2, 2), (BATCHES, 1)]
-    applied = 0
-    for through, said in points:
+    # (bronze holds batches up to, silver applies batches up to, the bronze version the read
+    # takes silver to have applied): the reads' tails are decoded piece by piece and kept
+    # between reads (a read decodes only the commits the last one had not), silver's applied
+    # version moves into the first piece, and the last read's tail reaches below the pieces.
+    points = [(3, 0, 0), (BATCHES, 2, 2), (BATCHES, BATCHES, 1)]
+    appended = applied = 0
+    for held, through, said in points:
+        while appended < held:
+            frame = bronze_frame(spark, batches[appended], appended)
+            frame.write.format("delta").mode("append").save(bronze)
+            appended += 1
         while applied < through:
             if batches[applied]:
                 frame = bronze_frame(spark, batches[applied], applied)
                 apply_batch(frame, applied, SPEC, tables, "fresh-prop", state=state)
             applied += 1
+        want = fold([bronze_record(r) for batch in batches[:held] for r in batch], MODEL).rows
         got = fresh_rows(spark, warehouse, said)
-        if got != expected.rows:
-            problems.append(f"group {group}, silver through batch {through}, read after {said}:")
+        if got != want:
+            problems.append(
+                f"group {group}, bronze through batch {held}, silver through batch "
+                f"{through}, read after {said}:"
+            )
             problems += [
-                f"  key {key}: fresh {got.get(key)}\n    expected {expected.rows.get(key)}"
-                for key in sorted(set(got) | set(expected.rows))
-                if got.get(key) != expected.rows.get(key)
+                f"  key {key}: fresh {got.get(key)}\n    expected {want.get(key)}"
+                for key in sorted(set(got) | set(want))
+                if got.get(key) != want.get(key)
             ]
     caught_up = silver_rows(spark, tables.silver)
     if caught_up != expected.rows:
