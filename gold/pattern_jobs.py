@@ -15,8 +15,8 @@ the batch's Delta transaction id. A final match the batch removes or changes is 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from functools import partial
-from operator import itemgetter
+from functools import partial, reduce
+from operator import and_, itemgetter
 from typing import Any, NamedTuple
 
 import pyarrow as pa
@@ -51,8 +51,8 @@ from lakehouse_core.delta_io import (
     HeldRows,
     Replacement,
     append_few,
-    dml_once,
     ensure_table,
+    insert_missing_held,
     merge_held,
     merge_materialized,
     read_table,
@@ -270,7 +270,10 @@ def _maintainer(
             replace = partial(_replace, spark, paths.gold, pattern=pattern)
             replace_once(spark, paths.gold, kept, (app_id, batch_id), replace)
             if pattern.alert:
-                alerts = alert_rows(kept, pattern, version).localCheckpoint()
+                alerts = alert_rows(kept, pattern, version)
+                ensured.ensure(
+                    spark, paths.alerts, alerts.schema, change_feed=False, widening=GOLD_WIDENING
+                )
                 raise_alerts(spark, paths.alerts, alerts, app_id, batch_id)
         if seen is not None and seen != before:
             recorded.record(spark, pattern, seen, app_id, batch_id)
@@ -306,17 +309,30 @@ def alert_rows(changes: DataFrame, pattern: Pattern, version: int | None) -> Dat
 def raise_alerts(
     spark: SparkSession, path: str, alerts: DataFrame, app_id: str, batch_id: int
 ) -> None:
-    """Add ``alerts`` (materialized) to ``gold.alerts`` at ``path`` exactly once: a match
-    raises its alert once, whatever later changes it."""
-    ensure_table(spark, path, alerts.schema, change_feed=False, widening=GOLD_WIDENING)
-    same = (F.col("t.alert") == F.col("s.alert")) & (F.col("t.row_key") == F.col("s.row_key"))
+    """Add ``alerts`` to ``gold.alerts`` at ``path`` (which takes their schema) exactly once:
+    a match raises its alert once, whatever later changes it. Few rows are inserted from the
+    driver, none make no commit (:func:`~lakehouse_core.delta_io.replace_once`)."""
+    replace = partial(_insert_alerts, spark, path)
+    replace_once(spark, path, alerts, (app_id, batch_id), replace)
+
+
+#: The key of a ``gold.alerts`` row: an alert is raised once per row it names.
+_ALERT_KEY = ("alert", "row_key")
+
+
+def _insert_alerts(spark: SparkSession, path: str, alerts: DataFrame | HeldRows) -> None:
+    """Insert the ``alerts`` whose key ``gold.alerts`` lacks, in one commit."""
+    if isinstance(alerts, HeldRows):
+        insert_missing_held(path, alerts, _ALERT_KEY)
+        return
+    same = reduce(and_, (F.col(f"t.{k}") == F.col(f"s.{k}") for k in _ALERT_KEY))
     merge = (
         DeltaTable.forPath(spark, path)
         .alias("t")
         .merge(alerts.alias("s"), same)
         .whenNotMatchedInsertAll()
     )
-    dml_once(spark, path, app_id, batch_id, partial(merge_materialized, merge, alerts))
+    merge_materialized(merge, alerts)
 
 
 def _groups(pattern: Pattern) -> list[str]:

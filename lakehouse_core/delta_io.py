@@ -574,6 +574,22 @@ def merge_held(path: str, held: HeldRows, replacement: Replacement) -> None:
     )
 
 
+def insert_missing_held(path: str, held: HeldRows, key: tuple[str, ...]) -> None:
+    """Insert the rows ``held`` whose ``key`` (equal, not null-safe) the table at ``path``
+    lacks, from the driver with ``deltalake`` (no Spark job), in one commit marked as
+    ``held`` says; nothing without rows."""
+    if held.rows.num_rows == 0:
+        return
+    same = " AND ".join(f"t.{_sql_name(k)} = s.{_sql_name(k)}" for k in key)
+    commit = CommitProperties(custom_metadata={"userMetadata": held.mark})
+    (
+        DeltaLakeTable(path)
+        .merge(held.rows, same, source_alias="s", target_alias="t", commit_properties=commit)
+        .when_not_matched_insert_all()
+        .execute()
+    )
+
+
 def read_table(spark: SparkSession, path: str) -> DataFrame:
     """The table at ``path`` as a frame: read by ``deltalake`` on the driver if it is a local
     table of at most :data:`HELD_ROWS` rows (counted in its log's file statistics) that

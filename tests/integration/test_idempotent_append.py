@@ -13,8 +13,17 @@ import pytest
 from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import BooleanType, LongType, StructField, StructType, TimestampType
+from pyspark.sql.types import (
+    BooleanType,
+    DoubleType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
 
+from gold.pattern_jobs import raise_alerts
 from lakehouse_core.delta_io import (
     BATCH_MARK,
     HeldRows,
@@ -22,6 +31,7 @@ from lakehouse_core.delta_io import (
     append,
     append_few,
     append_held,
+    ensure_table,
     merge_held,
     read_table,
     replace_once,
@@ -305,3 +315,43 @@ def _read_without_jobs(spark: SparkSession, path: str) -> DataFrame:
     frame = read_table(spark, path)
     assert _jobs_started(spark) == before
     return frame
+
+
+ALERTS = StructType(
+    [
+        StructField("alert", StringType()),
+        StructField("row_key", StringType()),
+        StructField("value", DoubleType()),
+    ]
+)
+
+
+def test_alerts_are_raised_once_from_the_driver_and_none_make_no_commit(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A pattern's alerts (:func:`gold.pattern_jobs.raise_alerts`): a new batch's alerts are
+    inserted from the driver unless the table has their (alert, row key) already, a batch
+    without alerts commits nothing, and after a restart a landed batch is skipped while one
+    that did not land goes through Spark's MERGE with the same rule."""
+    checkpoint, path = tmp_path / "checkpoint", str(tmp_path / "alerts")
+    ensure_table(spark, path, ALERTS, change_feed=False)
+    app_id = query_app_id(spark, str(checkpoint))
+
+    def raise_(rows: list[tuple[str, str, float]], batch: int, app: str = app_id) -> None:
+        raise_alerts(spark, path, spark.createDataFrame(rows, ALERTS), app, batch)
+
+    raise_([("p", "k1", 1.0), ("p", "k2", 2.0)], 0)
+    raise_([("p", "k1", 9.0), ("p", "k3", 3.0)], 1)  # k1 was raised: only k3 is new
+    raise_([], 2)
+    plan(checkpoint, 0, 1, 2, 3)
+    again = query_app_id(spark, str(checkpoint))  # a restart: every batch may have run
+    raise_([("p", "k4", 4.0)], 1, again)  # landed: skipped
+    raise_([("q", "k1", 5.0), ("p", "k2", 8.0)], 3, again)
+    rows = sorted(tuple(r) for r in spark.read.format("delta").load(path).collect())
+    assert rows == [("p", "k1", 1.0), ("p", "k2", 2.0), ("p", "k3", 3.0), ("q", "k1", 5.0)]
+    assert marks(spark, path)[1:] == [BATCH_MARK.format(app_id, n) for n in (0, 1, 3)]
+    engines = [
+        row.engineInfo.split("/")[0]
+        for row in DeltaTable.forPath(spark, path).history().orderBy("version").collect()
+    ]
+    assert [e.startswith("delta-rs") for e in engines[1:]] == [True, True, False], engines
