@@ -37,7 +37,8 @@ import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
 from enum import Enum
 from functools import reduce
 from typing import Any
@@ -81,8 +82,12 @@ DOUBLE_DIGITS = 9
 _STATE_MARK = "sql_model"
 #: Delta's table property that keeps a change feed.
 CHANGE_FEED = "delta.enableChangeDataFeed"
-#: Changed keys up to this many are broadcast to the inputs' scans.
+#: Changed keys up to this many are a literal filter of the inputs' scans and of the MERGE
+#: (Delta skips the files whose statistics rule them out); up to BROADCAST_KEYS, a broadcast.
+LITERAL_KEYS = 1_000
 BROADCAST_KEYS = 100_000
+#: Key values written as literals (others, e.g. structs, are broadcast).
+_LITERALS = (bool, int, float, str, Decimal, date, datetime)
 
 
 @dataclass(frozen=True)
@@ -255,11 +260,10 @@ def evaluate_at(
     warehouse: Warehouse,
     model: SqlModel,
     inputs: InputVersions,
-    only: tuple[IncrementalPlan, DataFrame, bool] | None = None,
+    only: tuple[IncrementalPlan, ChangedKeys] | None = None,
 ) -> DataFrame:
     """The model's query over its inputs as of the versions in ``inputs``; with ``only`` (a
-    plan, keys whose columns are named as the model's key, and whether they are few enough to
-    broadcast), over just the input rows whose key columns hold one of those keys.
+    plan and keys), over just the input rows whose key columns hold one of those keys.
 
     Raises:
         ConfigError: an output column without a plain name (Delta could not store it).
@@ -273,7 +277,7 @@ def evaluate_at(
         reader = spark.read.format("delta").option("versionAsOf", version)
         rows = reader.load(warehouse.table(layer, table))
         if only is not None and (schema, table) in keyed:
-            rows = _of_keys(rows, keyed[(schema, table)].columns, only[1], model.key, only[2])
+            rows = only[1].rows_of(rows, keyed[(schema, table)].columns)
         rows.createOrReplaceTempView(view)
         views[(schema, table)] = view
     try:
@@ -285,19 +289,62 @@ def evaluate_at(
     return result
 
 
-def _of_keys(
-    rows: DataFrame, columns: Sequence[str], keys: DataFrame, key: Sequence[str], few: bool
-) -> DataFrame:
-    """The ``rows`` whose ``columns`` hold one of ``keys`` (columns ``key``), null-safely;
-    ``keys`` broadcast if ``few``."""
-    renamed = keys.select(*(F.col(k).alias(f"__model_key_{i}") for i, k in enumerate(key)))
-    if few:
-        renamed = F.broadcast(renamed)
-    same = reduce(
-        lambda a, b: a & b,
-        [rows[c].eqNullSafe(renamed[f"__model_key_{i}"]) for i, c in enumerate(columns)],
-    )
-    return rows.join(renamed, same, "left_semi")
+@dataclass(frozen=True)
+class ChangedKeys:
+    """The keys whose input rows changed: ``frame`` (materialized; columns named as the
+    model's ``key``), their ``count``, and when they are few (:data:`LITERAL_KEYS`) the
+    ``values`` themselves."""
+
+    frame: DataFrame
+    key: tuple[str, ...]
+    count: int
+    values: tuple[tuple[Any, ...], ...] | None
+
+    @staticmethod
+    def found(frame: DataFrame, key: Sequence[str]) -> ChangedKeys:
+        """The keys in ``frame``: collected when few (one Spark job), else counted."""
+        few = frame.limit(LITERAL_KEYS + 1).collect()
+        plain = all(v is None or isinstance(v, _LITERALS) for row in few for v in row)
+        if len(few) <= LITERAL_KEYS and plain:
+            values = tuple(tuple(row) for row in few)
+            return ChangedKeys(frame, tuple(key), len(values), values)
+        return ChangedKeys(frame, tuple(key), frame.count(), None)
+
+    def literal(self, columns: Sequence[Column]) -> Column | None:
+        """Whether ``columns`` hold one of the keys, as a filter of literals (None: too many)."""
+        if self.values is None:
+            return None
+        if len(columns) == 1:
+            present = [v for (v,) in self.values if v is not None]
+            found = columns[0].isin(present) if present else F.lit(False)
+            return found | columns[0].isNull() if len(present) < self.count else found
+        rows = [
+            reduce(
+                Column.__and__,
+                [
+                    c.isNull() if v is None else c == F.lit(v)
+                    for c, v in zip(columns, t, strict=True)
+                ],
+            )
+            for t in self.values
+        ]
+        return reduce(Column.__or__, rows, F.lit(False))
+
+    def rows_of(self, rows: DataFrame, columns: Sequence[str]) -> DataFrame:
+        """The ``rows`` whose ``columns`` hold one of the keys, null-safely."""
+        literal = self.literal([rows[c] for c in columns])
+        if literal is not None:
+            return rows.where(literal)
+        renamed = self.frame.select(
+            *(F.col(k).alias(f"__model_key_{i}") for i, k in enumerate(self.key))
+        )
+        if self.count <= BROADCAST_KEYS:
+            renamed = F.broadcast(renamed)
+        same = reduce(
+            Column.__and__,
+            [rows[c].eqNullSafe(renamed[f"__model_key_{i}"]) for i, c in enumerate(columns)],
+        )
+        return rows.join(renamed, same, "left_semi")
 
 
 def changed_keys(
@@ -459,16 +506,16 @@ def _refresh_keys(
     keys = changed_keys(spark, warehouse, model, plan, state.inputs, new.inputs)
     if isinstance(keys, str):
         return keys
-    count = 0 if keys is None else keys.count()
+    found = None if keys is None else ChangedKeys.found(keys, model.key)
+    count = 0 if found is None else found.count
     how = f"incremental: {count} changed key(s), {plan.shape}"
     path = warehouse.table("gold", model.name)
     changed: int | None = 0
-    if keys is not None and count:
-        few = count <= BROADCAST_KEYS
-        only = (plan, keys, few)
+    if found is not None and count:
+        only = (plan, found)
         result = evaluate_at(spark, warehouse, model, new.inputs, only).localCheckpoint()
         _require_unique_key(model, result)
-        changed = _merge_changes(spark, path, model, result, new, (keys, few))
+        changed = _merge_changes(spark, path, model, result, new, found)
         if changed is None:
             return "its result's columns or types changed"
     storage.write_text(spark, state_path(warehouse, model.name), new.to_json())
@@ -482,10 +529,10 @@ def _merge_changes(
     model: SqlModel,
     result: DataFrame,
     new: ModelState,
-    keys: tuple[DataFrame, bool] | None = None,
+    keys: ChangedKeys | None = None,
 ) -> int | None:
     """MERGE only the rows of ``result`` that differ from the table at ``path`` (of its rows
-    whose key is one of ``keys``, if given: keys, and whether to broadcast them), in one
+    whose key is one of ``keys``, if given; few keys also bound the MERGE's scan), in one
     commit marked with ``new``; the number of rows written (0: no commit), or None when the
     result's columns or types differ from the table's (the caller overwrites it). ``result``
     is materialized, its key unique."""
@@ -494,7 +541,7 @@ def _merge_changes(
     if shape != [(f.name, f.dataType) for f in current.schema.fields]:
         return None
     if keys is not None:
-        current = _of_keys(current, model.key, keys[0], model.key, keys[1])
+        current = keys.rows_of(current, model.key)
     changes = changed_rows(result, current, model.key).localCheckpoint()
     count = changes.count()
     if count == 0:
@@ -506,10 +553,12 @@ def _merge_changes(
     own = session_copy(spark, settings)
     changes = in_session(changes, own)
     set_columns: dict[str, str | Column] = {c: F.col(f"s.{c}") for c in result.columns}
+    matches = _same("t", "s", model.key)
+    bound = None if keys is None else keys.literal([F.col(f"t.{k}") for k in model.key])
     merge = (
         DeltaTable.forPath(own, path)
         .alias("t")
-        .merge(changes.alias("s"), _same("t", "s", model.key))
+        .merge(changes.alias("s"), matches if bound is None else matches & bound)
         .whenMatchedDelete(condition=F.col(f"s.{CHANGE}") == "delete")
         .whenMatchedUpdate(set=set_columns)
         .whenNotMatchedInsert(condition=F.col(f"s.{CHANGE}") == "upsert", values=set_columns)

@@ -49,6 +49,11 @@ INCREMENTAL = (
         key=("g",),
     ),
     SqlModel(
+        "per_group_value",
+        "SELECT grp, v, count(*) AS n FROM silver.a GROUP BY grp, v",
+        key=("grp", "v"),
+    ),
+    SqlModel(
         "with_bids",
         "SELECT a.id, max(a.grp) AS grp, sum(b.w) AS total, count(b.bid) AS n "
         "FROM silver.a a LEFT JOIN silver.b b ON b.aid = a.id GROUP BY a.id",
