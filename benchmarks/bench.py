@@ -28,7 +28,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from benchmarks.baseline import baseline_applier
-from benchmarks.kafka_bench import kafka_results
+from benchmarks.kafka_bench import fresh_read_line, kafka_results
 from benchmarks.recording import write_results
 from bronze.job import start_bronze
 from cdc.sources import SourceSpec, read_source
@@ -326,6 +326,8 @@ def _print(result: dict[str, Any]) -> None:
                 f"(goal p50 <= 2 s, p99 <= 5 s; {fresh['applied_on_their_own']:,} of "
                 f"{fresh['records']:,} applied on their own)"
             )
+            if "fresh_read" in fresh:
+                print(f"    {fresh_read_line(fresh['fresh_read'])}")
     _print_goals(result["goals"])
 
 
