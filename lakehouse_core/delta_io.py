@@ -737,9 +737,27 @@ class EnsuredTables:
         returns whether it ran."""
         if self._schemas.get(path) == schema:
             return False
-        ensure_table(spark, path, schema, change_feed, widening, deletion_vectors, defaults)
+        if not _takes_already(path, schema, deletion_vectors):
+            ensure_table(spark, path, schema, change_feed, widening, deletion_vectors, defaults)
         self._schemas[path] = schema
         return True
+
+
+def _takes_already(path: str, schema: StructType, deletion_vectors: bool) -> bool:
+    """Whether the local table at ``path`` exists and takes rows of ``schema`` as it is (with
+    deletion vectors, if asked), read by ``deltalake`` on the driver: no Spark job, no Delta
+    snapshot. False when unsure (:func:`ensure_table` decides)."""
+    if is_uri(path):
+        return False
+    try:
+        table = DeltaLakeTable(path)
+        current = StructType.fromJson(json.loads(table.schema().to_json()))
+        properties = table.metadata().configuration
+    except DeltaError:
+        return False
+    if deletion_vectors and properties.get(DELETION_VECTORS_PROPERTY) != "true":
+        return False
+    return not table_changes(current, schema)
 
 
 def _rewrite_wider(

@@ -26,6 +26,7 @@ from pyspark.sql.types import (
 from gold.pattern_jobs import raise_alerts
 from lakehouse_core.delta_io import (
     BATCH_MARK,
+    EnsuredTables,
     HeldRows,
     Replacement,
     append,
@@ -355,3 +356,23 @@ def test_alerts_are_raised_once_from_the_driver_and_none_make_no_commit(
         for row in DeltaTable.forPath(spark, path).history().orderBy("version").collect()
     ]
     assert [e.startswith("delta-rs") for e in engines[1:]] == [True, True, False], engines
+
+
+def test_a_table_that_takes_the_schema_already_is_checked_without_spark(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """:class:`EnsuredTables` in a new query: a table that already takes the rows' schema is
+    left as it is without a Spark job or a commit; one that lacks a column gets it, and one
+    asked for deletion vectors gets them, through :func:`ensure_table`."""
+    path = str(tmp_path / "table")
+    ensure_table(spark, path, ALERTS, change_feed=False)
+    versions = len(marks(spark, path))
+    before = _jobs_started(spark)
+    assert EnsuredTables().ensure(spark, path, ALERTS, change_feed=False)
+    assert _jobs_started(spark) == before and len(marks(spark, path)) == versions
+    wider = StructType([*ALERTS.fields, StructField("score", DoubleType())])
+    EnsuredTables().ensure(spark, path, wider, change_feed=False)
+    assert spark.read.format("delta").load(path).schema == wider
+    EnsuredTables().ensure(spark, path, wider, change_feed=False, deletion_vectors=True)
+    properties = DeltaTable.forPath(spark, path).detail().first().properties
+    assert properties.get("delta.enableDeletionVectors") == "true"
