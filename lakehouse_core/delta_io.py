@@ -733,8 +733,8 @@ class EnsuredTables:
         deletion_vectors: bool = False,
         defaults: Mapping[str, Column] | None = None,
     ) -> bool:
-        """:func:`ensure_table` unless the table already took ``schema`` in this query;
-        returns whether it ran."""
+        """:func:`ensure_table` unless the table already took ``schema`` in this query or
+        takes it as it is (checked from the driver); returns whether the table was checked."""
         if self._schemas.get(path) == schema:
             return False
         if not _takes_already(path, schema, deletion_vectors):
