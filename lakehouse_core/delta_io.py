@@ -5,7 +5,9 @@ Table properties are changed with ``ALTER TABLE delta.`<path>` ...`` (the Python
 property setter); the path is quoted (backquotes doubled) and the property and values are
 constants. Everything else uses the ``DeltaTable`` Python API, but for the few rows of
 bookkeeping and of a gold micro-batch (:func:`append_held`, :func:`append_few`,
-:func:`replace_once`), which ``deltalake`` writes to a local table from the driver.
+:func:`replace_once`), which ``deltalake`` writes to a local table from the driver, and the
+small local tables and schemas ``deltalake`` reads there (:func:`read_table`,
+:class:`EnsuredTables`).
 """
 
 from __future__ import annotations
