@@ -24,10 +24,6 @@ from silver.parse import TRUNCATE_OP, UPSERT_OPS, order_of
 START_AT = "__start_at"
 END_AT = "__end_at"
 IS_CURRENT = "__is_current"
-#: A version's validity in the terms of the table's events (see :func:`validity_time`): when
-#: it came into force and when it stopped (null while current), last in a history row.
-VALID_FROM = "__valid_from"
-VALID_TO = "__valid_to"
 #: Columns of a history log row besides the key and row columns.
 LOG_METADATA = (*METADATA_COLUMNS, "_unavailable")
 #: What :func:`history_changes` asks for a row: ``insert``, ``update`` or ``delete``.
@@ -94,22 +90,7 @@ def touched_keys(events: DataFrame, keys: Sequence[str], history: DataFrame | No
     return reduce(DataFrame.unionByName, found).distinct()
 
 
-def validity_time(order_columns: Sequence[str]) -> Column:
-    """What a history's validity columns are measured in, over parsed events or log rows: the
-    value of the first ``sequence_by`` column (``order_columns``: the spec's, empty if none),
-    in its own type, else the change's source commit time (``_source_ts``: Debezium's
-    ``source.ts_ms``, a timestamp)."""
-    if order_columns:
-        return F.col("_sequence")[order_columns[0]]
-    return F.col("_source_ts")
-
-
-def history_versions(
-    log: DataFrame,
-    keys: Sequence[str],
-    tracked: Sequence[str],
-    order_columns: Sequence[str] = (),
-) -> DataFrame:
+def history_versions(log: DataFrame, keys: Sequence[str], tracked: Sequence[str]) -> DataFrame:
     """One row per version of every key in ``log``.
 
     ``log`` has the history log's columns (keys, row columns, :data:`LOG_METADATA`) and holds
@@ -121,12 +102,7 @@ def history_versions(
     event is current.
 
     Returns: keys, row columns and metadata of the version's last upsert, then ``__start_at``
-    (order of its first upsert), ``__end_at`` (null while current), ``__is_current``,
-    ``__valid_from`` and ``__valid_to``: the :func:`validity_time` (``order_columns``: the
-    spec's) of the events at ``__start_at`` and ``__end_at``, each raised to the latest one of
-    the key's events and the table's truncates up to it, so a key's validities never overlap
-    even where commit times step back (a sequence_by value never does); null where no event
-    so far has one.
+    (order of its first upsert), ``__end_at`` (null while current) and ``__is_current``.
     """
     columns = [c for c in log.columns if c not in keys and c not in LOG_METADATA]
     is_truncate = F.col(OP) == TRUNCATE_OP
@@ -140,12 +116,7 @@ def history_versions(
     by_key = Window.partitionBy(*keys).orderBy("_order")
     so_far = by_key.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     # A segment is a run of events after a delete or truncate: TOAST looks back only within it.
-    segmented = stream.withColumns(
-        {
-            "_segment": F.count_if(~F.col("_upsert")).over(so_far),
-            VALID_FROM: F.max(validity_time(order_columns)).over(so_far),
-        }
-    )
+    segmented = stream.withColumn("_segment", F.count_if(~F.col("_upsert")).over(so_far))
     in_segment = (
         Window.partitionBy(*keys, "_segment")
         .orderBy("_order")
@@ -165,22 +136,14 @@ def history_versions(
     )
     continues = F.coalesce(F.lag("_upsert").over(by_key), F.lit(False)) & same
     marked = resolved.withColumns(
-        {
-            "_starts": F.col("_upsert") & ~continues,
-            "_next": F.lead("_order").over(by_key),
-            VALID_TO: F.lead(VALID_FROM).over(by_key),
-        }
+        {"_starts": F.col("_upsert") & ~continues, "_next": F.lead("_order").over(by_key)}
     )
     numbered = marked.withColumn("_version", F.count_if("_starts").over(so_far))
-    latest = F.max_by(F.struct(*columns, *METADATA_COLUMNS, "_next", VALID_TO), "_order")
+    latest = F.max_by(F.struct(*columns, *METADATA_COLUMNS, "_next"), "_order")
     versions = (
         numbered.where("_upsert")
         .groupBy(*keys, "_version")
-        .agg(
-            F.min("_order").alias(START_AT),
-            F.min_by(VALID_FROM, "_order").alias(VALID_FROM),
-            latest.alias("_latest"),
-        )
+        .agg(F.min("_order").alias(START_AT), latest.alias("_latest"))
     )
     return versions.select(
         *keys,
@@ -188,8 +151,6 @@ def history_versions(
         START_AT,
         F.col("_latest._next").alias(END_AT),
         F.col("_latest._next").isNull().alias(IS_CURRENT),
-        VALID_FROM,
-        F.col(f"_latest.{VALID_TO}").alias(VALID_TO),
     )
 
 

@@ -7,10 +7,7 @@ replays them one by one, keeping the open version of each key. No Spark, no batc
 incremental state: the history of the whole log at once.
 
 Rows use the canonical values of :mod:`silver.reference`; an order (``__start_at``,
-``__end_at``) is the tuple ``(_sequence, _bronze_partition, _bronze_offset)``. A validity
-(``__valid_from``, ``__valid_to``) is the first ``sequence_by`` value of an event (canonical),
-which the order sorts by, or without ``sequence_by`` its source commit time (epoch
-microseconds) raised to the latest one of the key's events and the truncates so far.
+``__end_at``) is the tuple ``(_sequence, _bronze_partition, _bronze_offset)``.
 """
 
 from __future__ import annotations
@@ -35,21 +32,11 @@ from silver.reference import (
     with_column_defaults,
 )
 
-__all__ = [
-    "END_AT",
-    "IS_CURRENT",
-    "START_AT",
-    "VALID_FROM",
-    "VALID_TO",
-    "HistoryKey",
-    "fold_history",
-]
+__all__ = ["END_AT", "IS_CURRENT", "START_AT", "HistoryKey", "fold_history"]
 
 START_AT = "__start_at"
 END_AT = "__end_at"
 IS_CURRENT = "__is_current"
-VALID_FROM = "__valid_from"
-VALID_TO = "__valid_to"
 
 #: A history row's identity: the key tuple and the version's ``__start_at``.
 HistoryKey = tuple[tuple[Any, ...], tuple[Any, ...]]
@@ -67,7 +54,7 @@ def fold_history(
     but those in ``track_except``. Records that the silver fold quarantines or skips are
     ignored. Each row has every table column (missing ones ``None``), the metadata columns of
     the version's latest event, ``__start_at``, ``__end_at`` (None while current) and
-    ``__is_current``, then ``__valid_from`` and ``__valid_to`` (see the module docstring).
+    ``__is_current``.
     """
     _check_spec(spec)
     truncates, deletes = _condition(spec.apply_as_truncates), _condition(spec.apply_as_deletes)
@@ -93,25 +80,18 @@ def fold_history(
 
     rows: dict[HistoryKey, dict[str, Any]] = {}
     open_version: dict[tuple[Any, ...], dict[str, Any]] = {}
-    seen: dict[tuple[Any, ...], Any] = {}  # per key, the latest validity time so far
-    truncated: Any = None  # the latest validity time of a truncate so far
     for event in sorted(events, key=lambda e: e.sort_key):
         order = (event.sequence, event.record.partition, event.record.offset)
-        # sequence_by's first value never falls in this order; a commit time may.
-        when = event.sequence[0] if spec.sequence_by else event.source_ts
         if event.kind == "truncate":
-            truncated = _latest(truncated, when)
-            for key, version in open_version.items():
-                _close(version, order, when if spec.sequence_by else _latest(seen[key], truncated))
+            for version in open_version.values():
+                _close(version, order)
             open_version.clear()
             continue
         assert event.key is not None
-        time = when if spec.sequence_by else _latest(_latest(seen.get(event.key), truncated), when)
-        seen[event.key] = time
         current = open_version.get(event.key)
         if event.kind == "delete":
             if current is not None:
-                _close(current, order, time)
+                _close(current, order)
                 del open_version[event.key]
             continue
         upserted = _upserted_row(event, current, columns, spec)
@@ -128,31 +108,16 @@ def fold_history(
             current.update(row)  # same tracked values: the version is updated in place
             continue
         if current is not None:
-            _close(current, order, time)
-        version = {
-            **row,
-            START_AT: order,
-            END_AT: None,
-            IS_CURRENT: True,
-            VALID_FROM: time,
-            VALID_TO: None,
-        }
+            _close(current, order)
+        version = {**row, START_AT: order, END_AT: None, IS_CURRENT: True}
         rows[(event.key, order)] = version
         open_version[event.key] = version
     return rows
 
 
-def _close(version: dict[str, Any], order: tuple[Any, ...], time: Any) -> None:
+def _close(version: dict[str, Any], order: tuple[Any, ...]) -> None:
     version[END_AT] = order
     version[IS_CURRENT] = False
-    version[VALID_TO] = time
-
-
-def _latest(first: Any, second: Any) -> Any:
-    """The later of two validity times (None: none)."""
-    if first is None or second is None:
-        return second if first is None else first
-    return max(first, second)
 
 
 def _table_columns(events: list[_Event], spec: FoldSpec) -> list[str]:
