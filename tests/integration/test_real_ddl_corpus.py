@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from decimal import Decimal
 from pathlib import Path
@@ -246,21 +245,8 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Corpus:
         with psycopg.connect(**conninfo, autocommit=True) as connection:
             for statement in SCHEMA:
                 connection.execute(statement)
-            out, work = root / "out", root / "work"
-            out.mkdir()
-            work.mkdir()
-            arguments = {**conninfo, "out_dir": str(out), "work_dir": str(work), "timeout_s": 400}
-            log = (work / "capture.log").open("ab")
-            process = subprocess.Popen(
-                [sys.executable, signal_capture.__file__, json.dumps(arguments)],
-                stdout=log,
-                stderr=log,
-                stdin=subprocess.DEVNULL,
-                cwd=work,
-                env=capture_module._child_environment(),
-                start_new_session=True,
-            )
-            running = capture_module.Capture(process, out, work / "capture.log")
+            out = root / "out"
+            running = signal_capture.start(conninfo, root, timeout_s=400)
             partial = out / f".{capture_module.OUTPUT_FILE}.partial"
             try:
                 capture_module._wait_until_streaming(connection, running)

@@ -8,8 +8,6 @@ fold; under the default (``upsert``) the keys whose deletes were lost stay."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -76,21 +74,8 @@ def capture(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Record], dic
             connection.execute(f"CREATE TABLE {marker} (id integer PRIMARY KEY)")
             for key in range(1, 7):
                 connection.execute("INSERT INTO items VALUES (%s, %s)", (key, f"v0-{key}"))
-            out, work = root / "out", root / "work"
-            out.mkdir()
-            work.mkdir()
-            arguments = {**conninfo, "out_dir": str(out), "work_dir": str(work), "timeout_s": 300}
-            log = (work / "capture.log").open("ab")
-            process = subprocess.Popen(
-                [sys.executable, signal_capture.__file__, json.dumps(arguments)],
-                stdout=log,
-                stderr=log,
-                stdin=subprocess.DEVNULL,
-                cwd=work,
-                env=capture_module._child_environment(),
-                start_new_session=True,
-            )
-            running = capture_module.Capture(process, out, work / "capture.log")
+            out = root / "out"
+            running = signal_capture.start(conninfo, root, timeout_s=300)
             partial = out / f".{capture_module.OUTPUT_FILE}.partial"
             try:
                 capture_module._wait_until_streaming(connection, running)
