@@ -611,7 +611,7 @@ def _read_small(spark: SparkSession, path: str, limit: int) -> DataFrame | None:
         if counts.null_count or (pc.sum(counts).as_py() or 0) > limit:
             return None
         rows = table.to_pyarrow_table()
-        schema = StructType.fromJson(json.loads(table.schema().to_json()))
+        schema = _spark_schema(table)
     except (DeltaError, pa.ArrowException) as error:
         _log.info("deltalake cannot read %s (%s): Spark does", path, error)
         return None
@@ -619,6 +619,11 @@ def _read_small(spark: SparkSession, path: str, limit: int) -> DataFrame | None:
     return (
         spark.createDataFrame(rows, schema) if rows.num_rows else spark.createDataFrame([], schema)
     )
+
+
+def _spark_schema(table: DeltaLakeTable) -> StructType:
+    """The schema of a table ``deltalake`` opened, as Spark's (Delta logs Spark's JSON form)."""
+    return StructType.fromJson(json.loads(table.schema().to_json()))
 
 
 def _sql_name(name: str) -> str:
@@ -753,7 +758,7 @@ def _takes_already(path: str, schema: StructType, deletion_vectors: bool) -> boo
         return False
     try:
         table = DeltaLakeTable(path)
-        current = StructType.fromJson(json.loads(table.schema().to_json()))
+        current = _spark_schema(table)
         properties = table.metadata().configuration
     except DeltaError:
         return False
