@@ -19,10 +19,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from enum import Enum
+from posixpath import basename
 from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
 from delta.tables import DeltaMergeBuilder, DeltaTable
 from deltalake import CommitProperties, write_deltalake
 from deltalake import DeltaTable as DeltaLakeTable
@@ -619,6 +621,39 @@ def _read_small(spark: SparkSession, path: str, limit: int) -> DataFrame | None:
     return (
         spark.createDataFrame(rows, schema) if rows.num_rows else spark.createDataFrame([], schema)
     )
+
+
+def read_files(
+    spark: SparkSession, path: str, version: int, names: Sequence[str]
+) -> DataFrame | None:
+    """The rows of the data files ``names`` (by file name) of the table at ``path`` as of
+    ``version``, read by ``deltalake`` on the driver when it is a local, unpartitioned table
+    without reader features (deletion vectors, column mapping) and the files hold at most
+    :data:`HELD_ROWS` rows: no Delta snapshot is computed in Spark and no job lists its
+    files. The frame is an RDD's (its plans run in Spark's tasks, compiled, not evaluated on
+    the driver as a local relation's are). None: Spark reads them."""
+    if is_uri(path):
+        return None
+    wanted = set(names)
+    try:
+        table = DeltaLakeTable(path, version=version)
+        protocol = table.protocol()
+        if protocol.min_reader_version > 1 or table.metadata().partition_columns:
+            return None
+        dataset = table.to_pyarrow_dataset()
+        chosen = [f for f in dataset.get_fragments() if unquote(basename(f.path)) in wanted]
+        files = ds.FileSystemDataset(chosen, dataset.schema, dataset.format, dataset.filesystem)
+        if files.count_rows() > HELD_ROWS:
+            return None
+        rows = files.to_table()
+        schema = _spark_schema(table)
+    except (DeltaError, pa.ArrowException, OSError) as error:
+        _log.info("deltalake cannot read %s (%s): Spark does", path, error)
+        return None
+    if not rows.num_rows:
+        return spark.createDataFrame([], schema)
+    with session_setting(spark, "spark.sql.execution.arrow.localRelationThreshold", "0"):
+        return spark.createDataFrame(rows, schema)
 
 
 def _spark_schema(table: DeltaLakeTable) -> StructType:
