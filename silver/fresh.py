@@ -35,6 +35,7 @@ from expectations.enforce import TableChecks
 from lakehouse_core import storage
 from lakehouse_core.columns import METADATA_COLUMNS, OP
 from lakehouse_core.config import TableSpec
+from lakehouse_core.delta_io import read_files
 from lakehouse_core.errors import LakehouseError
 from lakehouse_core.frames import is_in
 from silver.changes import LAST_DELETE, fill_order, fill_value, first_value
@@ -142,10 +143,14 @@ def tail_frame(
     spark: SparkSession, bronze: str, through: int, commits: list[PendingCommit]
 ) -> DataFrame:
     """The bronze records the ``commits`` added, as of bronze version ``through`` (a record
-    `lakehouse forget` removed since is not read). Files are chosen by name; a bound on the
-    ingest batch lets Delta skip the older files by their statistics."""
-    table = spark.read.format("delta").option("versionAsOf", through).load(bronze)
+    `lakehouse forget` removed since is not read). Files are chosen by name: read on the
+    driver (:func:`~lakehouse_core.delta_io.read_files`: no Delta snapshot built in Spark, no
+    job to list files) when they are few records of a local table, else by Spark, a bound on
+    the ingest batch letting Delta skip the older files by their statistics."""
     names = sorted({name for commit in commits for name in commit.files})
+    if names and (few := read_files(spark, bronze, through, names)) is not None:
+        return few
+    table = spark.read.format("delta").option("versionAsOf", through).load(bronze)
     if not names:
         return table.limit(0)
     lowest = [c.lowest_batch for c in commits]
@@ -352,30 +357,48 @@ def fold_checked(snapshot: Snapshot, checked: Checked) -> DataFrame:
     the plan stage as :func:`silver.job.apply_batch` runs it, the writes' result computed by
     :func:`merged`.
 
-    Two things are computed here and kept (small): the key and order of the table's rows
-    whose keys the tail holds (one pass over the table's key and order columns, joined with
-    the tail's keys broadcast), and the newest change per key. The rows themselves are read
-    when the result is.
+    Three small things are computed here and kept: the table's rows whose keys the tail
+    holds (one pass over the table, joined with the tail's keys broadcast), the newest change
+    per key, and what the MERGE leaves of those rows and of the tail's new keys
+    (:func:`merged` over them alone). The result is then the table's other rows (one pass,
+    those keys broadcast, no shuffle; a row older than the tail's truncate left out) and the
+    kept rows: the rows themselves are read when the result is.
     """
     keys = checked.decoded.kept.key_names
-    listed = orders = None
+    touched = listed = orders = None
     if keys:
         wanted = F.broadcast(checked.events.select(*keys))
         parts = []
         if snapshot.rows is not None:
-            current = snapshot.rows.select(*keys, order_of().alias("_current"))
-            listed = current.join(wanted, list(keys), "left_semi").localCheckpoint()
+            touched = snapshot.rows.join(wanted, list(keys), "left_semi").localCheckpoint()
+            listed = touched.select(*keys, order_of().alias("_current"))
             parts.append(listed)
         if snapshot.tombstones is not None:
             parts.append(snapshot.tombstones.select(*keys, order_of().alias("_current")))
         orders = reduce(DataFrame.unionByName, parts) if parts else None
     writes = plan(checked, Current(snapshot.floor, orders))
-    if writes.merge is not None:
-        # The newest change per key: computed once, small, kept, so the read's plan
-        # broadcasts it rather than recomputing it.
-        changes = writes.merge.changes.localCheckpoint()
-        writes = replace(writes, merge=replace(writes.merge, changes=changes))
-    return merged(snapshot.rows, writes, checked.decoded.counts[NEWEST_TRUNCATE], listed)
+    truncate = checked.decoded.counts[NEWEST_TRUNCATE]
+    if writes.merge is None or snapshot.rows is None or touched is None or listed is None:
+        return merged(snapshot.rows, writes, truncate, listed)
+    # The newest change per key: computed once, small, kept.
+    changes = writes.merge.changes.localCheckpoint()
+    writes = replace(writes, merge=replace(writes.merge, changes=changes))
+    # Silver's rows among the tail's keys and the tail's new keys, after the MERGE (small).
+    folded = merged(touched, writes, truncate, listed).localCheckpoint()
+    # The other rows stay as they are (but for a truncate): the keys the tail touched are
+    # exactly those of ``listed``, so the two parts are the table's rows, split by key.
+    untouched = _after_truncate(snapshot.rows, writes, truncate).join(
+        F.broadcast(listed.select(*keys)), list(keys), "left_anti"
+    )
+    return folded.unionByName(untouched, allowMissingColumns=True)
+
+
+def _after_truncate(rows: DataFrame, writes: BatchWrites, truncate: Row | None) -> DataFrame:
+    """``rows`` without those older than the batch's newest ``truncate`` (None: all)."""
+    if truncate is None or writes.truncates is None:
+        return rows
+    floor = order_literal(truncate, order_type_of(writes.truncates))
+    return rows.where(~F.coalesce(order_of() < floor, F.lit(False)))
 
 
 def merged(
@@ -397,9 +420,9 @@ def merged(
     batch adds; with neither a table nor a keyed change, an empty frame of no columns.
     """
     if rows is not None and truncate is not None and writes.truncates is not None:
-        floor = order_literal(truncate, order_type_of(writes.truncates))
-        rows = rows.where(~F.coalesce(order_of() < floor, F.lit(False)))
+        rows = _after_truncate(rows, writes, truncate)
         if listed is not None:
+            floor = order_literal(truncate, order_type_of(writes.truncates))
             listed = listed.where(~F.coalesce(F.col("_current") < floor, F.lit(False)))
     merge = writes.merge
     if merge is None:
