@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from urllib.parse import urlparse
 
-from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 
 from lakehouse_core.config import CatalogSpec
 from lakehouse_core.errors import ConfigError
 from lakehouse_core.identifiers import quote_identifier
 from lakehouse_core.layout import LAYERS, Warehouse
+from lakehouse_core.storage import is_dir
 
 #: Session setting prefix recording the catalog entries this project registered (and where).
 REGISTERED_PREFIX = "lakehouse.catalog.registered."
@@ -48,16 +48,38 @@ def register_tables(
             (QUALITY_NAME, warehouse.quality()),
             (EVENT_LOG_NAME, warehouse.event_log),
         )
-        if DeltaTable.isDeltaTable(spark, path)
+        if is_dir(spark, f"{path}/_delta_log")
     ]
-    created: set[str] = set()
+    present: dict[str, set[str]] = {}
     for schema, name, path in tables:
-        database = ".".join(part for part in (names.name, names.schema(schema)) if part)
-        if database not in created and not spark.catalog.databaseExists(database):
-            spark.sql(f"CREATE DATABASE IF NOT EXISTS {_quoted(names.name, names.schema(schema))}")
-        created.add(database)
-        registered.append(_register(spark, names, schema, name, path, warehouse.root))
+        database = _quoted(names.name, names.schema(schema))
+        if database not in present:
+            dotted = ".".join(part for part in (names.name, names.schema(schema)) if part)
+            if not spark.catalog.databaseExists(dotted):
+                spark.sql(f"CREATE DATABASE IF NOT EXISTS {database}")
+            present[database] = _table_names(spark, database)
+        exists = _catalog_name(spark, name) in present[database]
+        registered.append(_register(spark, names, schema, name, path, warehouse.root, exists))
     return registered
+
+
+def catalog_outlives_session(spark: SparkSession) -> bool:
+    """Whether the session's catalog keeps its entries after the session ends (a Hive
+    metastore, or another catalog than Spark's in-memory one): only then are names worth
+    registering in a process that ends after its run."""
+    return spark.conf.get("spark.sql.catalogImplementation", "in-memory") != "in-memory"
+
+
+def _table_names(spark: SparkSession, database: str) -> set[str]:
+    """The permanent tables' names in ``database`` (quoted), as the catalog keeps them: read
+    from the catalog alone, without opening a table (which would read its Delta log)."""
+    rows = spark.sql(f"SHOW TABLES IN {database}").collect()
+    return {str(row.tableName) for row in rows if not row.isTemporary}
+
+
+def _catalog_name(spark: SparkSession, name: str) -> str:
+    """``name`` as the catalog stores it (lower case unless the session is case sensitive)."""
+    return name if spark.conf.get("spark.sql.caseSensitive", "false") == "true" else name.lower()
 
 
 def sql_name(catalog: CatalogSpec, layer: str, table: str) -> str:
@@ -72,13 +94,20 @@ def _quoted(*parts: str | None) -> str:
 
 
 def _register(
-    spark: SparkSession, names: CatalogSpec, layer: str, name: str, path: str, root: str
+    spark: SparkSession,
+    names: CatalogSpec,
+    layer: str,
+    name: str,
+    path: str,
+    root: str,
+    exists: bool,
 ) -> str:
-    """Point the catalog entry of ``<layer>.<name>`` at the Delta table at ``path``."""
+    """Point the catalog entry of ``<layer>.<name>`` (``exists`` if the catalog has one) at the
+    Delta table at ``path``."""
     qualified = sql_name(names, layer, name)
     quoted = _quoted(names.name, names.schema(layer), name)
     memo = REGISTERED_PREFIX + qualified
-    if spark.catalog.tableExists(qualified):
+    if exists:
         if spark.conf.get(memo, None) == path:
             return qualified
         location = _location(spark, quoted)

@@ -121,6 +121,7 @@ def run(
     from lakehouse.run.pipeline import run_continuously, run_once
     from lakehouse.run.queries import Backoff, give_up_seconds
     from lakehouse.run.summary import RunSummary
+    from lakehouse_core.catalog import catalog_outlives_session
     from lakehouse_core.layout import Warehouse, is_uri
     from lakehouse_core.streaming import Trigger
 
@@ -165,6 +166,8 @@ def run(
         return
     with spark_session(spark_mode, master, warehouse) as spark:
         config = (chosen or declarations(given, warehouse, spark)).config
+        # SQL names outlive this process only in a catalog that outlives its session.
+        register_names = catalog_outlives_session(spark)
         if trigger.once:
             report = run_once(
                 spark,
@@ -172,6 +175,7 @@ def run(
                 place,
                 config,
                 raise_on_failure=False,
+                register_names=register_names,
             )
             summary = report.summary
             print_summary(summary)
@@ -189,6 +193,7 @@ def run(
                 summary=summary,
                 one_hop=not two_hop,
                 backoff=backoff,
+                register_names=register_names,
             )
             print_summary(summary)
             failures = summary.failing_now()  # still failing when the run stopped

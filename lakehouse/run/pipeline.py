@@ -76,10 +76,15 @@ def run_once(
     warehouse: Warehouse,
     config: PipelineConfig,
     raise_on_failure: bool = True,
+    register_names: bool = True,
 ) -> RunReport:
     """Process everything available now through every layer, then return; each micro-batch
     goes into the event log (:mod:`lakehouse.run.event_log`), and ``config`` into the
     warehouse's recorded declarations (:mod:`lakehouse.run.declarations`).
+
+    Then the tables get their SQL names in the session's catalog (:func:`name_tables`), unless
+    not ``register_names`` (a process that ends after the run, with a catalog that ends with
+    it: :func:`lakehouse_core.catalog.catalog_outlives_session`).
 
     A query stopped by a schema change of its Delta input (a gold job, when silver gained a
     column or widened a type) continues from its checkpoint. A table that fails does not stop
@@ -109,7 +114,8 @@ def run_once(
         )
         _finish_all([Job(BRONZE_QUERY, "bronze", bronze)], report)
         _silver_and_gold(spark, warehouse, config, report)
-    name_tables(spark, warehouse, config)
+    if register_names:
+        name_tables(spark, warehouse, config)
     report.seconds = time.monotonic() - started
     if raise_on_failure:
         raise_failures(report.failures)
@@ -244,6 +250,7 @@ def run_continuously(
     backoff: Backoff = RETRY_BACKOFF,
     stop: threading.Event | None = None,
     passes: LoopPasses | None = None,
+    register_names: bool = True,
 ) -> None:
     """Run every layer on a processing-time trigger until ``stop`` is set or, without
     ``stop``, until SIGINT or SIGTERM (handlers installed only on the main thread; a second
@@ -261,7 +268,8 @@ def run_continuously(
     What the micro-batches did, and the tables failing, go into ``summary``, if given, and
     each micro-batch into the event log (:mod:`lakehouse.run.event_log`), which also shows the run
     as running while it goes on. ``passes``, if given, is told each pass of the loop that
-    starts and checks the queries (see :class:`LoopPasses`).
+    starts and checks the queries (see :class:`LoopPasses`). ``register_names`` as in
+    :func:`run_once`.
     """
     summary = RunSummary() if summary is None else summary
     with recording(spark, warehouse, summary, "continuous"):
@@ -278,6 +286,7 @@ def run_continuously(
             backoff,
             stop,
             passes,
+            register_names,
         )
 
 
@@ -345,6 +354,7 @@ def _run_continuously(
     backoff: Backoff,
     stop: threading.Event | None,
     passes: LoopPasses | None,
+    register_names: bool,
 ) -> None:
     ordered_models(config)
     recover_and_say(spark, warehouse.root)
@@ -400,7 +410,8 @@ def _run_continuously(
                 _gold_failures(gold_isolation, summary)
                 running.check()
                 _refresh_due_models(spark, warehouse, config, summary, model_retries, said)
-                name_tables(spark, warehouse, config, said)
+                if register_names:
+                    name_tables(spark, warehouse, config, said)
                 validations.run_if_due(spark, warehouse)
                 if passes is None:
                     stop.wait(poll_seconds)

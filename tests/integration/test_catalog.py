@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
+from deltalake import write_deltalake
 from pyspark.sql import SparkSession
 
 from lakehouse_core.catalog import REGISTERED_PREFIX, register_tables, run_sql
@@ -82,3 +84,30 @@ def test_catalog_setting_names_schemas_and_own_entries_are_repointed(
         assert [r.v for r in spark.read.format("delta").load(str(old)).collect()] == [9]
     finally:
         spark.sql("DROP DATABASE IF EXISTS spark_catalog.i13_silver CASCADE")
+
+
+def test_registering_again_after_commits_opens_no_table(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A running pipeline names its tables after every step: a table it registered before, with
+    new commits since (here from the driver, as gold's are), costs no Spark job (the catalog
+    is asked, not the table's Delta log); a name in upper case is found as the catalog keeps
+    it; an entry dropped meanwhile comes back."""
+    warehouse = Warehouse(str(tmp_path / "wh"))
+    path = warehouse.table("silver", "Probe_Mixed")
+    spark.createDataFrame([(1,)], "v int").write.format("delta").save(path)
+    name = "silver.probe_mixed"
+    try:
+        assert register_tables(spark, warehouse) == ["silver.Probe_Mixed"]
+        for value in (2, 3):
+            write_deltalake(path, pa.table({"v": pa.array([value], pa.int32())}), mode="append")
+        jobs = spark.sparkContext._jsc.sc().dagScheduler().nextJobId()
+        assert register_tables(spark, warehouse) == ["silver.Probe_Mixed"]
+        assert spark.sparkContext._jsc.sc().dagScheduler().nextJobId() == jobs
+        assert sorted(r.v for r in spark.table(name).collect()) == [1, 2, 3]
+
+        spark.sql(f"DROP TABLE {name}")
+        register_tables(spark, warehouse)
+        assert sorted(r.v for r in spark.table(name).collect()) == [1, 2, 3]
+    finally:
+        spark.sql(f"DROP TABLE IF EXISTS {name}")
