@@ -50,6 +50,8 @@ RESERVED_COLUMNS = frozenset(
         "__start_at",
         "__end_at",
         "__is_current",
+        "__valid_from",
+        "__valid_to",
         # Delta's change data feed
         "_change_type",
         "_commit_version",

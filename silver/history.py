@@ -24,6 +24,10 @@ from silver.parse import TRUNCATE_OP, UPSERT_OPS, order_of
 START_AT = "__start_at"
 END_AT = "__end_at"
 IS_CURRENT = "__is_current"
+#: A version's validity in the terms of the table's events (see :func:`validity_time`): when
+#: it came into force and when it stopped (null while current), last in a history row.
+VALID_FROM = "__valid_from"
+VALID_TO = "__valid_to"
 #: Columns of a history log row besides the key and row columns.
 LOG_METADATA = (*METADATA_COLUMNS, "_unavailable")
 #: What :func:`history_changes` asks for a row: ``insert``, ``update`` or ``delete``.
@@ -90,7 +94,22 @@ def touched_keys(events: DataFrame, keys: Sequence[str], history: DataFrame | No
     return reduce(DataFrame.unionByName, found).distinct()
 
 
-def history_versions(log: DataFrame, keys: Sequence[str], tracked: Sequence[str]) -> DataFrame:
+def validity_time(order_columns: Sequence[str]) -> Column:
+    """What a history's validity columns are measured in, over parsed events or log rows: the
+    value of the first ``sequence_by`` column (``order_columns``: the spec's, empty if none),
+    in its own type, else the change's source commit time (``_source_ts``: Debezium's
+    ``source.ts_ms``, a timestamp)."""
+    if order_columns:
+        return F.col("_sequence")[order_columns[0]]
+    return F.col("_source_ts")
+
+
+def history_versions(
+    log: DataFrame,
+    keys: Sequence[str],
+    tracked: Sequence[str],
+    order_columns: Sequence[str] = (),
+) -> DataFrame:
     """One row per version of every key in ``log``.
 
     ``log`` has the history log's columns (keys, row columns, :data:`LOG_METADATA`) and holds
@@ -102,7 +121,14 @@ def history_versions(log: DataFrame, keys: Sequence[str], tracked: Sequence[str]
     event is current.
 
     Returns: keys, row columns and metadata of the version's last upsert, then ``__start_at``
-    (order of its first upsert), ``__end_at`` (null while current) and ``__is_current``.
+    (order of its first upsert), ``__end_at`` (null while current), ``__is_current``,
+    ``__valid_from`` and ``__valid_to``: the :func:`validity_time` (``order_columns``: the
+    spec's) of the events at ``__start_at`` and ``__end_at``, each raised to the latest one of
+    the key's events and of the truncates that ended one of its versions, up to it, so a
+    key's validities never overlap even where commit times step back (a sequence_by value
+    never does); null where no event so far has one. A truncate that ends none of the key's
+    versions leaves them as they are, so the validities of a key depend only on the key's
+    events and the truncates :func:`touched_keys` finds for it.
     """
     columns = [c for c in log.columns if c not in keys and c not in LOG_METADATA]
     is_truncate = F.col(OP) == TRUNCATE_OP
@@ -115,8 +141,18 @@ def history_versions(log: DataFrame, keys: Sequence[str], tracked: Sequence[str]
     )
     by_key = Window.partitionBy(*keys).orderBy("_order")
     so_far = by_key.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    # A truncate counts for a key's validity only where it ends one of its versions (the
+    # event before it is an upsert), so a truncate that arrives late changes the validity of
+    # no key but those it ends, the keys :func:`touched_keys` rebuilds.
+    ending = F.coalesce(F.lag("_upsert").over(by_key), F.lit(False))
+    raised = stream.withColumn("_raises", ~is_truncate | ending)
     # A segment is a run of events after a delete or truncate: TOAST looks back only within it.
-    segmented = stream.withColumn("_segment", F.count_if(~F.col("_upsert")).over(so_far))
+    segmented = raised.withColumns(
+        {
+            "_segment": F.count_if(~F.col("_upsert")).over(so_far),
+            VALID_FROM: F.max(F.when(F.col("_raises"), validity_time(order_columns))).over(so_far),
+        }
+    )
     in_segment = (
         Window.partitionBy(*keys, "_segment")
         .orderBy("_order")
@@ -136,14 +172,22 @@ def history_versions(log: DataFrame, keys: Sequence[str], tracked: Sequence[str]
     )
     continues = F.coalesce(F.lag("_upsert").over(by_key), F.lit(False)) & same
     marked = resolved.withColumns(
-        {"_starts": F.col("_upsert") & ~continues, "_next": F.lead("_order").over(by_key)}
+        {
+            "_starts": F.col("_upsert") & ~continues,
+            "_next": F.lead("_order").over(by_key),
+            VALID_TO: F.lead(VALID_FROM).over(by_key),
+        }
     )
     numbered = marked.withColumn("_version", F.count_if("_starts").over(so_far))
-    latest = F.max_by(F.struct(*columns, *METADATA_COLUMNS, "_next"), "_order")
+    latest = F.max_by(F.struct(*columns, *METADATA_COLUMNS, "_next", VALID_TO), "_order")
     versions = (
         numbered.where("_upsert")
         .groupBy(*keys, "_version")
-        .agg(F.min("_order").alias(START_AT), latest.alias("_latest"))
+        .agg(
+            F.min("_order").alias(START_AT),
+            F.min_by(VALID_FROM, "_order").alias(VALID_FROM),
+            latest.alias("_latest"),
+        )
     )
     return versions.select(
         *keys,
@@ -151,6 +195,8 @@ def history_versions(log: DataFrame, keys: Sequence[str], tracked: Sequence[str]
         START_AT,
         F.col("_latest._next").alias(END_AT),
         F.col("_latest._next").isNull().alias(IS_CURRENT),
+        VALID_FROM,
+        F.col(f"_latest.{VALID_TO}").alias(VALID_TO),
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from functools import partial, reduce
 
 from delta.tables import DeltaTable
@@ -11,13 +12,23 @@ from pyspark.sql.types import StructField, StructType
 
 from lakehouse_core.columns import OP
 from lakehouse_core.config import TableSpec
-from lakehouse_core.delta_io import append, dml_once, ensure_table, merge_materialized, table_exists
+from lakehouse_core.delta_io import (
+    append,
+    dml_once,
+    ensure_table,
+    merge_materialized,
+    quoted_path,
+    table_exists,
+    table_flag,
+)
 from lakehouse_core.layout import Warehouse
 from silver.evolution import default_fills
 from silver.history import (
     ACTION,
     LOG_METADATA,
     START_AT,
+    VALID_FROM,
+    VALID_TO,
     history_changes,
     history_versions,
     key_columns,
@@ -27,6 +38,8 @@ from silver.history import (
 )
 from silver.parse import TRUNCATE_OP, RowLayout, order_of
 from silver.tables import Assignments, HistoryTables, key_match
+
+logger = logging.getLogger(__name__)
 
 
 def history_tables(warehouse: Warehouse, spec: TableSpec) -> HistoryTables | None:
@@ -51,7 +64,10 @@ def apply_history(
     ``valid``: the batch's parsed events that are neither quarantined nor Kafka tombstones
     (changes and truncates, including those older than a truncate). They are added to the log;
     then the history of every key they can change is rebuilt from the log and only the rows
-    that differ are written (one MERGE, none if nothing differs).
+    that differ are written (one MERGE, none if nothing differs). A history table written
+    before the validity columns (``__valid_from``, ``__valid_to``) existed gets them with the
+    first batch that has events: that batch rebuilds every key's history from the log, once,
+    so every version has them.
 
     Raises:
         ConfigError: a ``track_history_*`` setting names a column the table does not have
@@ -84,11 +100,19 @@ def apply_history(
     has_changes = totals.events > totals.truncates
     if not keys or not (has_changes or table_exists(spark, tables.history)):
         return  # only truncates so far, or truncates with no history to close
-    history = _read(spark, tables.history) if totals.truncates else None
-    touched = touched_keys(events, keys, history)
+    history = _read(spark, tables.history)
     log = spark.read.format("delta").load(tables.log)
+    filling = history is not None and _fills_validity(spark, tables.history, history)
+    if filling:
+        logger.info(
+            f"silver.{spec.history_name}: adding {VALID_FROM} and {VALID_TO} to every version "
+            "(once: the table is from before them)"
+        )
+        touched = log.where(F.col(OP) != TRUNCATE_OP).select(*keys).distinct()
+    else:
+        touched = touched_keys(events, keys, history if totals.truncates else None)
     relevant = log.join(touched, keys, "left_semi").unionByName(log.where(F.col(OP) == TRUNCATE_OP))
-    desired = history_versions(relevant, keys, tracked)
+    desired = history_versions(relevant, keys, tracked, spec.order_columns)
     history_schema = _nullable(desired.schema)
     ensure_table(
         spark,
@@ -100,10 +124,34 @@ def apply_history(
     )
     existing = spark.read.format("delta").load(tables.history).join(touched, keys, "left_semi")
     writes = history_changes(desired, existing, keys).localCheckpoint()
-    if writes.isEmpty():
-        return
-    merge = partial(_merge, writes, tables.history, keys, desired.columns)
-    dml_once(spark, tables.history, f"{app_id}:history", batch_id, merge)
+    if not writes.isEmpty():
+        merge = partial(_merge, writes, tables.history, keys, desired.columns)
+        dml_once(spark, tables.history, f"{app_id}:history", batch_id, merge)
+    if filling:
+        _set_filling(spark, tables.history, False)
+
+
+#: Property of a history table whose validity columns are being filled in: set before the
+#: columns are added and unset once every version has them, so a run stopped in between
+#: fills them again.
+FILLING_VALIDITY = "lakehouse.fillingValidity"
+
+
+def _fills_validity(spark: SparkSession, path: str, history: DataFrame) -> bool:
+    """Whether the history table at ``path`` (its rows: ``history``) still needs its validity
+    columns filled in for every version; marks it so if it has none yet."""
+    if VALID_FROM not in history.columns:
+        _set_filling(spark, path, True)
+        return True
+    return table_flag(spark, path, FILLING_VALIDITY)
+
+
+def _set_filling(spark: SparkSession, path: str, on: bool) -> None:
+    if on:
+        change = f"SET TBLPROPERTIES ('{FILLING_VALIDITY}' = 'true')"
+    else:
+        change = f"UNSET TBLPROPERTIES IF EXISTS ('{FILLING_VALIDITY}')"
+    spark.sql(f"ALTER TABLE {quoted_path(path)} {change}")
 
 
 def _append_new(events: DataFrame, keys: list[str], path: str, app_id: str, batch_id: int) -> None:

@@ -7,7 +7,12 @@ replays them one by one, keeping the open version of each key. No Spark, no batc
 incremental state: the history of the whole log at once.
 
 Rows use the canonical values of :mod:`silver.reference`; an order (``__start_at``,
-``__end_at``) is the tuple ``(_sequence, _bronze_partition, _bronze_offset)``.
+``__end_at``) is the tuple ``(_sequence, _bronze_partition, _bronze_offset)``. A validity
+(``__valid_from``, ``__valid_to``) is the first ``sequence_by`` value of an event (canonical),
+which the order sorts by, or without ``sequence_by`` its source commit time (epoch
+microseconds) raised to the latest one of the key's events so far and of the truncates that
+ended one of the key's versions (a truncate that finds no version of the key open leaves the
+key's times alone).
 """
 
 from __future__ import annotations
@@ -32,11 +37,21 @@ from silver.reference import (
     with_column_defaults,
 )
 
-__all__ = ["END_AT", "IS_CURRENT", "START_AT", "HistoryKey", "fold_history"]
+__all__ = [
+    "END_AT",
+    "IS_CURRENT",
+    "START_AT",
+    "VALID_FROM",
+    "VALID_TO",
+    "HistoryKey",
+    "fold_history",
+]
 
 START_AT = "__start_at"
 END_AT = "__end_at"
 IS_CURRENT = "__is_current"
+VALID_FROM = "__valid_from"
+VALID_TO = "__valid_to"
 
 #: A history row's identity: the key tuple and the version's ``__start_at``.
 HistoryKey = tuple[tuple[Any, ...], tuple[Any, ...]]
@@ -54,25 +69,10 @@ def fold_history(
     but those in ``track_except``. Records that the silver fold quarantines or skips are
     ignored. Each row has every table column (missing ones ``None``), the metadata columns of
     the version's latest event, ``__start_at``, ``__end_at`` (None while current) and
-    ``__is_current``.
+    ``__is_current``, then ``__valid_from`` and ``__valid_to`` (see the module docstring).
     """
     _check_spec(spec)
-    truncates, deletes = _condition(spec.apply_as_truncates), _condition(spec.apply_as_deletes)
-    events: list[_Event] = []
-    records = list(records)
-    record_keys = _record_key_columns(records) if spec.keys is None else ()
-    for record in records:
-        if record.value is None:
-            continue
-        try:
-            if spec.format == "events":
-                event = _read_events_record(record, spec, truncates)
-            else:
-                event = _read_debezium_record(record, spec, truncates, record_keys)
-            events.append(event)
-        except _Quarantine:
-            continue
-    events = [_with_conditions(e, truncates, deletes, spec) for e in with_column_defaults(events)]
+    events = _valid_events(list(records), spec)
     columns = _table_columns(events, spec)
     tracked = (
         list(track) if track is not None else [c for c in columns if c not in (track_except or ())]
@@ -80,18 +80,24 @@ def fold_history(
 
     rows: dict[HistoryKey, dict[str, Any]] = {}
     open_version: dict[tuple[Any, ...], dict[str, Any]] = {}
+    seen: dict[tuple[Any, ...], Any] = {}  # per key, the latest validity time so far
     for event in sorted(events, key=lambda e: e.sort_key):
         order = (event.sequence, event.record.partition, event.record.offset)
+        # sequence_by's first value never falls in this order; a commit time may.
+        when = event.sequence[0] if spec.sequence_by else event.source_ts
         if event.kind == "truncate":
-            for version in open_version.values():
-                _close(version, order)
+            for key, version in open_version.items():
+                seen[key] = when if spec.sequence_by else _latest(seen[key], when)
+                _close(version, order, seen[key])
             open_version.clear()
             continue
         assert event.key is not None
+        time = when if spec.sequence_by else _latest(seen.get(event.key), when)
+        seen[event.key] = time
         current = open_version.get(event.key)
         if event.kind == "delete":
             if current is not None:
-                _close(current, order)
+                _close(current, order, time)
                 del open_version[event.key]
             continue
         upserted = _upserted_row(event, current, columns, spec)
@@ -108,16 +114,51 @@ def fold_history(
             current.update(row)  # same tracked values: the version is updated in place
             continue
         if current is not None:
-            _close(current, order)
-        version = {**row, START_AT: order, END_AT: None, IS_CURRENT: True}
+            _close(current, order, time)
+        version = {
+            **row,
+            START_AT: order,
+            END_AT: None,
+            IS_CURRENT: True,
+            VALID_FROM: time,
+            VALID_TO: None,
+        }
         rows[(event.key, order)] = version
         open_version[event.key] = version
     return rows
 
 
-def _close(version: dict[str, Any], order: tuple[Any, ...]) -> None:
+def _valid_events(records: list[BronzeRecord], spec: FoldSpec) -> list[_Event]:
+    """The events of the ``records`` that the silver fold neither quarantines nor skips, with
+    column defaults filled and the ``apply_as_*`` conditions applied."""
+    truncates, deletes = _condition(spec.apply_as_truncates), _condition(spec.apply_as_deletes)
+    events: list[_Event] = []
+    record_keys = _record_key_columns(records) if spec.keys is None else ()
+    for record in records:
+        if record.value is None:
+            continue
+        try:
+            if spec.format == "events":
+                event = _read_events_record(record, spec, truncates)
+            else:
+                event = _read_debezium_record(record, spec, truncates, record_keys)
+            events.append(event)
+        except _Quarantine:
+            continue
+    return [_with_conditions(e, truncates, deletes, spec) for e in with_column_defaults(events)]
+
+
+def _close(version: dict[str, Any], order: tuple[Any, ...], time: Any) -> None:
     version[END_AT] = order
     version[IS_CURRENT] = False
+    version[VALID_TO] = time
+
+
+def _latest(first: Any, second: Any) -> Any:
+    """The later of two validity times (None: none)."""
+    if first is None or second is None:
+        return second if first is None else first
+    return max(first, second)
 
 
 def _table_columns(events: list[_Event], spec: FoldSpec) -> list[str]:

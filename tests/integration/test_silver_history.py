@@ -7,6 +7,7 @@ behaviour is about writing or not writing, the Delta history and change data fee
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -21,13 +22,14 @@ from cdc.records import Record
 from lakehouse.ops.audit import verify_warehouse
 from lakehouse_core.catalog import run_sql
 from lakehouse_core.config import PipelineConfig, TableSpec
-from lakehouse_core.delta_io import table_exists
+from lakehouse_core.delta_io import table_exists, table_property
 from lakehouse_core.identifiers import table_name_for_topic
 from lakehouse_core.layout import Warehouse
 from lakehouse_core.streaming import Trigger, await_query
 from silver import history_job
 from silver.job import apply_batch, entity_tables, start_silver
 from silver.tables import EntityTables, HistoryTables
+from silver.verify import check_history
 from tests.faults import CommitFaults, InjectedCrash
 from tests.helpers import bronze_frame, customer_change, merge_counts, pg_key
 
@@ -151,10 +153,12 @@ def test_versions_in_order_and_the_scd1_table_is_kept(lake: Lake) -> None:
     assert [op for _, op, _ in history] == ["CREATE TABLE", "MERGE"]
     assert merge_counts(history[-1][2]) == (4, 0, 0)
     columns = lake.spark.read.format("delta").load(lake.paths.history).dtypes
-    assert columns[-3:] == [
+    assert columns[-5:] == [
         ("__start_at", "struct<_sequence:string,_bronze_partition:int,_bronze_offset:bigint>"),
         ("__end_at", "struct<_sequence:string,_bronze_partition:int,_bronze_offset:bigint>"),
         ("__is_current", "boolean"),
+        ("__valid_from", "timestamp"),
+        ("__valid_to", "timestamp"),
     ]
 
 
@@ -376,3 +380,145 @@ def test_columns_silver_drops_are_dropped_from_the_history_too(
         ("customers", 1, 1, True),
         ("customers_history", 2, 2, True),
     ]
+
+
+# --------------------------------------------------------------------------------------------
+# Validity as times (__valid_from, __valid_to)
+# --------------------------------------------------------------------------------------------
+
+#: ``customer_change``'s commit time of the change at LSN 0, in epoch ms (it grows with the LSN).
+COMMIT_MS = 1_767_225_600_000
+
+
+def test_an_as_of_join_in_plain_sql_over_the_validity_columns(lake: Lake) -> None:
+    """Customer 1 is 'a' from LSN 10, 'b' from 20, deleted at 30 and 'c' again from 40 (the
+    older changes delivered last); each order takes the name in force at its time."""
+    lake.apply([change(2, "d", 1, 30), change(3, "c", 1, 40, "c")], 0)
+    lake.apply([change(0, "c", 1, 10, "a"), change(1, "u", 1, 20, "b")], 1)
+    spark = lake.spark
+    spark.read.format("delta").load(lake.paths.history).createOrReplaceTempView("customers_h")
+    at_lsn = {5: None, 10: "a", 15: "a", 20: "b", 29: "b", 30: None, 39: None, 40: "c", 99: "c"}
+    orders = ", ".join(f"({lsn}, 1, timestamp_millis({COMMIT_MS + lsn}))" for lsn in at_lsn)
+    spark.sql(f"SELECT * FROM VALUES {orders} AS o(lsn, customer, ts)").createOrReplaceTempView(
+        "orders_at"
+    )
+
+    joined = spark.sql(
+        """
+        SELECT o.lsn, h.name
+        FROM orders_at o
+        LEFT JOIN customers_h h
+          ON h.id = o.customer
+         AND h.__valid_from <= o.ts
+         AND (h.__valid_to IS NULL OR o.ts < h.__valid_to)
+        """
+    ).collect()
+
+    assert sorted((r.lsn, r.name) for r in joined) == sorted(at_lsn.items())
+    types = dict(spark.table("customers_h").dtypes)
+    assert (types["__valid_from"], types["__valid_to"]) == ("timestamp", "timestamp")
+
+
+def test_validity_takes_the_type_and_values_of_sequence_by(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    spec = replace(SPEC, sequence_by=("notes",))  # a string column, to see its type kept
+    lake = Lake(spark, entity_tables(Warehouse(str(tmp_path)), spec))
+    records = [change(0, "c", 1, 10, "a", "k1"), change(1, "u", 1, 11, "b", "k3")]
+    lake.apply([*records, change(2, "u", 1, 12, "c", "k4")], 0, spec)
+
+    frame = spark.read.format("delta").load(lake.paths.history)
+    assert dict(frame.dtypes)["__valid_from"] == "string"
+    assert sorted((r.name, r["__valid_from"], r["__valid_to"]) for r in frame.collect()) == [
+        ("a", "k1", "k3"),
+        ("b", "k3", "k4"),
+        ("c", "k4", None),
+    ]
+
+
+def test_a_history_table_from_before_the_validity_columns_gets_them_for_every_version(
+    lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first batch after the upgrade fills them in for every key, also keys it does not
+    touch, and a run stopped after the columns were added fills them on its retry."""
+    first = [change(0, "c", 1, 10, "a"), change(1, "u", 1, 20, "b"), change(2, "c", 2, 11)]
+    lake.apply(first, 0)
+    filled = lake.rows()
+    path = lake.paths.history
+    spark = lake.spark
+    before = spark.read.format("delta").load(path).drop("__valid_from", "__valid_to")
+    old = spark.createDataFrame(before.collect(), before.schema)
+    old.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(path)
+    assert "__valid_from" not in spark.read.format("delta").load(path).columns
+    bronze = str(Path(path).parent.parent / "bronze_copy")
+    ensure_bronze_table(spark, bronze, TOPIC)
+    bronze_frame(spark, first, 0).write.format("delta").mode("append").save(bronze)
+    check = check_history(spark, bronze, path, SPEC)  # compared without the columns it lacks
+    assert (check.ok, check.actual_rows, check.differences) == (True, 3, [])
+
+    later = [change(3, "u", 2, 30, "y")]
+    faults = CommitFaults(monkeypatch, [(history_job, "ensure_table")], crash_after=2)
+    with pytest.raises(InjectedCrash):  # after the history table got the columns, all null
+        lake.apply(later, 1)
+    assert "__valid_from" in spark.read.format("delta").load(path).columns
+    faults.arm(None)
+    lake.apply(later, 1)
+    bronze_frame(spark, later, 1).write.format("delta").mode("append").save(bronze)
+    check = check_history(spark, bronze, path, SPEC)  # now with them
+    assert (check.ok, check.actual_rows, check.differences) == (True, 4, [])
+
+    rows = lake.rows()
+    assert {k: rows[k] for k in ((1, 10), (1, 20))} == {k: filled[k] for k in ((1, 10), (1, 20))}
+    millis = {k: (r["__valid_from"], r["__valid_to"]) for k, r in rows.items() if k[0] == 2}
+    assert millis == {
+        (2, 11): (filled[(2, 11)]["__valid_from"], rows[(2, 30)]["__valid_from"]),
+        (2, 30): (rows[(2, 30)]["__valid_from"], None),
+    }
+    assert rows[(2, 30)]["__valid_from"] > rows[(2, 11)]["__valid_from"]
+    assert table_property(spark, path, history_job.FILLING_VALIDITY) is None
+
+
+def at_commit_time(record: Record, lsn_ms: int) -> Record:
+    """``record`` with ``source.ts_ms`` set to ``COMMIT_MS + lsn_ms`` (its clock off its LSN)."""
+    value = copy.deepcopy(record.value)
+    assert isinstance(value, dict)
+    value["payload"]["source"]["ts_ms"] = COMMIT_MS + lsn_ms
+    return replace(record, value=value)
+
+
+def test_a_late_truncate_changes_the_validity_of_only_the_keys_it_ends(lake: Lake) -> None:
+    """The truncate at LSN 30 has a commit time ahead of the changes after it (the source's
+    clock stepped back) and arrives last. It ends customer 2's version, whose next one then
+    starts at the truncate's time; customer 1 had been deleted before it, so the truncate
+    changes nothing of customer 1's history (nor is customer 1 rebuilt). The history equals
+    the reference's: before, silver kept customer 1's re-insert at its own time while the
+    reference raised it to the truncate's (the CI failure of issue 64, item 2)."""
+    truncate = at_commit_time(change(5, "t", None, 30), 90)
+    first = [
+        change(0, "c", 1, 10, "a"),
+        change(1, "d", 1, 20),
+        change(2, "c", 2, 25, "x"),
+        change(3, "c", 1, 40, "b"),
+        change(4, "u", 2, 50, "y"),
+    ]
+    lake.apply(first, 0)
+    lake.apply([truncate], 1)
+
+    spark = lake.spark
+    bronze = str(Path(lake.paths.history).parent.parent / "bronze_copy")
+    ensure_bronze_table(spark, bronze, TOPIC)
+    for batch_id, records in enumerate([first, [truncate]]):
+        bronze_frame(spark, records, batch_id).write.format("delta").mode("append").save(bronze)
+    check = check_history(spark, bronze, lake.paths.history, SPEC)
+    assert (check.ok, check.actual_rows, check.differences) == (True, 4, [])
+
+    def ms(value: Any) -> int | None:
+        return None if value is None else round(value.timestamp() * 1000) - COMMIT_MS
+
+    rows = lake.rows()
+    assert {k: (ms(r["__valid_from"]), ms(r["__valid_to"])) for k, r in rows.items()} == {
+        (1, 10): (10, 20),
+        (1, 40): (40, None),
+        (2, 25): (25, 90),
+        (2, 50): (90, None),
+    }

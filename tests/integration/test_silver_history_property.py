@@ -4,11 +4,12 @@ The history is a function of the *set* of bronze records (``docs/silver-semantic
 type 2 history"). Hypothesis draws 120 scenarios of 1-3 keys, each key with at least three
 versions: an insert, tracked changes (names from a three-letter alphabet, so a value comes
 back: A -> B -> A), untracked or identical updates, TOAST placeholders, deletes and
-re-inserts, sometimes a truncate. The Postgres sequences, the disordered delivery (permutation,
-duplicates, up to four micro-batches, first inserts held back to the last batch) and the
-packing of many scenarios into a few Spark runs are those of ``test_silver_property``: each
-scenario on its own key range, a group's micro-batch ``i`` the union of its scenarios' batch
-``i``. Each group runs through :func:`silver.job.apply_batch` on a fresh warehouse and its
+re-inserts, sometimes a truncate, sometimes a commit time earlier than the one before it (the
+validity columns must still never overlap). The Postgres sequences, the disordered delivery
+(permutation, duplicates, up to four micro-batches, first inserts held back to the last batch)
+and the packing of many scenarios into a few Spark runs are those of ``test_silver_property``:
+each scenario on its own key range, a group's micro-batch ``i`` the union of its scenarios'
+batch ``i``. Each group runs through :func:`silver.job.apply_batch` on a fresh warehouse and its
 whole history table is compared with :func:`silver.reference_history.fold_history` of the
 group's complete record list.
 
@@ -24,6 +25,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +65,7 @@ TRUNCATE_ONE_IN = 6
 NAMES = ("A", "B", "C")
 NOTES = (None, "x", "y")
 MIN_VERSIONS = 3
+CLOCK_STEP_MS = 5_000
 
 #: The row of an upsert: (name, notes); None for a delete or truncate.
 Values = tuple[str, str | None] | None
@@ -143,6 +146,9 @@ def scenario_strategy(draw: st.DrawFn) -> HistoryScenario:
         stream.insert(at, (None, "t"))
         stream_values.insert(at, None)
     log = draw_log(draw, snapshot, stream)
+    if one_in(draw, 3):  # the source's clock steps back: validities still never overlap
+        back = draw(st.integers(0, len(log) - 1))
+        log[back] = replace(log[back], ts_ms=log[back].ts_ms - CLOCK_STEP_MS)
     deliveries = draw_deliveries(draw, log)
     shuffle = draw(st.integers(1, 2**16)) if one_in(draw, 4) else None
     values = tuple([first[key][1] for key in snapshot] + stream_values)
@@ -189,6 +195,12 @@ def value_comes_back(scenario: HistoryScenario) -> bool:
 def reinsert(scenario: Scenario) -> bool:
     ops = [e.op for e in scenario.log]
     return any(op == "d" for op in ops) and ops.count("c") + ops.count("r") > scenario.keys
+
+
+def clock_steps_back(scenario: Scenario) -> bool:
+    """A commit time is earlier than the one of the change before it."""
+    log = scenario.log
+    return any(later.ts_ms < earlier.ts_ms for earlier, later in pairwise(log))
 
 
 def toast(scenario: HistoryScenario) -> bool:
@@ -278,6 +290,7 @@ def test_history_equals_model_under_any_delivery(spark: SparkSession, tmp_path: 
         "toast": sum(map(toast, scenarios)),
         "truncate": sum(s.has_truncate for s in scenarios),
         "duplicates": sum(map(has_duplicates, scenarios)),
+        "clock steps back": sum(map(clock_steps_back, scenarios)),
     }
     assert all(count >= 10 for count in coverage.values()), f"weak coverage: {coverage}"
 

@@ -10,14 +10,22 @@ import pytest
 
 from cdc.records import Record
 from silver.reference import TOAST_PLACEHOLDER, BronzeRecord, FoldSpec, fold
-from silver.reference_history import END_AT, IS_CURRENT, START_AT, fold_history
-from tests.helpers import bronze_record, customer_change, pg_key
+from silver.reference_history import (
+    END_AT,
+    IS_CURRENT,
+    START_AT,
+    VALID_FROM,
+    VALID_TO,
+    fold_history,
+)
+from tests.helpers import bronze_record, customer_change, pg_envelope, pg_key
 
 pytestmark = pytest.mark.unit
 
 TOPIC = "pg.public.customers"
 PG = FoldSpec()
 TS_MS = 1_767_225_600_000
+VALIDITY = (VALID_FROM, VALID_TO)
 
 
 def seq(commit: int | None, lsn: int) -> str:
@@ -92,6 +100,8 @@ def test_row_has_the_silver_columns_and_the_interval() -> None:
         START_AT: at(10, 5, 2),
         END_AT: at(20, 9),
         IS_CURRENT: False,
+        VALID_FROM: (TS_MS + 10) * 1000,  # the commit times of the first and ending change
+        VALID_TO: (TS_MS + 20) * 1000,
     }
 
 
@@ -105,7 +115,7 @@ def test_current_rows_equal_the_silver_fold() -> None:
         event(5, "u", 3, 22, "c2", TOAST_PLACEHOLDER),
     ]
     current = {
-        key: {c: v for c, v in row.items() if c not in (START_AT, END_AT, IS_CURRENT)}
+        key: {c: v for c, v in row.items() if c not in (START_AT, END_AT, IS_CURRENT, *VALIDITY)}
         for (key, _), row in history(records).items()
         if row[IS_CURRENT]
     }
@@ -248,3 +258,70 @@ def test_events_tables_order_versions_by_sequence_by() -> None:
         ((7,), (new, 0, 1)): ("new", (paid, 0, 0)),
         ((7,), (paid, 0, 0)): ("paid", None),
     }
+    # The validity is in sequence_by's own terms: the first column's value, not a commit time.
+    assert {row["status"]: (row[VALID_FROM], row[VALID_TO]) for row in rows.values()} == {
+        "new": (new[0], paid[0]),
+        "paid": (paid[0], None),
+    }
+
+
+def committed(offset: int, op: str, id_: int | None, lsn: int, ts_ms: int | None) -> Record:
+    """A customers change at ``(commit 100, lsn)`` whose ``source.ts_ms`` is ``ts_ms``."""
+    after = None if op in ("d", "t") else {"id": id_, "name": f"n{lsn}", "notes": None}
+    before = {"id": id_, "name": None, "notes": None} if op == "d" else None
+    value = pg_envelope(op, (100, lsn), after=after, before=before, ts_ms=ts_ms or 0)
+    if ts_ms is None:
+        del value["payload"]["source"]["ts_ms"]
+    key = None if id_ is None else pg_key(id_)
+    return Record(TOPIC, 0, offset, 0, key, value)
+
+
+def validities(records: list[Record]) -> list[tuple[Any, ...]]:
+    """(id, start lsn, valid from, valid to) per row, in ms, sorted."""
+    ms = [
+        (key[0], int(row[START_AT][0][-20:]), row[VALID_FROM], row[VALID_TO])
+        for (key, _), row in history(records).items()
+    ]
+    return sorted(
+        (k, lsn, *(None if t is None else t // 1000 for t in times)) for k, lsn, *times in ms
+    )
+
+
+def test_validity_is_the_commit_time_never_stepping_back() -> None:
+    records = [
+        committed(0, "c", 1, 10, 1000),
+        committed(1, "u", 1, 20, 3000),
+        committed(2, "u", 1, 30, 2000),  # the source's clock stepped back: no overlap
+        committed(3, "d", 1, 40, 4000),
+        committed(4, "c", 1, 50, None),  # no commit time: the latest so far
+        committed(5, "c", 2, 15, None),  # none at all: null
+        committed(6, "t", None, 60, 6000),
+    ]
+    assert validities(records) == [
+        (1, 10, 1000, 3000),
+        (1, 20, 3000, 3000),
+        (1, 30, 3000, 4000),
+        (1, 50, 4000, 6000),
+        (2, 15, None, 6000),
+    ]
+
+
+def test_a_truncate_raises_only_the_keys_whose_version_it_ends() -> None:
+    """The truncate at LSN 30 carries a commit time ahead of the changes after it: it ends key
+    2's version, so key 2's next one starts no earlier than it; key 1 was deleted before it
+    and its re-insert keeps its own commit time (a truncate that arrives late changes no
+    validity of a key it does not end, so silver need not rebuild such keys)."""
+    records = [
+        committed(0, "c", 1, 10, 1000),
+        committed(1, "d", 1, 20, 2000),
+        committed(2, "c", 2, 25, 2500),
+        committed(3, "t", None, 30, 9000),
+        committed(4, "c", 1, 40, 4000),
+        committed(5, "c", 2, 50, 5000),
+    ]
+    assert validities(records) == [
+        (1, 10, 1000, 2000),
+        (1, 40, 4000, None),
+        (2, 25, 2500, 9000),
+        (2, 50, 9000, None),
+    ]
