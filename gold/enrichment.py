@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from functools import reduce
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, NumericType, StructType
@@ -225,12 +227,18 @@ def check_join(table: GoldTable, source: StructType, entity: StructType) -> None
             )
 
 
-def check_unique(entity: DataFrame, table: GoldTable, key: Collection[str]) -> None:
-    """Raise ConfigError if two rows of the joined ``entity`` share the ``key`` columns (the
-    join's ``on`` entity columns), as each source row must match at most one."""
+def check_unique(entity: DataFrame | pa.Table, table: GoldTable, key: Collection[str]) -> None:
+    """Raise ConfigError if two rows of the joined ``entity`` (its rows in Spark, or held on
+    the driver) share the ``key`` columns (the join's ``on`` entity columns), as each source
+    row must match at most one; null equals null here, as in a grouping."""
     join = table.join
     assert join is not None
-    repeated = entity.groupBy(*key).count().where(F.col("count") > 1).limit(1).collect()
+    if isinstance(entity, pa.Table):
+        counts = entity.select(list(key)).group_by(list(key)).aggregate([([], "count_all")])
+        repeated = counts.filter(pc.field("count_all") > 1).slice(0, 1).to_pylist()
+    else:
+        rows = entity.groupBy(*key).count().where(F.col("count") > 1).limit(1).collect()
+        repeated = [row.asDict() for row in rows]
     if repeated:
         values = ", ".join(f"{c}={repeated[0][c]!r}" for c in key)
         raise ConfigError(

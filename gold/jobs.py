@@ -70,6 +70,7 @@ from lakehouse_core.delta_io import (
     change_feed_complete,
     ensure_table,
     note_query_start,
+    read_held,
     table_exists,
 )
 from lakehouse_core.errors import ConfigError
@@ -161,7 +162,9 @@ def _prepared(
         dimension = spark.read.format("delta").load(entity)
         table.check_columns(facts.columns, dimension.columns)
         check_join(table, facts.schema, dimension.schema)
-        check_unique(dimension, table, [e for _, e in table.join.on])
+        key = [e for _, e in table.join.on]
+        held = read_held(entity, key)
+        check_unique(dimension if held is None else held, table, key)
         facts = enrich(facts, entity_rows(dimension, table.join), table.join)
     else:
         table.check_columns(facts.columns)

@@ -603,15 +603,40 @@ def read_table(spark: SparkSession, path: str) -> DataFrame:
     return spark.read.format("delta").load(path) if small is None else small
 
 
-def _read_small(spark: SparkSession, path: str, limit: int) -> DataFrame | None:
-    """See :func:`read_table`; None: Spark reads it."""
+def read_held(path: str, columns: Sequence[str] | None = None) -> pa.Table | None:
+    """The rows (their ``columns``, or all) of the table at ``path`` read by ``deltalake`` on
+    the driver if it is a local table of at most :data:`HELD_ROWS` rows that ``deltalake``
+    reads: no Spark job. None: Spark must read it."""
+    opened = _small(path, HELD_ROWS)
+    if opened is None:
+        return None
+    try:
+        return opened.to_pyarrow_table(columns=None if columns is None else list(columns))
+    except (DeltaError, pa.ArrowException) as error:
+        _log.info("deltalake cannot read %s (%s): Spark does", path, error)
+        return None
+
+
+def _small(path: str, limit: int) -> DeltaLakeTable | None:
+    """The local table at ``path`` opened by ``deltalake`` if its log's file statistics count
+    at most ``limit`` rows; None if not (or not local, or ``deltalake`` cannot open it)."""
     if is_uri(path):
         return None
     try:
         table = DeltaLakeTable(path)
         counts = pa.table(table.get_add_actions(flatten=True)).column("num_records")
-        if counts.null_count or (pc.sum(counts).as_py() or 0) > limit:
-            return None
+    except (DeltaError, pa.ArrowException) as error:
+        _log.info("deltalake cannot read %s (%s): Spark does", path, error)
+        return None
+    return None if counts.null_count or (pc.sum(counts).as_py() or 0) > limit else table
+
+
+def _read_small(spark: SparkSession, path: str, limit: int) -> DataFrame | None:
+    """See :func:`read_table`; None: Spark reads it."""
+    table = _small(path, limit)
+    if table is None:
+        return None
+    try:
         rows = table.to_pyarrow_table()
         schema = _spark_schema(table)
     except (DeltaError, pa.ArrowException) as error:

@@ -23,6 +23,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from gold.enrichment import check_unique
 from gold.pattern_jobs import raise_alerts
 from lakehouse_core.delta_io import (
     BATCH_MARK,
@@ -34,9 +35,12 @@ from lakehouse_core.delta_io import (
     append_held,
     ensure_table,
     merge_held,
+    read_held,
     read_table,
     replace_once,
 )
+from lakehouse_core.errors import ConfigError
+from lakehouse_core.gold_tables import GoldTable, Join, Measure, Window
 from lakehouse_core.identifiers import quote_identifier
 from lakehouse_core.streaming import query_app_id
 
@@ -376,3 +380,39 @@ def test_a_table_that_takes_the_schema_already_is_checked_without_spark(
     EnsuredTables().ensure(spark, path, wider, change_feed=False, deletion_vectors=True)
     properties = DeltaTable.forPath(spark, path).detail().first().properties
     assert properties.get("delta.enableDeletionVectors") == "true"
+
+
+def test_a_joined_entitys_key_is_checked_from_the_driver_as_in_spark(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A gold join's check that the entity's ``on`` columns are a key reads a small local
+    entity's columns from the driver (:func:`read_held`, no Spark job) and finds what Spark's
+    grouping finds: a repeated pair (null equal to null) is named, unique rows pass."""
+    names = [quote_identifier(n, "column") for n in ODD_NAMES[:2]]
+    path = str(tmp_path / "entity")
+    spark.sql(
+        f"SELECT IF(id = 3, NULL, id % 4) AS {names[0]}, IF(id % 2 = 0, NULL, 'a') AS "
+        f"{names[1]}, id AS other FROM range(8)"
+    ).write.format("delta").save(path)
+    join = GoldTable(
+        "g",
+        "facts",
+        "ts",
+        Window("tumbling", "1 hour"),
+        (Measure("n", "count"),),
+        join=Join("entity", (("x", ODD_NAMES[0]),), ("other",), "e_"),
+    )
+    for key, repeated in (([ODD_NAMES[0], ODD_NAMES[1]], True), (["other"], False)):
+        before = _jobs_started(spark)
+        held = read_held(path, key)
+        assert _jobs_started(spark) == before and held is not None
+        assert held.column_names == key and held.num_rows == 8
+        messages = []
+        for rows in (held, spark.read.format("delta").load(path)):
+            try:
+                check_unique(rows, join, key)
+                messages.append("")
+            except ConfigError as error:
+                messages.append(str(error))
+        assert messages[0] == messages[1] and bool(messages[0]) == repeated
+    assert read_held((tmp_path / "entity").as_uri(), ["other"]) is None
