@@ -81,8 +81,13 @@ def test_fresh_read_through_the_api(spark: SparkSession, tmp_path: Path) -> None
     assert fresh_check.ok and fresh_check.actual_rows == 3, fresh_check.differences
     assert not checks["customers"].ok  # silver has not applied the pending records yet
 
-    with pytest.raises(FreshReadError, match=r"is 5 bronze records \(1 commits.*as it is"):
+    # status shows the unmerged tail: the records a fresh read folds.
+    behind = {s.table: s.records_behind for s in lh.status().silver}
+    assert behind == {"silver.customers": len(PENDING)}, behind
+
+    with pytest.raises(FreshReadError, match=r"is 5 bronze records \(1 commits.*as it is") as over:
         lh.table("silver.customers", fresh=True, limits=FreshLimits(max_records=4))
+    assert "\n" not in str(over.value)  # one line, naming the plain read
     bounded = replace(lh.config, fresh=FreshSpec(max_records=4))  # the TOML's [fresh]
     with pytest.raises(FreshReadError, match=r"is 5 bronze records .*\(4 records"):
         Lakehouse(lh.warehouse.root, bounded, spark=spark).sql("SELECT * FROM fresh.customers")
@@ -92,6 +97,7 @@ def test_fresh_read_through_the_api(spark: SparkSession, tmp_path: Path) -> None
         lh.table("silver.customers", version=1, fresh=True)
 
     lh.run(f"files:{source}")  # silver catches up with bronze
+    assert [s.records_behind for s in lh.status().silver] == [0]
     assert "customers (fresh)" not in [c.table for c in lh.verify().checks]  # nothing pending
     assert rows(lh.table("silver.customers")) == got
     assert rows(fresh) == got  # the pinned pair reads the same rows later
