@@ -16,10 +16,11 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructType
 from pyspark.sql.window import WindowSpec
 
-from lakehouse_core.columns import METADATA_COLUMNS, OP
+from lakehouse_core.columns import METADATA_COLUMNS, OP, SNAPSHOT_END
 from lakehouse_core.config import TableSpec
 from lakehouse_core.errors import ConfigError
 from silver.parse import TRUNCATE_OP, UPSERT_OPS, order_of
+from silver.snapshots import BEFORE_READS
 
 START_AT = "__start_at"
 END_AT = "__end_at"
@@ -70,6 +71,29 @@ def log_events(valid: DataFrame, keys: Sequence[str], columns: Sequence[str]) ->
     return valid.select(*marked, *columns, *LOG_METADATA)
 
 
+def snapshot_end_truncates(
+    valid: DataFrame, keys: Sequence[str], columns: Sequence[str]
+) -> DataFrame | None:
+    """History log rows for the ends of full snapshots among a batch's ``valid`` events
+    (``resnapshot = "full"``; :mod:`silver.snapshots`), in :func:`log_events`' columns.
+
+    Each end is also a truncate placed just before its snapshot's reads, as in silver: a row
+    with ``_op`` ``t``, null keys and row columns, the end's ``_sequence``, commit time and
+    topic, and bronze partition and offset :data:`~silver.snapshots.BEFORE_READS`, so its
+    order is below every read at the same position. None when the events carry no end marker
+    (the table is not ``resnapshot = "full"``)."""
+    if SNAPSHOT_END not in valid.columns:
+        return None
+
+    def typed(name: str, value: object) -> Column:
+        return F.lit(value).cast(valid.schema[name].dataType)
+
+    blank = {name: typed(name, None) for name in (*keys, *columns, "_unavailable")}
+    before = {name: typed(name, BEFORE_READS) for name in ("_bronze_partition", "_bronze_offset")}
+    ends = valid.where(F.col(SNAPSHOT_END)).withColumns({**blank, **before, OP: F.lit(TRUNCATE_OP)})
+    return log_events(ends, keys, columns)
+
+
 def key_columns(schema: StructType) -> list[str]:
     """The key columns of a history log schema (see :func:`log_events`)."""
     return [f.name for f in schema.fields if f.metadata.get(KEY_MARK)]
@@ -117,8 +141,9 @@ def history_versions(
     Per key, in order: an upsert whose ``tracked`` values (TOAST placeholders resolved) differ
     from the previous upsert's, or that follows a delete or truncate, starts a version; any other
     upsert updates the version in place. A version ends at the order of the first event after
-    its last upsert (the next version's start, a delete or a truncate); a version with no later
-    event is current.
+    its last upsert (the next version's start, a delete or a truncate; a full snapshot's end is
+    a truncate for the keys its snapshot did not read, see :func:`_unless_read`); a version
+    with no later event is current.
 
     Returns: keys, row columns and metadata of the version's last upsert, then ``__start_at``
     (order of its first upsert), ``__end_at`` (null while current), ``__is_current``,
@@ -133,8 +158,9 @@ def history_versions(
     columns = [c for c in log.columns if c not in keys and c not in LOG_METADATA]
     is_truncate = F.col(OP) == TRUNCATE_OP
     changes = log.where(~is_truncate)
-    truncates = (
-        changes.select(*keys).distinct().crossJoin(log.where(is_truncate).select(*LOG_METADATA))
+    every_key = changes.select(*keys).distinct()
+    truncates = _unless_read(
+        every_key.crossJoin(log.where(is_truncate).select(*LOG_METADATA)), changes, keys
     )
     stream = changes.unionByName(truncates, allowMissingColumns=True).withColumns(
         {"_order": order_of(), "_upsert": F.col(OP).isin(*UPSERT_OPS)}
@@ -198,6 +224,24 @@ def history_versions(
         VALID_FROM,
         F.col(f"_latest.{VALID_TO}").alias(VALID_TO),
     )
+
+
+def _unless_read(truncates: DataFrame, changes: DataFrame, keys: Sequence[str]) -> DataFrame:
+    """Per key, the table's ``truncates`` but the ends of full snapshots that read the key.
+
+    A full snapshot's end (:func:`snapshot_end_truncates`: bronze partition
+    :data:`~silver.snapshots.BEFORE_READS`) ends the versions of the keys its snapshot did
+    not read; a key it read (a read, ``_op`` ``r``, at the end's ``_sequence``: a full
+    snapshot reads every row at one position) goes on in the version its read continues or
+    starts, as after any upsert."""
+    reads = changes.where(F.col(OP) == "r").select(*keys, F.col("_sequence").alias("_read_at"))
+    is_end = F.col("t._bronze_partition") == BEFORE_READS
+    read_by_end = reduce(
+        Column.__and__,
+        [F.col(f"t.{key}").eqNullSafe(F.col(f"r.{key}")) for key in keys],
+        is_end & (F.col("t._sequence") == F.col("_read_at")),
+    )
+    return truncates.alias("t").join(reads.alias("r"), read_by_end, "left_anti")
 
 
 def history_changes(desired: DataFrame, existing: DataFrame, keys: Sequence[str]) -> DataFrame:

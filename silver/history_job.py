@@ -33,6 +33,7 @@ from silver.history import (
     history_versions,
     key_columns,
     log_events,
+    snapshot_end_truncates,
     touched_keys,
     tracked_columns,
 )
@@ -79,7 +80,11 @@ def apply_history(
     # key known yet it can only hold truncates, which need no row columns.
     keys = (key_columns(logged.schema) if logged is not None else []) or list(layout.key_names)
     row_columns = [c.name for c in layout.value_columns if c.name not in keys] if keys else []
-    events = log_events(valid, [k for k in keys if k in valid.columns], row_columns)
+    present = [k for k in keys if k in valid.columns]
+    events = log_events(valid, present, row_columns)
+    ends = snapshot_end_truncates(valid, present, row_columns)  # resnapshot = "full"
+    if ends is not None:
+        events = events.unionByName(ends)
     totals = events.select(
         F.count(F.lit(1)).alias("events"),
         F.count_if(F.col(OP) == TRUNCATE_OP).alias("truncates"),

@@ -12,7 +12,9 @@ Rows use the canonical values of :mod:`silver.reference`; an order (``__start_at
 which the order sorts by, or without ``sequence_by`` its source commit time (epoch
 microseconds) raised to the latest one of the key's events so far and of the truncates that
 ended one of the key's versions (a truncate that finds no version of the key open leaves the
-key's times alone).
+key's times alone). Under ``resnapshot = "full"`` the end of a full snapshot is a truncate
+placed just before the snapshot's reads (:mod:`silver.reference_snapshots`, as the fold adds
+it) that ends the open versions of the keys the snapshot did not read.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from silver.reference import (
     _with_conditions,
     with_column_defaults,
 )
+from silver.reference_snapshots import BEFORE_READS, snapshot_end_truncates
 
 __all__ = [
     "END_AT",
@@ -77,6 +80,11 @@ def fold_history(
     tracked = (
         list(track) if track is not None else [c for c in columns if c not in (track_except or ())]
     )
+    if spec.resnapshot == "full":
+        events += snapshot_end_truncates(events)
+    # (key, sequence) of every snapshot read: a full snapshot's end does not end the version of
+    # a key that its snapshot read (at the end's own sequence).
+    reads = {(e.key, e.sequence_order) for e in events if e.kind == "upsert" and e.op == "r"}
 
     rows: dict[HistoryKey, dict[str, Any]] = {}
     open_version: dict[tuple[Any, ...], dict[str, Any]] = {}
@@ -86,10 +94,12 @@ def fold_history(
         # sequence_by's first value never falls in this order; a commit time may.
         when = event.sequence[0] if spec.sequence_by else event.source_ts
         if event.kind == "truncate":
-            for key, version in open_version.items():
+            ends_snapshot = event.record.partition == BEFORE_READS
+            for key in list(open_version):
+                if ends_snapshot and (key, event.sequence_order) in reads:
+                    continue
                 seen[key] = when if spec.sequence_by else _latest(seen[key], when)
-                _close(version, order, seen[key])
-            open_version.clear()
+                _close(open_version.pop(key), order, seen[key])
             continue
         assert event.key is not None
         time = when if spec.sequence_by else _latest(seen.get(event.key), when)

@@ -16,6 +16,10 @@ group's complete record list.
 Plain groups alternate between tracking every column and tracking ``name`` only (``notes``
 changes then update a version in place); scenarios with a truncate run in a group of their own.
 
+A second test runs re-snapshotted tables (``tests/resnapshots.py``) through a type 2 table
+with ``resnapshot = "full"``: a full snapshot's end must end the versions of the keys it did
+not read, in silver as in the reference (``RESNAPSHOT_SEED=<seed>`` reproduces it).
+
 Reproduce a failure with the seed printed in its message: ``SCD2_PROPERTY_SEED=<seed>``.
 """
 
@@ -39,7 +43,8 @@ from lakehouse_core.delta_io import table_exists
 from lakehouse_core.layout import Warehouse
 from silver.job import QueryState, apply_batch, entity_tables
 from silver.reference import TOAST_PLACEHOLDER, FoldSpec
-from silver.reference_history import HistoryKey, fold_history
+from silver.reference_history import END_AT, IS_CURRENT, HistoryKey, fold_history
+from silver.reference_snapshots import BEFORE_READS
 from silver.verify import canonical_rows
 from tests.draws import draw_examples, example_count, property_seed
 from tests.helpers import bronze_frame, bronze_record, pg_envelope, pg_key
@@ -54,6 +59,9 @@ from tests.integration.test_silver_property import (
     mismatch_report,
     one_in,
 )
+from tests.resnapshots import KEY_SPACE as RESNAPSHOT_KEYS
+from tests.resnapshots import group_batches, resnapshot_scenarios
+from tests.unit.test_reference_snapshots import HAND_CASE
 
 pytestmark = pytest.mark.integration
 
@@ -301,3 +309,56 @@ def test_history_equals_model_under_any_delivery(spark: SparkSession, tmp_path: 
     ]
     print(f"history property: seed {seed_value}, {coverage}, {time.monotonic() - started:.0f} s")
     assert not failures, f"SCD2_PROPERTY_SEED={seed_value}\n" + "\n\n".join(failures)
+
+
+# --------------------------------------------------------------------------------------------
+# Full re-snapshots (resnapshot = "full")
+# --------------------------------------------------------------------------------------------
+
+FULL = replace(SPEC, resnapshot="full")
+
+
+def resnapshot_history(
+    spark: SparkSession, warehouse: Path, batches: list[list[Record]]
+) -> tuple[dict[HistoryKey, dict[str, Any]], dict[HistoryKey, dict[str, Any]]]:
+    """(the reference history of every record of ``batches``, silver's history table after
+    them, applied in order on a fresh warehouse) for :data:`FULL`."""
+    records = [bronze_record(r) for batch in batches for r in batch]
+    expected = fold_history(records, FoldSpec(resnapshot="full"))
+    tables = entity_tables(Warehouse.from_path(warehouse), FULL)
+    assert tables.history is not None
+    state = QueryState()
+    for batch_id, batch in enumerate(batches):
+        if batch:
+            frame = bronze_frame(spark, batch, batch_id)
+            apply_batch(frame, batch_id, FULL, tables, "history-resnapshot", state=state)
+    return expected, history_rows(spark, tables.history.history)
+
+
+def test_history_equals_model_for_full_resnapshots(spark: SparkSession, tmp_path: Path) -> None:
+    """``resnapshot = "full"`` on a type 2 table: re-snapshotted tables (tests/resnapshots.py:
+    deletes lost before a full blocking snapshot, incremental reads, any delivery), packed into
+    one table on their own key ranges (a snapshot's end cuts into the other scenarios too),
+    give the reference history, which ends at a full snapshot's end the versions of the keys
+    it did not read; then docs/silver-semantics.md's hand case, its end marker first."""
+    seed = property_seed("RESNAPSHOT_SEED")
+    scenarios = draw_examples(resnapshot_scenarios(), seed, example_count(30))
+    batches = group_batches(scenarios, list(range(len(scenarios))))
+    expected, actual = resnapshot_history(spark, tmp_path / "drawn", batches)
+    ended = [key for key, row in expected.items() if (row[END_AT] or (0, 0))[1] == BEFORE_READS]
+    assert len(ended) >= 5, f"weak coverage: {len(ended)} versions ended by a snapshot's end"
+    wrong = list(differences(expected, actual))
+    bad = sorted({key_id // RESNAPSHOT_KEYS for key_id, _ in wrong})
+    report = [text for _, text in wrong[:20]] + [scenarios[i].describe(i) for i in bad[:5]]
+    assert not wrong, f"RESNAPSHOT_SEED={seed}\n" + "\n".join(report)
+
+    hand = [HAND_CASE[:2], HAND_CASE[2:5], HAND_CASE[5:]]
+    expected, actual = resnapshot_history(spark, tmp_path / "hand", hand)
+    assert list(differences(expected, actual)) == []
+    assert sorted((key[0], row["name"], row[IS_CURRENT]) for (key, _), row in actual.items()) == [
+        (1, "one", True),
+        (2, "two", False),  # deleted while the offsets were lost: ended by the snapshot's end
+        (3, "three", True),
+        (4, "four", True),
+        (5, "five", True),
+    ]

@@ -18,7 +18,10 @@ from silver.reference_history import (
     VALID_TO,
     fold_history,
 )
+from tests.draws import draw_examples, example_count, property_seed
 from tests.helpers import bronze_record, customer_change, pg_envelope, pg_key
+from tests.resnapshots import resnapshot_scenarios
+from tests.unit.test_reference_snapshots import HAND_CASE
 
 pytestmark = pytest.mark.unit
 
@@ -325,3 +328,60 @@ def test_a_truncate_raises_only_the_keys_whose_version_it_ends() -> None:
         (2, 25, 2500, 9000),
         (2, 50, 9000, None),
     ]
+
+
+# --------------------------------------------------------------------------------------------
+# Full re-snapshots (resnapshot = "full")
+# --------------------------------------------------------------------------------------------
+
+FULL = FoldSpec(resnapshot="full")
+
+
+def current_rows(records: list[Record], spec: FoldSpec) -> dict[Any, dict[str, Any]]:
+    """The current versions, without the interval columns, by key."""
+    rows = fold_history([bronze_record(r) for r in records], spec)
+    hidden = (START_AT, END_AT, IS_CURRENT, *VALIDITY)
+    return {
+        key: {c: v for c, v in row.items() if c not in hidden}
+        for (key, _), row in rows.items()
+        if row[IS_CURRENT]
+    }
+
+
+def test_a_full_snapshots_end_ends_the_versions_of_the_keys_it_did_not_read() -> None:
+    """docs/silver-semantics.md's hand case: key 2, deleted while the connector's offsets were
+    lost, is not read by the second snapshot, whose end closes its version there; keys 1 and 3,
+    read again unchanged, keep the version they had; the default keeps key 2 open."""
+    end = (seq(250, 300), -1, -1)
+    rows = fold_history([bronze_record(r) for r in HAND_CASE], FULL)
+    assert sorted((key[0], row["name"], row[END_AT]) for (key, _), row in rows.items()) == [
+        (1, "one", None),
+        (2, "two", end),
+        (3, "three", None),
+        (4, "four", None),
+        (5, "five", None),
+    ]
+    # Key 1's one version starts at its first read and holds its second one (in place).
+    ones = [row for (key, _), row in rows.items() if key == (1,)]
+    assert [(row[START_AT], row["_sequence"]) for row in ones] == [
+        ((seq(0, 100), 0, 2), seq(250, 300))
+    ]
+    upsert = fold_history([bronze_record(r) for r in HAND_CASE], PG)
+    assert [row[END_AT] for (key, _), row in upsert.items() if key == (2,)] == [None]
+
+
+def test_current_versions_equal_the_fold_for_resnapshots() -> None:
+    """Under any delivery of a re-snapshotted table (tests/resnapshots.py), the history's
+    current versions are the fold's rows, with and without the rule."""
+    seed = property_seed("RESNAPSHOT_SEED")
+    scenarios = draw_examples(resnapshot_scenarios(), seed, example_count(200))
+    lost_deletes = 0
+    for index, scenario in enumerate(scenarios):
+        records = [record for _, record in scenario.records(index)]
+        for spec in (FULL, PG):
+            expected = fold([bronze_record(r) for r in records], spec).rows
+            assert current_rows(records, spec) == expected, (
+                f"RESNAPSHOT_SEED={seed} ({spec.resnapshot})\n{scenario.describe(index)}"
+            )
+        lost_deletes += scenario.loses_a_delete
+    assert lost_deletes >= 20, lost_deletes
