@@ -357,10 +357,10 @@ def fold_checked(snapshot: Snapshot, checked: Checked) -> DataFrame:
     the plan stage as :func:`silver.job.apply_batch` runs it, the writes' result computed by
     :func:`merged`.
 
-    Three small things are computed here and kept: the table's rows whose keys the tail
-    holds (one pass over the table, joined with the tail's keys broadcast), the newest change
-    per key, and what the MERGE leaves of those rows and of the tail's new keys
-    (:func:`merged` over them alone). The result is then the table's other rows (one pass,
+    Two small things are computed here and kept: the table's rows whose keys the tail holds
+    (one pass over the table, joined with the tail's keys broadcast), and what the MERGE
+    leaves of those rows and of the tail's new keys (:func:`merged` over them alone, the
+    newest change per key computed within). The result is then the table's other rows (one pass,
     those keys broadcast, no shuffle; a row older than the tail's truncate left out) and the
     kept rows: the rows themselves are read when the result is.
     """
@@ -380,10 +380,8 @@ def fold_checked(snapshot: Snapshot, checked: Checked) -> DataFrame:
     truncate = checked.decoded.counts[NEWEST_TRUNCATE]
     if writes.merge is None or snapshot.rows is None or touched is None or listed is None:
         return merged(snapshot.rows, writes, truncate, listed)
-    # The newest change per key: computed once, small, kept.
-    changes = writes.merge.changes.localCheckpoint()
-    writes = replace(writes, merge=replace(writes.merge, changes=changes))
-    # Silver's rows among the tail's keys and the tail's new keys, after the MERGE (small).
+    # Silver's rows among the tail's keys and the tail's new keys, after the MERGE (small;
+    # the newest change per key is computed within, from the kept tail and rows).
     folded = merged(touched, writes, truncate, listed).localCheckpoint()
     # The other rows stay as they are (but for a truncate): the keys the tail touched are
     # exactly those of ``listed``, so the two parts are the table's rows, split by key.
