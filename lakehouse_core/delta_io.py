@@ -599,53 +599,38 @@ def read_table(spark: SparkSession, path: str) -> DataFrame:
     table of at most :data:`HELD_ROWS` rows (counted in its log's file statistics) that
     ``deltalake`` reads, which takes no Spark job and computes no Delta snapshot in Spark (a
     table the driver writes would need one each batch); else by Spark."""
-    small = _read_small(spark, path, HELD_ROWS)
-    return spark.read.format("delta").load(path) if small is None else small
+    held = _held(path)
+    if held is None:
+        return spark.read.format("delta").load(path)
+    rows, schema = held
+    # Spark takes no Arrow table without chunks (that of an empty table).
+    return (
+        spark.createDataFrame(rows, schema) if rows.num_rows else spark.createDataFrame([], schema)
+    )
 
 
 def read_held(path: str, columns: Sequence[str] | None = None) -> pa.Table | None:
     """The rows (their ``columns``, or all) of the table at ``path`` read by ``deltalake`` on
     the driver if it is a local table of at most :data:`HELD_ROWS` rows that ``deltalake``
     reads: no Spark job. None: Spark must read it."""
-    opened = _small(path, HELD_ROWS)
-    if opened is None:
-        return None
-    try:
-        return opened.to_pyarrow_table(columns=None if columns is None else list(columns))
-    except (DeltaError, pa.ArrowException) as error:
-        _log.info("deltalake cannot read %s (%s): Spark does", path, error)
-        return None
+    held = _held(path, columns)
+    return None if held is None else held[0]
 
 
-def _small(path: str, limit: int) -> DeltaLakeTable | None:
-    """The local table at ``path`` opened by ``deltalake`` if its log's file statistics count
-    at most ``limit`` rows; None if not (or not local, or ``deltalake`` cannot open it)."""
+def _held(path: str, columns: Sequence[str] | None = None) -> tuple[pa.Table, StructType] | None:
+    """See :func:`read_held`; with the table's schema as Spark's."""
     if is_uri(path):
         return None
     try:
         table = DeltaLakeTable(path)
         counts = pa.table(table.get_add_actions(flatten=True)).column("num_records")
+        if counts.null_count or (pc.sum(counts).as_py() or 0) > HELD_ROWS:
+            return None
+        rows = table.to_pyarrow_table(columns=None if columns is None else list(columns))
+        return rows, _spark_schema(table)
     except (DeltaError, pa.ArrowException) as error:
         _log.info("deltalake cannot read %s (%s): Spark does", path, error)
         return None
-    return None if counts.null_count or (pc.sum(counts).as_py() or 0) > limit else table
-
-
-def _read_small(spark: SparkSession, path: str, limit: int) -> DataFrame | None:
-    """See :func:`read_table`; None: Spark reads it."""
-    table = _small(path, limit)
-    if table is None:
-        return None
-    try:
-        rows = table.to_pyarrow_table()
-        schema = _spark_schema(table)
-    except (DeltaError, pa.ArrowException) as error:
-        _log.info("deltalake cannot read %s (%s): Spark does", path, error)
-        return None
-    # Spark takes no Arrow table without chunks (that of an empty table).
-    return (
-        spark.createDataFrame(rows, schema) if rows.num_rows else spark.createDataFrame([], schema)
-    )
 
 
 def read_files(
