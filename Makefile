@@ -3,23 +3,37 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# What the product and the demo run on (requirements.lock: `make demo` installs only that),
+# then the tests', linters' and notebooks' tools on top (requirements-dev.lock: `make venv`).
+RUNTIME := $(VENV)/.runtime
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
-.PHONY: venv docs-assets demo test tests test-deep lint unit bench soak clean chromium notebooks-docs
+.PHONY: venv runtime docs-assets demo test tests test-deep lint unit bench soak clean chromium notebooks-docs
 
-$(STAMP): requirements.lock pyproject.toml
+# The locks pin every package with its dependencies (tests/unit/test_locks.py checks it), so pip
+# installs them --no-deps, resolving nothing again, in one run with the Delta jars' wheel and
+# this project. --no-compile: pip would compile all 6,500 modules of these packages (15 s of
+# one core); Python compiles those a process imports when it first imports them.
+$(RUNTIME): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -r requirements.lock
-	$(BIN)/python -m pip install --quiet --no-deps jsoniq==3.0.2
-	$(BIN)/python -m pip install --quiet --no-deps -e .
+	$(BIN)/python -m pip install --quiet --no-deps --no-compile -r requirements.lock \
+		jsoniq==3.0.2 -e .
 	# The demo and the local test servers (lakehouse_demo, lakehouse_local) are not in the
 	# product's wheel: the checkout's root on the virtualenv's path makes them importable.
 	$(BIN)/python -c "import pathlib, sysconfig; pathlib.Path(sysconfig.get_paths()['purelib'], \
 		'cdc_lakehouse_checkout.pth').write_text('$(CURDIR)\n')"
 	$(BIN)/python -c "from lakehouse_core.spark import local_delta_jars; local_delta_jars()"
+	touch $(RUNTIME)
+
+# The test suite starts hundreds of Python processes: there every module is compiled once, here
+# (a file compileall cannot compile is left to fail where it is imported, as pip leaves it).
+$(STAMP): $(RUNTIME) requirements-dev.lock
+	$(BIN)/python -m pip install --quiet --no-deps -r requirements-dev.lock
+	$(BIN)/python -c "import compileall, sysconfig; \
+		compileall.compile_dir(sysconfig.get_paths()['purelib'], quiet=2, workers=0)"
 	touch $(STAMP)
 
 # The browser assets of the Data Docs (npm packages pinned with their lock file's integrity
@@ -41,9 +55,13 @@ $(DOCS_ASSETS)/.installed: expectations/docs_assets/package.json expectations/do
 
 venv: $(STAMP)
 
-docs-assets: venv $(DOCS_ASSETS)/.installed
+runtime: $(RUNTIME)
 
-demo: venv docs-assets
+docs-assets: $(DOCS_ASSETS)/.installed
+
+# The packages and the Data Docs' assets install side by side (pip and npm).
+demo:
+	$(MAKE) --no-print-directory -j2 runtime docs-assets
 	$(BIN)/python -m lakehouse_demo demo
 
 lint: venv
