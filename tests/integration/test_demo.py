@@ -86,6 +86,33 @@ def test_demo_runs_every_layer_and_verifies(
     assert int(orders) > 0 and float(revenue) > 0, gold_rows[0]
 
 
+def test_the_rows_printed_are_the_rows_spark_counts(
+    demo: tuple[Path, subprocess.CompletedProcess[str]], spark: SparkSession
+) -> None:
+    """The demo prints each table's rows from its Delta log (no Spark job): the rows Spark
+    counts in each, for every table of bronze, silver and gold."""
+    root, result = demo
+    assert result.returncode == 0
+    warehouse = Warehouse.from_path(root / "warehouse")
+    printed = {
+        row[0]: int(row[1])
+        for row in table_cells(result.stdout)
+        if len(row) == 2 and row[0].split(".")[0] in ("bronze", "silver", "gold")
+    }
+    assert {"bronze", "silver", "gold"} == {name.split(".")[0] for name in printed}, printed
+    on_disk = {
+        f"{path.parent.name}.{path.name}"
+        for path in (root / "warehouse").glob("*/*")
+        if path.parent.name in ("bronze", "silver", "gold") and (path / "_delta_log").is_dir()
+    }
+    assert set(printed) == on_disk
+    counted = {
+        name: spark.read.format("delta").load(warehouse.table(*name.split("."))).count()
+        for name in printed
+    }
+    assert printed == counted
+
+
 def test_a_session_from_the_factory_names_the_tables_without_a_helper(
     demo: tuple[Path, subprocess.CompletedProcess[str]], spark: SparkSession
 ) -> None:
