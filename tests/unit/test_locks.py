@@ -10,24 +10,19 @@ installed here, which must be the version its lock pins."""
 from __future__ import annotations
 
 import importlib.metadata
-import re
 import tomllib
 from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name as normalized
 
 pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNTIME_LOCK = ROOT / "requirements.lock"
 DEV_LOCK = ROOT / "requirements-dev.lock"
-
-
-def normalized(name: str) -> str:
-    """A distribution's name as PEP 503 compares it (``Pydantic_Core`` -> ``pydantic-core``)."""
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def pins(lock: Path) -> dict[str, str]:
@@ -37,10 +32,12 @@ def pins(lock: Path) -> dict[str, str]:
         text = line.split("#", 1)[0].strip()
         if not text:
             continue
-        name, sep, version = text.partition("==")
-        assert sep and version.strip(), f"{lock.name}: not an exact pin: {line!r}"
-        assert normalized(name) not in found, f"{lock.name}: {name} pinned twice"
-        found[normalized(name)] = version.strip()
+        pinned = Requirement(text)
+        specifiers = list(pinned.specifier)
+        assert [s.operator for s in specifiers] == ["=="], f"{lock.name}: not a pin: {line!r}"
+        name = normalized(pinned.name)
+        assert name not in found, f"{lock.name}: {name} pinned twice"
+        found[name] = specifiers[0].version
     return found
 
 
